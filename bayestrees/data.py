@@ -1,0 +1,437 @@
+"""Data layer: validation and binning of features to small unsigned codes.
+
+Everything downstream of this module works on integer *codes*, never on raw
+feature values.  A :class:`Binner` is fit once on training data and stores the
+bin edges (and category maps) so that new ``X`` is coded identically at
+predict time.
+
+Rules
+-----
+Numeric features
+    If a feature has at most ``max_bins`` distinct (non-missing) values it is
+    binned *exactly*: one bin per distinct value, with the edge between two
+    neighbouring values at their midpoint (the threshold scikit-learn's CART
+    reports).  On such data a split on codes is the same partition of the rows
+    as an exact CART split.  Otherwise ``max_bins`` quantile bins are used: the
+    edges are the data quantiles, snapped to midpoints between neighbouring
+    distinct values and de-duplicated.  Code ``k`` holds the values ``x`` with
+    ``edges[k-1] < x <= edges[k]``; a split "code <= t" is the split
+    "x <= edges[t]".
+Categorical features (pandas ``category``/``object``/``string``/``bool`` columns, or
+    indices given in ``categorical``)
+    Each category gets one code.  Categories are ordered once, at fit time, by
+    the mean training response of their rows (regression) or by the frequency
+    of the first class (classification) -- Breiman's ordering, which is exact
+    for squared error and two classes -- and a split "code <= t" sends a set of
+    whole categories to the left.  A category unseen at fit time raises
+    ``ValueError`` at predict time.
+Missing values (NaN / None)
+    Missing values get their own code, ``MISSING`` (the largest value of the
+    code dtype).  Each split learns, from the training rows, whether the
+    missing rows of its feature go left or right (the side with the larger
+    gain); at predict time missing values follow that side, and where no
+    training row of the node was missing they go right.
+Infinite values
+    Rejected with ``ValueError``.
+
+Codes are ``uint8`` when every feature has at most 255 bins (code 255 is
+reserved for ``MISSING``) and ``uint16`` otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Binner",
+    "check_X",
+    "check_y_regression",
+    "check_y_classification",
+    "missing_code",
+    "ecdf_transform",
+]
+
+
+def missing_code(dtype) -> int:
+    """The reserved code for missing values in a code array of ``dtype``."""
+    return int(np.iinfo(np.dtype(dtype)).max)
+
+
+def _is_dataframe(X) -> bool:
+    return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
+
+
+def _column_kind(col) -> str:
+    """'numeric' or 'categorical' for a pandas Series."""
+    import pandas as pd  # only reached when a DataFrame was given
+
+    dt = col.dtype
+    if isinstance(dt, pd.CategoricalDtype) or dt == object or pd.api.types.is_string_dtype(dt):
+        return "categorical"
+    if pd.api.types.is_bool_dtype(dt):
+        return "numeric"
+    if pd.api.types.is_numeric_dtype(dt):
+        return "numeric"
+    raise ValueError(f"column {col.name!r} has unsupported dtype {dt}; use numbers, bool or categories")
+
+
+def check_X(X, *, name: str = "X", allow_nan: bool = True) -> tuple[list[np.ndarray], list[str], list[str]]:
+    """Validate a feature matrix and split it into columns.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or pandas DataFrame
+    allow_nan : bool
+        If False, NaN/None values raise ``ValueError``.
+
+    Returns
+    -------
+    columns : list of 1-d arrays (float64 for numeric, object for categorical)
+    kinds : list of ``"numeric"`` / ``"categorical"``
+    names : list of column names
+    """
+    if X is None:
+        raise ValueError(f"{name} is None; pass an array of shape (n_samples, n_features)")
+    if _is_dataframe(X):
+        if X.shape[0] == 0:
+            raise ValueError(f"{name} is empty (0 rows); pass at least one row")
+        if X.shape[1] == 0:
+            raise ValueError(f"{name} has 0 columns; pass at least one feature")
+        cols, kinds, names = [], [], []
+        for c in X.columns:
+            s = X[c]
+            kind = _column_kind(s)
+            if kind == "numeric":
+                arr = s.to_numpy(dtype=np.float64, na_value=np.nan)
+            else:
+                arr = s.astype(object).to_numpy()
+                arr = np.array([np.nan if _is_missing(v) else v for v in arr], dtype=object)
+            cols.append(arr)
+            kinds.append(kind)
+            names.append(str(c))
+    else:
+        arr = np.asarray(X)
+        if arr.ndim == 1:
+            raise ValueError(
+                f"{name} must be 2-d of shape (n_samples, n_features), got 1-d of length {arr.shape[0]}; "
+                "reshape with X.reshape(-1, 1) for a single feature"
+            )
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-d of shape (n_samples, n_features), got shape {arr.shape}")
+        if arr.shape[0] == 0:
+            raise ValueError(f"{name} is empty (0 rows); pass at least one row")
+        if arr.shape[1] == 0:
+            raise ValueError(f"{name} has 0 columns; pass at least one feature")
+        if arr.dtype.kind in "biuf":
+            arr = arr.astype(np.float64)
+            cols = [arr[:, j] for j in range(arr.shape[1])]
+            kinds = ["numeric"] * arr.shape[1]
+        elif arr.dtype.kind in "OUS":
+            cols, kinds = [], []
+            for j in range(arr.shape[1]):
+                col = arr[:, j]
+                try:
+                    num = np.array([np.nan if _is_missing(v) else float(v) for v in col], dtype=np.float64)
+                    cols.append(num)
+                    kinds.append("numeric")
+                except (TypeError, ValueError):
+                    cols.append(np.array([np.nan if _is_missing(v) else v for v in col], dtype=object))
+                    kinds.append("categorical")
+        else:
+            raise ValueError(f"{name} has unsupported dtype {arr.dtype}; use numbers, bool or strings")
+        names = [f"x{j}" for j in range(arr.shape[1])]
+    for j, (col, kind) in enumerate(zip(cols, kinds)):
+        if kind == "numeric":
+            if np.isinf(col).any():
+                raise ValueError(
+                    f"{name} column {names[j]!r} contains infinite values; replace them (e.g. by NaN, "
+                    "which is treated as missing) before fitting"
+                )
+            if not allow_nan and np.isnan(col).any():
+                raise ValueError(f"{name} column {names[j]!r} contains NaN, which this model does not support")
+        elif not allow_nan and any(_is_missing(v) for v in col):
+            raise ValueError(f"{name} column {names[j]!r} contains missing values, which this model does not support")
+    return cols, kinds, names
+
+
+def _is_missing(v) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(np.isnan(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_y_regression(y, n: int | None = None, *, name: str = "y") -> np.ndarray:
+    """Validate a real response: 1-d, numeric, finite, matching ``n`` rows."""
+    if y is None:
+        raise ValueError(f"{name} is None; pass a 1-d array of targets")
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty; pass at least one target")
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name} must be numeric for regression, got dtype {arr.dtype}; use a classifier for labels"
+            ) from None
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values; remove those rows before fitting")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"X has {n} rows but {name} has {arr.shape[0]}; they must match")
+    return arr
+
+
+def check_y_classification(y, n: int | None = None, *, name: str = "y") -> tuple[np.ndarray, np.ndarray]:
+    """Validate class labels; returns ``(codes int32, classes)``.
+
+    Raises ``ValueError`` for missing labels, continuous float labels, a
+    single class, or a length mismatch.
+    """
+    if y is None:
+        raise ValueError(f"{name} is None; pass a 1-d array of class labels")
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty; pass at least one label")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"X has {n} rows but {name} has {arr.shape[0]}; they must match")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite labels")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(
+                f"Unknown label type: {name} looks continuous (non-integer floats); "
+                "use a regressor for real-valued targets"
+            )
+    if arr.dtype == object and any(_is_missing(v) for v in arr):
+        raise ValueError(f"{name} contains missing labels")
+    classes, codes = np.unique(arr, return_inverse=True)
+    if classes.shape[0] < 2:
+        raise ValueError(
+            f"{name} has only one class ({classes[0]!r}); a classifier needs at least two classes"
+        )
+    return codes.astype(np.int32), classes
+
+
+def ecdf_transform(x: np.ndarray, train_sorted: np.ndarray) -> np.ndarray:
+    """Probability integral transform by the empirical CDF of ``train_sorted``.
+
+    Returns ``F(x) = #{train <= x} / n`` in ``[0, 1]``; NaN stays NaN.
+    """
+    out = np.searchsorted(train_sorted, x, side="right") / max(len(train_sorted), 1)
+    return np.where(np.isnan(x), np.nan, out)
+
+
+@dataclass
+class FeatureBins:
+    """Binning of one feature.
+
+    ``edges`` (numeric): thresholds, code = #edges < x.  ``categories``
+    (categorical): the categories in code order.  ``values``: a
+    representative value per code (bin midpoint or the distinct value).
+    """
+
+    name: str
+    kind: str
+    edges: np.ndarray | None = None
+    categories: list | None = None
+    exact: bool = True
+    n_bins: int = 0
+    has_missing: bool = False
+
+    def threshold_label(self, t: int) -> str:
+        """Human-readable right-hand side of the split ``code <= t``."""
+        if self.kind == "numeric":
+            if t >= len(self.edges):
+                return "<= +inf"
+            return f"<= {self.edges[t]:.6g}"
+        left = self.categories[: t + 1]
+        return "in {" + ", ".join(map(str, left)) + "}"
+
+    def threshold_value(self, t: int) -> float:
+        if self.kind == "numeric":
+            return float(self.edges[t]) if t < len(self.edges) else float("inf")
+        return float(t) + 0.5
+
+
+@dataclass
+class Binner:
+    """Bins features to unsigned integer codes.
+
+    Parameters
+    ----------
+    max_bins : int, default 255
+        Largest number of bins per feature.  Features with at most this many
+        distinct values are binned exactly.
+    categorical : sequence of int, optional
+        Column indices to treat as categorical (DataFrame columns of category,
+        object or string dtype are categorical automatically).
+
+    Attributes (after :meth:`fit`)
+    ------------------------------
+    features_ : list of :class:`FeatureBins`
+    dtype_ : numpy dtype of the codes (uint8 or uint16)
+    n_features_in_ : int
+    feature_names_in_ : list of str
+    """
+
+    max_bins: int = 255
+    categorical: Sequence[int] | None = None
+    features_: list = field(default_factory=list, repr=False)
+    dtype_: Any = None
+    n_features_in_: int = 0
+    feature_names_in_: list = field(default_factory=list, repr=False)
+
+    def fit(self, X, y=None, *, classification: bool = False) -> "Binner":
+        """Learn bin edges (and category orders) from training ``X``.
+
+        ``y`` (codes for classification, floats for regression) orders the
+        categories of categorical features; without it they keep sorted order.
+        """
+        if not (2 <= int(self.max_bins) <= 65534):
+            raise ValueError(f"max_bins must be between 2 and 65534, got {self.max_bins}")
+        cols, kinds, names = check_X(X)
+        cat = set(self.categorical or [])
+        bad = [j for j in cat if not 0 <= j < len(cols)]
+        if bad:
+            raise ValueError(f"categorical indices {bad} out of range for {len(cols)} features")
+        self.features_ = []
+        for j, (col, kind, nm) in enumerate(zip(cols, kinds, names)):
+            if j in cat:
+                kind = "categorical"
+            if kind == "numeric":
+                self.features_.append(self._fit_numeric(col, nm))
+            else:
+                self.features_.append(self._fit_categorical(col, nm, y, classification))
+        nb = max(f.n_bins for f in self.features_)
+        self.dtype_ = np.dtype(np.uint8) if nb <= 255 else np.dtype(np.uint16)
+        self.n_features_in_ = len(cols)
+        self.feature_names_in_ = names
+        return self
+
+    def _fit_numeric(self, col: np.ndarray, name: str) -> FeatureBins:
+        finite = col[~np.isnan(col)]
+        has_missing = finite.shape[0] < col.shape[0]
+        u = np.unique(finite)
+        if u.shape[0] == 0:
+            return FeatureBins(name, "numeric", edges=np.zeros(0), n_bins=1, has_missing=has_missing)
+        if u.shape[0] <= self.max_bins:
+            edges = (u[:-1] + u[1:]) / 2.0
+            # midpoints that round onto the upper value (adjacent floats) keep the lower one
+            edges = np.where(edges == u[1:], u[:-1], edges)
+            return FeatureBins(name, "numeric", edges=edges, exact=True, n_bins=u.shape[0], has_missing=has_missing)
+        qs = np.quantile(finite, np.linspace(0, 1, self.max_bins + 1)[1:-1], method="linear")
+        idx = np.clip(np.searchsorted(u, qs, side="left"), 0, u.shape[0] - 2)
+        idx = np.unique(idx)
+        edges = (u[idx] + u[idx + 1]) / 2.0
+        edges = np.unique(np.where(edges == u[idx + 1], u[idx], edges))
+        return FeatureBins(name, "numeric", edges=edges, exact=False, n_bins=edges.shape[0] + 1, has_missing=has_missing)
+
+    def _fit_categorical(self, col: np.ndarray, name: str, y, classification: bool) -> FeatureBins:
+        present = np.array([not _is_missing(v) for v in col], dtype=bool)
+        vals = col[present]
+        cats = sorted(set(vals.tolist()), key=lambda v: (str(type(v)), v))
+        if len(cats) > 65534:
+            raise ValueError(f"categorical column {name!r} has {len(cats)} categories; at most 65534 are supported")
+        if y is not None and len(cats) > 1:
+            yy = np.asarray(y)[present]
+            target = (yy == 0).astype(float) if classification else yy.astype(float)
+            index = {c: i for i, c in enumerate(cats)}
+            ci = np.array([index[v] for v in vals.tolist()])
+            means = np.bincount(ci, weights=target, minlength=len(cats)) / np.maximum(
+                np.bincount(ci, minlength=len(cats)), 1
+            )
+            order = np.argsort(means, kind="stable")
+            cats = [cats[i] for i in order]
+        return FeatureBins(
+            name, "categorical", categories=cats, exact=True, n_bins=max(len(cats), 1),
+            has_missing=bool((~present).any()),
+        )
+
+    def transform(self, X) -> np.ndarray:
+        """Code ``X`` with the fitted bins; returns an ``(n, d)`` array of ``dtype_``."""
+        if not self.features_:
+            raise ValueError("this Binner is not fitted yet; call fit(X) first")
+        cols, kinds, _ = check_X(X)
+        if len(cols) != self.n_features_in_:
+            raise ValueError(
+                f"X has {len(cols)} features, but the model was fitted with {self.n_features_in_} features"
+            )
+        miss = missing_code(self.dtype_)
+        out = np.empty((cols[0].shape[0], len(cols)), dtype=self.dtype_)
+        for j, (col, fb) in enumerate(zip(cols, self.features_)):
+            if fb.kind == "numeric":
+                if col.dtype == object:
+                    raise ValueError(f"column {fb.name!r} was numeric at fit time but holds non-numbers now")
+                codes = np.searchsorted(fb.edges, col, side="left")
+                codes = np.where(np.isnan(col), miss, codes)
+            else:
+                index = {c: i for i, c in enumerate(fb.categories)}
+                codes = np.empty(col.shape[0], dtype=np.int64)
+                unseen = set()
+                for i, v in enumerate(col.tolist()):
+                    if _is_missing(v):
+                        codes[i] = miss
+                    else:
+                        k = index.get(v)
+                        if k is None:
+                            k = index.get(_coerce_like(v, fb.categories))
+                        if k is None:
+                            unseen.add(v)
+                            codes[i] = miss
+                        else:
+                            codes[i] = k
+                if unseen:
+                    shown = sorted(map(str, unseen))[:5]
+                    raise ValueError(
+                        f"column {fb.name!r} has categories unseen at fit time: {shown}; "
+                        "refit with them or map them to a known category"
+                    )
+            out[:, j] = codes
+        return out
+
+    def fit_transform(self, X, y=None, *, classification: bool = False) -> np.ndarray:
+        return self.fit(X, y, classification=classification).transform(X)
+
+    @property
+    def n_bins_(self) -> np.ndarray:
+        return np.array([f.n_bins for f in self.features_], dtype=np.int32)
+
+    @property
+    def has_missing_(self) -> bool:
+        return any(f.has_missing for f in self.features_)
+
+    def bin_values(self, j: int) -> np.ndarray:
+        """A representative value for each code of numeric feature ``j``."""
+        fb = self.features_[j]
+        if fb.kind != "numeric":
+            return np.arange(fb.n_bins, dtype=float)
+        e = fb.edges
+        if e.shape[0] == 0:
+            return np.zeros(1)
+        inner = (e[:-1] + e[1:]) / 2.0
+        return np.concatenate([[e[0]], inner, [e[-1]]])
+
+
+def _coerce_like(v, categories):
+    """Match e.g. numpy scalars or numeric strings to fitted categories."""
+    if not categories:
+        return v
+    proto = categories[0]
+    try:
+        return type(proto)(v)
+    except (TypeError, ValueError):
+        return v

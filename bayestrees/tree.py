@@ -1,0 +1,293 @@
+"""One fixed-capacity array representation for decision trees.
+
+Every family produces and consumes :class:`Tree`.  A tree is a pytree of
+arrays with a trailing ``node`` axis of fixed length (the *capacity*); a batch
+of trees is the same pytree with leading batch axes (``vmap`` over it).
+
+Nodes are stored in creation order; node 0 is the root.  A node is a leaf when
+``left == -1``; slots at index ``>= n_nodes`` are unused (``feature == -1``).
+Splits act on binned feature codes (see :mod:`bayestrees.data`): a row goes to
+the left child when ``code[feature] <= threshold``, or when its code is the
+missing code and ``missing_left`` is set.
+
+Shapes (one tree; ``N`` = capacity, ``V`` = outputs per leaf)
+-------------------------------------------------------------
+feature : int32[N]       split feature, -1 for leaves and unused slots
+threshold : int32[N]     split code threshold (go left if code <= threshold)
+left, right : int32[N]   child indices, -1 for leaves
+missing_left : bool[N]   missing codes go left at this split
+value : float[N, V]      node prediction (regression: mean; classes: probabilities)
+weight : float[N]        total row weight in the node (training)
+count : int32[N]         number of training rows with positive weight in the node
+depth : int32[N]         depth of the node (root 0)
+n_nodes : int32[]        number of used slots
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "Tree",
+    "empty_tree",
+    "apply",
+    "predict",
+    "n_leaves",
+    "max_depth",
+    "feature_counts",
+    "leaf_counts",
+    "to_text",
+    "to_dot",
+    "to_dict",
+    "trunk_signature",
+    "tree_from_numpy",
+    "tree_to_numpy",
+    "index_tree",
+]
+
+
+class Tree(NamedTuple):
+    """A decision tree (or a batch of trees) in fixed-capacity arrays."""
+
+    feature: jax.Array
+    threshold: jax.Array
+    left: jax.Array
+    right: jax.Array
+    missing_left: jax.Array
+    value: jax.Array
+    weight: jax.Array
+    count: jax.Array
+    depth: jax.Array
+    n_nodes: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        return int(self.feature.shape[-1])
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.value.shape[-1])
+
+    @property
+    def batch_shape(self) -> tuple:
+        return tuple(self.feature.shape[:-1])
+
+    def is_leaf(self) -> jax.Array:
+        """bool[..., N]: used slots that are leaves."""
+        used = jnp.arange(self.capacity) < self.n_nodes[..., None]
+        return used & (self.left < 0)
+
+
+def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
+    """A tree with a single root leaf and ``capacity`` slots."""
+    if capacity < 1:
+        raise ValueError(f"tree capacity must be >= 1, got {capacity}")
+    neg = -jnp.ones(capacity, jnp.int32)
+    return Tree(
+        feature=neg,
+        threshold=jnp.zeros(capacity, jnp.int32),
+        left=neg,
+        right=neg,
+        missing_left=jnp.zeros(capacity, bool),
+        value=jnp.zeros((capacity, n_outputs), dtype),
+        weight=jnp.zeros(capacity, dtype),
+        count=jnp.zeros(capacity, jnp.int32),
+        depth=jnp.zeros(capacity, jnp.int32),
+        n_nodes=jnp.ones((), jnp.int32),
+    )
+
+
+def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
+    """Leaf index (int32[n]) of every row of ``codes`` (uint[n, d]) in one tree."""
+    n = codes.shape[0]
+    rows = jnp.arange(n)
+
+    def cond(state):
+        node, _ = state
+        return jnp.any(tree.left[node] >= 0)
+
+    def body(state):
+        node, it = state
+        f = tree.feature[node]
+        internal = tree.left[node] >= 0
+        c = codes[rows, jnp.maximum(f, 0)].astype(jnp.int32)
+        go_left = (c <= tree.threshold[node]) | ((c == missing) & tree.missing_left[node])
+        go_left = go_left & ~((c == missing) & ~tree.missing_left[node])
+        child = jnp.where(go_left, tree.left[node], tree.right[node])
+        return jnp.where(internal, child, node), it + 1
+
+    node, _ = jax.lax.while_loop(cond, body, (jnp.zeros(n, jnp.int32), 0))
+    return node
+
+
+def apply(tree: Tree, codes) -> jax.Array:
+    """Leaf index of each row.
+
+    Parameters
+    ----------
+    tree : Tree, one tree or a batch with batch shape ``S``
+    codes : uint array of shape (n, d), from :meth:`bayestrees.data.Binner.transform`
+
+    Returns
+    -------
+    int32 array of shape ``S + (n,)``.
+    """
+    codes = jnp.asarray(codes)
+    missing = int(np.iinfo(np.dtype(codes.dtype)).max)
+    fn = lambda t: _apply_one(t, codes, missing)  # noqa: E731
+    for _ in range(tree.feature.ndim - 1):
+        fn = jax.vmap(fn)
+    return fn(tree)
+
+
+def predict(tree: Tree, codes) -> jax.Array:
+    """Leaf values for each row: float array of shape ``S + (n, V)``."""
+    leaves = apply(tree, codes)
+    return jnp.take_along_axis(tree.value, leaves[..., None], axis=-2)
+
+
+def n_leaves(tree: Tree) -> jax.Array:
+    """Number of leaves, shape ``S``."""
+    return jnp.sum(tree.is_leaf(), axis=-1).astype(jnp.int32)
+
+
+def max_depth(tree: Tree) -> jax.Array:
+    """Depth of the deepest leaf, shape ``S`` (a stump has depth 1, a root leaf 0)."""
+    return jnp.max(jnp.where(tree.is_leaf(), tree.depth, 0), axis=-1)
+
+
+def feature_counts(tree: Tree, n_features: int) -> jax.Array:
+    """How many splits use each feature: int32 ``S + (n_features,)``."""
+    internal = (tree.left >= 0) & (jnp.arange(tree.capacity) < tree.n_nodes[..., None])
+    onehot = jax.nn.one_hot(jnp.maximum(tree.feature, 0), n_features, dtype=jnp.int32)
+    return jnp.sum(onehot * internal[..., None], axis=-2)
+
+
+def leaf_counts(tree: Tree, codes, weights=None) -> jax.Array:
+    """Sum of ``weights`` (default 1) of the rows of ``codes`` falling in each node slot."""
+    leaves = apply(tree, codes)
+    n = leaves.shape[-1]
+    w = jnp.ones(n) if weights is None else jnp.asarray(weights)
+    onehot = jax.nn.one_hot(leaves, tree.capacity, dtype=w.dtype)
+    return jnp.einsum("...nk,n->...k", onehot, w)
+
+
+def tree_to_numpy(tree: Tree) -> Tree:
+    return Tree(*[np.asarray(a) for a in tree])
+
+
+def tree_from_numpy(tree: Tree) -> Tree:
+    return Tree(*[jnp.asarray(a) for a in tree])
+
+
+def index_tree(tree: Tree, i) -> Tree:
+    """The ``i``-th tree of a batch (numpy-style index on the leading axes)."""
+    return Tree(*[a[i] for a in tree])
+
+
+def _names(feature_names, d_max):
+    if feature_names is None:
+        return [f"x{j}" for j in range(d_max)]
+    return list(feature_names)
+
+
+def _label(binner, feature_names, f, t):
+    if binner is not None:
+        fb = binner.features_[f]
+        return f"{fb.name} {fb.threshold_label(t)}"
+    names = _names(feature_names, f + 1)
+    return f"{names[f]} <= bin {t}"
+
+
+def _value_str(v, class_names=None):
+    v = np.asarray(v)
+    if v.shape[-1] == 1:
+        return f"{float(v[0]):.6g}"
+    if class_names is not None:
+        return "[" + ", ".join(f"{c}: {p:.3g}" for c, p in zip(class_names, v)) + "]"
+    return "[" + ", ".join(f"{p:.3g}" for p in v) + "]"
+
+
+def to_text(tree: Tree, binner=None, feature_names: Sequence[str] | None = None, class_names=None,
+            max_depth: int | None = None) -> str:
+    """Indented text rendering of one tree (like scikit-learn's ``export_text``)."""
+    t = tree_to_numpy(tree)
+    if t.feature.ndim != 1:
+        raise ValueError("to_text renders one tree; index the batch first (index_tree)")
+    lines: list[str] = []
+
+    def rec(node, indent):
+        pad = "|   " * indent
+        if t.left[node] < 0 or (max_depth is not None and t.depth[node] >= max_depth):
+            suffix = "" if t.left[node] < 0 else " (truncated)"
+            lines.append(f"{pad}|--- value: {_value_str(t.value[node], class_names)} "
+                         f"(n={int(t.count[node])}){suffix}")
+            return
+        f, th = int(t.feature[node]), int(t.threshold[node])
+        lab = _label(binner, feature_names, f, th)
+        miss = " [missing left]" if t.missing_left[node] else ""
+        lines.append(f"{pad}|--- {lab}{miss}")
+        rec(int(t.left[node]), indent + 1)
+        lines.append(f"{pad}|--- not ({lab})")
+        rec(int(t.right[node]), indent + 1)
+
+    rec(0, 0)
+    return "\n".join(lines)
+
+
+def to_dict(tree: Tree, binner=None, feature_names=None) -> dict:
+    """Nested-dict export of one tree (JSON-serialisable)."""
+    t = tree_to_numpy(tree)
+
+    def rec(node):
+        if t.left[node] < 0:
+            return {"leaf": int(node), "value": np.asarray(t.value[node]).tolist(),
+                    "count": int(t.count[node]), "weight": float(t.weight[node])}
+        f, th = int(t.feature[node]), int(t.threshold[node])
+        d = {"node": int(node), "feature": f, "threshold_code": th, "missing_left": bool(t.missing_left[node]),
+             "count": int(t.count[node]), "left": rec(int(t.left[node])), "right": rec(int(t.right[node]))}
+        if binner is not None:
+            d["feature_name"] = binner.features_[f].name
+            d["threshold"] = binner.features_[f].threshold_value(th)
+        elif feature_names is not None:
+            d["feature_name"] = feature_names[f]
+        return d
+
+    return rec(0)
+
+
+def to_dot(tree: Tree, binner=None, feature_names=None, class_names=None) -> str:
+    """Graphviz DOT source for one tree."""
+    t = tree_to_numpy(tree)
+    out = ["digraph Tree {", 'node [shape=box, fontname="helvetica"];']
+    for node in range(int(t.n_nodes)):
+        if t.left[node] < 0:
+            lab = f"value = {_value_str(t.value[node], class_names)}\\nn = {int(t.count[node])}"
+            out.append(f'{node} [label="{lab}", style=rounded];')
+        else:
+            lab = _label(binner, feature_names, int(t.feature[node]), int(t.threshold[node])).replace('"', "'")
+            out.append(f'{node} [label="{lab}\\nn = {int(t.count[node])}"];')
+            out.append(f'{node} -> {int(t.left[node])} [label="yes"];')
+            out.append(f'{node} -> {int(t.right[node])} [label="no"];')
+    out.append("}")
+    return "\n".join(out)
+
+
+def trunk_signature(tree: Tree, levels: int) -> tuple:
+    """A hashable description of the top ``levels`` levels of one tree.
+
+    Two trees share a signature when their splits (feature and threshold code)
+    agree on every node of depth < ``levels``, in the same left/right layout.
+    """
+    t = tree_to_numpy(tree)
+
+    def rec(node, d):
+        if d >= levels or t.left[node] < 0:
+            return None
+        return (int(t.feature[node]), int(t.threshold[node]), rec(int(t.left[node]), d + 1),
+                rec(int(t.right[node]), d + 1))
+
+    return rec(0, 0)
