@@ -1,13 +1,14 @@
 """bayestrees: Bayesian inference over decision trees in JAX."""
-import os as _os
 import warnings as _warnings
 
 _warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
 
 from . import data, tree, leaves, convert  # noqa: E402
 from .models import Data, Model, set_data, sample, sample_posterior_predictive  # noqa: E402
+from .estimators.base import load  # noqa: E402
+
+# --- family: forests (issue 2) ---
+# --- family: pcfg (issue 3) ---
+# --- family: safe-bayes (issue 4) ---
 
 __version__ = "0.1.0"
-
-__all__ = ["data", "tree", "leaves", "convert", "Model", "Data", "set_data", "sample",
-           "sample_posterior_predictive", "__version__"]
