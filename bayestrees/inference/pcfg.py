@@ -1,0 +1,397 @@
+"""BCART-PCFG: exact Bayesian inference over decision trees (Sullivan et al.).
+
+Model
+-----
+Prior ``Pr[T | X] ∝ phi^(-b(T))`` (``b`` = number of leaves) over trees whose
+nodes all hold at least one training row, with splits counted once per
+partition of a node's rows (see :mod:`bayestrees.inference.pcfg_structure`).
+Leaves are conjugate: Dirichlet(alpha) class probabilities (Dirichlet-multinomial
+marginal ``B(n + alpha) / B(alpha)``) or Normal-inverse-gamma means and
+variances (regression).
+
+Inside programme
+    ``Q(N) = L(N) + phi^-1 sum_s Q(N_s^L) Q(N_s^R)`` over the symbols ``N``
+    (row sets), computed in log space symbol chunk by chunk, children before
+    parents (:func:`log_inside`).  ``Q_max`` replaces the sum by a max.
+    Expanding the recursion, ``Q(root) = sum_T phi^-(b(T)-1) prod_leaves L``,
+    so the posterior of a tree is ``phi^-(b-1) prod L / Q(root)`` and the
+    evidence is ``Q(root) / Q_1(root)`` with ``Q_1`` the programme with
+    ``L ≡ 1`` (the prior normaliser).
+Exact sampling
+    Top down: at ``N`` stop with probability ``L(N)/Q(N)`` or take split ``s``
+    with probability ``Q(N_s^L) Q(N_s^R) / (phi Q(N))``; the generated tree is
+    an exact, independent posterior draw.
+MAP
+    The same walk taking the arg max under ``Q_max`` (the paper's Algorithm 2).
+
+All functions take a :class:`~bayestrees.inference.pcfg_structure.PCFGStructure`
+(converted once to device arrays by :func:`device_structure`) and are pure.
+Precision: the programmes run in the dtype of ``log_leaf`` (float32 by default,
+float64 inside ``jax.enable_x64`` for exact comparisons).
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..leaves import NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior
+from ..tree import Tree
+from .pcfg_structure import PCFGStructure
+
+__all__ = [
+    "DeviceStructure", "device_structure", "log_leaf_marginals", "leaf_values", "log_inside",
+    "log_evidence", "sample_trees", "map_tree", "sample_paths", "exact_predictive",
+    "root_split_posterior", "n_leaves_posterior", "fit_hyperparameters",
+]
+
+
+class DeviceStructure(NamedTuple):
+    """Device arrays of a :class:`PCFGStructure` (a pytree; see that class for shapes)."""
+
+    stats: jax.Array
+    left: jax.Array
+    right: jax.Array
+    slot_feature: jax.Array
+    slot_threshold: jax.Array
+    chunks: jax.Array
+    count: jax.Array
+
+
+def device_structure(st: PCFGStructure, dtype=None) -> tuple[DeviceStructure, int]:
+    """Move a structure to the device; returns ``(DeviceStructure, root)``."""
+    dtype = dtype or jnp.zeros(()).dtype
+    return DeviceStructure(
+        stats=jnp.asarray(st.stats, dtype), left=jnp.asarray(st.left), right=jnp.asarray(st.right),
+        slot_feature=jnp.asarray(st.slot_feature), slot_threshold=jnp.asarray(st.slot_threshold),
+        chunks=jnp.asarray(st.chunks), count=jnp.asarray(st.count, jnp.int32),
+    ), int(st.root)
+
+
+def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
+    """log L(N) for every symbol: float[M + 2] (sentinel rows get -inf).
+
+    Parameters
+    ----------
+    stats : float[M + 2, K]  class counts (``kind="classification"``) or ``(n, sum y, sum y^2)``
+    alpha : float or float[K]  Dirichlet concentration
+    prior : NIGPrior  regression leaf prior
+    """
+    m = stats.shape[0] - 2
+    if kind == "classification":
+        ll = dirichlet_log_marginal(stats, alpha)
+    else:
+        ll = nig_log_marginal(stats[:, 0], stats[:, 1], stats[:, 2], prior)
+    return ll.at[m:].set(-jnp.inf)
+
+
+def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
+    """Leaf prediction per symbol: class probabilities ``float[M+2, K]`` or posterior mean ``float[M+2, 1]``."""
+    if kind == "classification":
+        return dirichlet_predictive(stats, alpha)
+    mn, _, _, _ = nig_posterior(stats[:, 0], stats[:, 1], stats[:, 2], prior)
+    return mn[:, None]
+
+
+def _safe_lse(v, axis):
+    """logsumexp that returns -inf (with zero gradient) where every entry is -inf."""
+    mx = jnp.max(v, axis=axis, keepdims=True)
+    fin = jnp.isfinite(mx)
+    mx0 = jax.lax.stop_gradient(jnp.where(fin, mx, 0.0))
+    s = jnp.sum(jnp.exp(v - mx0), axis=axis, keepdims=True)
+    pos = s > 0
+    out = jnp.where(pos, jnp.log(jnp.where(pos, s, 1.0)) + mx0, -jnp.inf)
+    return jnp.squeeze(out, axis)
+
+
+@partial(jax.jit, static_argnames=("mode",))
+def log_inside(log_leaf, log_phi, ds: DeviceStructure, mode: str = "sum"):
+    """The inside programme: ``log Q`` (``mode="sum"``) or ``log Q_max`` (``"max"``).
+
+    Parameters
+    ----------
+    log_leaf : float[M + 2]  log L per symbol (-inf on the sentinel rows)
+    log_phi : float  log of the prior's leaf penalty phi
+    ds : DeviceStructure
+    mode : ``"sum"`` or ``"max"``
+
+    Returns
+    -------
+    float[M + 2]  log Q per symbol (sentinel -inf).
+
+    Notes
+    -----
+    One ``lax.scan`` over symbol chunks in children-first order; each step
+    gathers the children of ``C`` symbols for all ``S`` slots, reduces over the
+    slots and scatters ``C`` values into the carried array.
+    """
+    m2 = log_leaf.shape[0]
+    q0 = jnp.full((m2,), -jnp.inf, log_leaf.dtype)
+
+    def body(q, ids):
+        v = q[ds.left[ids]] + q[ds.right[ids]]
+        if mode == "sum":
+            agg = _safe_lse(v, 1)
+            new = jnp.logaddexp(log_leaf[ids], agg - log_phi)
+        else:
+            new = jnp.maximum(log_leaf[ids], jnp.max(v, 1) - log_phi)
+        return q.at[ids].set(new), None
+
+    q, _ = jax.lax.scan(body, q0, ds.chunks)
+    return q.at[m2 - 2].set(-jnp.inf)
+
+
+def log_evidence(log_leaf, log_phi, ds: DeviceStructure, root: int):
+    """log p(y | X) = log Q(root) - log Q_1(root), the prior normaliser from ``L ≡ 1``."""
+    q = log_inside(log_leaf, log_phi, ds, "sum")
+    ones = jnp.where(jnp.isfinite(log_leaf), 0.0, -jnp.inf).astype(log_leaf.dtype)
+    ones = ones.at[-1].set(-jnp.inf)
+    z = log_inside(ones, log_phi, ds, "sum")
+    return q[root] - z[root]
+
+
+def _split_logits(n, q, log_leaf, log_phi, ds):
+    """Logits over ``[stop, slot_0, ..., slot_{S-1}]`` at symbol ``n``."""
+    sp = q[ds.left[n]] + q[ds.right[n]] - log_phi
+    return jnp.concatenate([log_leaf[n][None], sp])
+
+
+def _grow(key, q, log_leaf, log_phi, ds, root, capacity, greedy):
+    """Grow one tree top down (breadth first) into fixed arrays."""
+    neg = -jnp.ones(capacity, jnp.int32)
+    state = dict(sym=neg.at[0].set(root), feature=neg, threshold=jnp.zeros(capacity, jnp.int32), left=neg,
+                 right=neg, depth=jnp.zeros(capacity, jnp.int32), n_nodes=jnp.int32(1), i=jnp.int32(0))
+
+    def cond(s):
+        return s["i"] < s["n_nodes"]
+
+    def body(s):
+        i = s["i"]
+        n = s["sym"][i]
+        logits = _split_logits(n, q, log_leaf, log_phi, ds)
+        if greedy:
+            k = jnp.argmax(logits)
+        else:
+            k = jax.random.categorical(jax.random.fold_in(key, i), logits)
+        split = (k > 0) & (s["n_nodes"] + 2 <= capacity)
+        slot = jnp.maximum(k - 1, 0)
+        a, b = s["n_nodes"], s["n_nodes"] + 1
+        aa = jnp.where(split, a, capacity)  # out-of-range index: dropped write
+        bb = jnp.where(split, b, capacity)
+        d1 = s["depth"][i] + 1
+        out = dict(s)
+        out["sym"] = s["sym"].at[aa].set(ds.left[n, slot], mode="drop").at[bb].set(ds.right[n, slot], mode="drop")
+        out["depth"] = s["depth"].at[aa].set(d1, mode="drop").at[bb].set(d1, mode="drop")
+        out["feature"] = s["feature"].at[i].set(jnp.where(split, ds.slot_feature[slot], -1))
+        out["threshold"] = s["threshold"].at[i].set(jnp.where(split, ds.slot_threshold[slot], 0))
+        out["left"] = s["left"].at[i].set(jnp.where(split, a, -1))
+        out["right"] = s["right"].at[i].set(jnp.where(split, b, -1))
+        out["n_nodes"] = s["n_nodes"] + jnp.where(split, 2, 0)
+        out["i"] = i + 1
+        return out
+
+    s = jax.lax.while_loop(cond, body, state)
+    return s
+
+
+def _to_tree(s, values, counts, capacity):
+    used = jnp.arange(capacity) < s["n_nodes"]
+    sym = jnp.where(used, s["sym"], 0)
+    val = jnp.where(used[:, None], values[sym], 0.0)
+    cnt = jnp.where(used, counts[sym], 0)
+    return Tree(feature=s["feature"], threshold=s["threshold"], left=s["left"], right=s["right"],
+                missing_left=jnp.zeros(capacity, bool), value=val.astype(jnp.float32),
+                weight=cnt.astype(jnp.float32), count=cnt.astype(jnp.int32), depth=jnp.where(used, s["depth"], 0),
+                n_nodes=s["n_nodes"])
+
+
+@partial(jax.jit, static_argnames=("root", "capacity", "n"))
+def sample_trees(key, q, log_leaf, log_phi, values, ds: DeviceStructure, root: int, capacity: int, n: int):
+    """Exact independent posterior draws of whole trees.
+
+    Parameters
+    ----------
+    key : PRNG key
+    q : float[M + 2]  from :func:`log_inside` (``mode="sum"``)
+    log_leaf : float[M + 2], log_phi : float
+    values : float[M + 2, V]  leaf predictions (:func:`leaf_values`)
+    capacity : int  node slots per tree (``2 n_rows - 1`` always suffices)
+    n : int  number of trees
+
+    Returns
+    -------
+    (Tree with batch shape (n,), int32[n, capacity] symbols per node)
+    """
+    keys = jax.random.split(key, n)
+    s = jax.vmap(lambda k: _grow(k, q, log_leaf, log_phi, ds, root, capacity, False))(keys)
+    trees = jax.vmap(lambda t: _to_tree(t, values, ds.count, capacity))(s)
+    return trees, s["sym"]
+
+
+@partial(jax.jit, static_argnames=("root", "capacity"))
+def map_tree(qmax, log_leaf, log_phi, values, ds: DeviceStructure, root: int, capacity: int):
+    """The MAP tree (Algorithm 2): follow the arg max of ``Q_max`` top down.
+
+    Returns ``(Tree, log joint weight)`` where the weight is
+    ``log[phi^-(b-1) prod L] = log Q_max(root)``.
+    """
+    s = _grow(jax.random.key(0), qmax, log_leaf, log_phi, ds, root, capacity, True)
+    return _to_tree(s, values, ds.count, capacity), qmax[root]
+
+
+@partial(jax.jit, static_argnames=("root", "n", "max_depth"))
+def sample_paths(key, x, q, log_leaf, log_phi, values, ds: DeviceStructure, root: int, n: int,
+                 max_depth: int = 64):
+    """Path sampling for one query point (Algorithm 1): ``n`` root-to-leaf walks.
+
+    Parameters
+    ----------
+    key : PRNG key
+    x : int[d]  query codes
+
+    Returns
+    -------
+    values : float[n, V]  leaf prediction reached by each walk
+    depth : int32[n]      path length
+    """
+    def walk(k):
+        def cond(c):
+            return ~c[2] & (c[1] < max_depth)
+
+        def body(c):
+            node, dpt, _ = c
+            logits = _split_logits(node, q, log_leaf, log_phi, ds)
+            choice = jax.random.categorical(jax.random.fold_in(k, dpt), logits)
+            slot = jnp.maximum(choice - 1, 0)
+            go_left = x[ds.slot_feature[slot]] <= ds.slot_threshold[slot]
+            child = jnp.where(go_left, ds.left[node, slot], ds.right[node, slot])
+            stop = choice == 0
+            return jnp.where(stop, node, child), dpt + jnp.where(stop, 0, 1), stop
+
+        node, dpt, _ = jax.lax.while_loop(cond, body, (jnp.int32(root), jnp.int32(0), jnp.bool_(False)))
+        return values[node], dpt
+
+    return jax.vmap(walk)(jax.random.split(key, n))
+
+
+@jax.jit
+def exact_predictive(X, q, log_leaf, log_phi, values, ds: DeviceStructure):
+    """Exact posterior predictive ``E[leaf value at x | data]`` for every symbol.
+
+    Parameters
+    ----------
+    X : int[m, d]  query codes
+
+    Returns
+    -------
+    float[M + 2, m, V]; row ``root`` is the posterior average over all trees of
+    the leaf prediction at each query point.
+
+    Notes
+    -----
+    ``G(N, x) = [L(N) v(N) + phi^-1 sum_s Q(N_s^L) Q(N_s^R) G(child_s(x), x)] / Q(N)``,
+    with ``child_s(x)`` the side of split ``s`` that ``x`` falls on; one pass in
+    the order of the inside programme.
+    """
+    m2, v = values.shape
+    mq = X.shape[0]
+    g0 = jnp.zeros((m2, mq, v), values.dtype)
+    go_left = X[:, ds.slot_feature] <= ds.slot_threshold[None, :]   # (m, S)
+
+    def body(g, ids):
+        l, r = ds.left[ids], ds.right[ids]                            # (C, S)
+        w = jnp.exp(q[l] + q[r] - log_phi - q[ids][:, None])          # (C, S)
+        w_stop = jnp.exp(log_leaf[ids] - q[ids])                      # (C,)
+        child = jnp.where(go_left[None, :, :], l[:, None, :], r[:, None, :])   # (C, m, S)
+        gc = g[child, jnp.arange(mq)[None, :, None]]                  # (C, m, S, V)
+        new = w_stop[:, None, None] * values[ids][:, None, :] + jnp.einsum("cs,cmsv->cmv", w, gc)
+        new = jnp.where(jnp.isfinite(q[ids])[:, None, None], new, 0.0)
+        return g.at[ids].set(new), None
+
+    g, _ = jax.lax.scan(body, g0, ds.chunks)
+    return g
+
+
+def root_split_posterior(q, log_leaf, log_phi, ds: DeviceStructure, root: int):
+    """Posterior probabilities of stopping at the root and of each root split slot.
+
+    Returns
+    -------
+    p_stop : float, p_split : float[S] (0 where the slot is not a split)
+    """
+    lg = _split_logits(root, q, log_leaf, log_phi, ds) - q[root]
+    p = jnp.exp(lg)
+    return p[0], p[1:]
+
+
+@partial(jax.jit, static_argnames=("max_leaves",))
+def n_leaves_posterior(log_leaf, log_phi, ds: DeviceStructure, max_leaves: int = 16):
+    """log of ``sum_{T: b(T)=b} phi^-(b-1) prod L`` per symbol and leaf count.
+
+    Returns
+    -------
+    float[M + 2, max_leaves]; column ``b-1`` holds leaf count ``b``.  Normalise
+    the root row by ``log Q(root)`` for the posterior of the number of leaves
+    (exact for ``b <= max_leaves``; the rest of the mass is on larger trees).
+    """
+    m2 = log_leaf.shape[0]
+    bmax = max_leaves
+    q0 = jnp.full((m2, bmax), -jnp.inf, log_leaf.dtype)
+    # column b of the parent takes left column b1 and right column b - 1 - b1 (leaf counts add)
+    b1 = jnp.arange(bmax)[:, None]
+    b = jnp.arange(bmax)[None, :]
+    src = b - 1 - b1                                              # (B1, B)
+    ok = src >= 0
+    src = jnp.maximum(src, 0)
+
+    def body(qb, ids):
+        ql, qr = qb[ds.left[ids]], qb[ds.right[ids]]               # (C, S, B)
+        pair = ql[:, :, :, None] + jnp.where(ok, qr[:, :, src], -jnp.inf)   # (C, S, B1, B)
+        agg = _safe_lse(pair.reshape(pair.shape[0], -1, bmax), 1) - log_phi
+        new = agg.at[:, 0].set(log_leaf[ids])
+        return qb.at[ids].set(new), None
+
+    qb, _ = jax.lax.scan(body, q0, ds.chunks)
+    return qb.at[m2 - 2].set(-jnp.inf)
+
+
+def fit_hyperparameters(ds: DeviceStructure, root: int, *, kind: str = "classification", log_phi0: float = 2.0,
+                        alpha0=1.0, prior: NIGPrior | None = None, learn_alpha: bool = True, steps: int = 100,
+                        learning_rate: float = 0.05):
+    """Maximise the log evidence over ``log phi`` (and ``log alpha``) with ``jax.grad`` and Adam.
+
+    Returns
+    -------
+    dict with ``log_phi``, ``alpha`` (array), ``log_evidence`` (final) and
+    ``trace`` (log evidence per step).
+    """
+    import optax
+
+    k = ds.stats.shape[1]
+    la0 = jnp.log(jnp.broadcast_to(jnp.asarray(alpha0, ds.stats.dtype), (k,)))
+    params = {"log_phi": jnp.asarray(log_phi0, ds.stats.dtype), "log_alpha": la0}
+
+    def neg(p):
+        a = jnp.exp(p["log_alpha"]) if learn_alpha else jnp.exp(la0)
+        ll = log_leaf_marginals(ds.stats, kind, a, prior)
+        return -log_evidence(ll, p["log_phi"], ds, root)
+
+    opt = optax.adam(learning_rate)
+    state = opt.init(params)
+
+    @jax.jit
+    def step(p, s):
+        val, g = jax.value_and_grad(neg)(p)
+        upd, s = opt.update(g, s, p)
+        return optax.apply_updates(p, upd), s, val
+
+    trace = []
+    for _ in range(int(steps)):
+        params, state, val = step(params, state)
+        trace.append(-float(val))
+    final = -float(neg(params))
+    alpha = np.exp(np.asarray(params["log_alpha"])) if learn_alpha else np.exp(np.asarray(la0))
+    return {"log_phi": float(params["log_phi"]), "alpha": alpha, "log_evidence": final, "trace": np.array(trace)}

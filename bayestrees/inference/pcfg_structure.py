@@ -1,0 +1,393 @@
+"""Symbols and split tables of the BCART-PCFG grammar.
+
+The grammar of Sullivan et al. has one symbol per *set of rows* that an
+axis-aligned box can cut out of the training data (boxes holding the same rows
+are one symbol) and, for each symbol, one production per *partition* of its rows
+into two non-empty parts by an axis-aligned threshold (thresholds giving the same
+partition are one split).  This module enumerates the symbols and their splits
+and returns a :class:`PCFGStructure`: flat arrays that the dynamic programmes of
+:mod:`bayestrees.inference.pcfg` consume.
+
+Two exact builders produce the same structure (up to symbol numbering):
+
+``build_box_structure``
+    Dense: enumerates every box of the binned feature space (a box is one code
+    interval ``[lo, hi]`` per feature, ``prod_j B_j (B_j + 1) / 2`` boxes), sums
+    sufficient statistics over boxes with prefix sums, shrinks every box to the
+    bounding box of its rows ("tight" box) and keeps the tight non-empty boxes
+    as symbols.  Cost grows with the number of boxes.
+``build_row_structure``
+    Sparse: starts from the set of all rows and splits recursively, keeping a
+    hash of the row sets seen.  Cost grows with the number of distinct row sets,
+    which is what binary or high-dimensional data needs (20 binary features give
+    ``3**20`` boxes but far fewer row sets).
+
+Canonical split (used by both builders and by prediction)
+    Among all (feature, threshold) pairs giving one partition ``{L, R}`` of a
+    symbol's rows, the split kept is the one on the *smallest feature index*
+    with threshold ``t = max code of L on that feature`` (``L`` = the rows with
+    ``code <= t``).  A query point is routed by that threshold, so a point
+    falling in a gap between training codes goes right.
+
+Split slots
+    Slot ``k`` is the fixed pair ``(slot_feature[k], slot_threshold[k])``; there
+    are ``S = sum_j (B_j - 1)`` slots.  ``left[m, k]`` / ``right[m, k]`` are the
+    symbol ids of the children of symbol ``m`` for slot ``k``, or the sentinel
+    ``M`` (an always-empty symbol) when the slot is not a canonical split of
+    ``m``.  Row ``M + 1`` is a scratch row used by padding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PCFGStructure", "build_box_structure", "build_row_structure", "estimate_box_memory",
+           "n_boxes", "DEFAULT_MEMORY_BUDGET"]
+
+#: default memory budget of the dense builder, in bytes (4 GB)
+DEFAULT_MEMORY_BUDGET = 4 * 1024**3
+
+
+@dataclass
+class PCFGStructure:
+    """Symbols (row sets) and canonical splits of the grammar for one data set.
+
+    Attributes (``M`` symbols, ``S`` split slots, ``K`` statistics)
+    ----------
+    stats : float64[M + 2, K]
+        Sufficient statistics of each symbol's rows (class counts, or
+        ``(n, sum y, sum y^2)``); rows ``M`` (sentinel) and ``M + 1`` (scratch) are 0.
+    left, right : int32[M + 2, S]
+        Child symbols per split slot, ``M`` where the slot is not a split.
+    slot_feature, slot_threshold : int32[S]
+        The split "code[slot_feature] <= slot_threshold" of each slot.
+    chunks : int32[n_chunks, C]
+        Symbol ids in an order where every symbol comes after its children,
+        padded with ``M + 1``; a chunk never holds a symbol and its child.
+    lower, upper : int32[M, d]
+        Bounding box (tight code interval per feature) of each symbol's rows.
+    count : int64[M + 2]
+        Number of rows of each symbol (0 on the sentinel and scratch rows).
+    root : int
+        Symbol of all rows.
+    method : str
+        ``"box"`` or ``"row"``.
+    n_boxes : int
+        Number of boxes enumerated (dense builder) or 0.
+    """
+
+    stats: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    slot_feature: np.ndarray
+    slot_threshold: np.ndarray
+    chunks: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    count: np.ndarray
+    root: int
+    method: str
+    n_boxes: int = 0
+
+    @property
+    def n_symbols(self) -> int:
+        return int(self.stats.shape[0] - 2)
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.left.shape[1])
+
+    @property
+    def n_splits(self) -> int:
+        """Number of (symbol, split) productions."""
+        return int(np.sum(self.left[: self.n_symbols] < self.n_symbols))
+
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.stats, self.left, self.right, self.chunks,
+                                          self.lower, self.upper)))
+
+
+def n_boxes(n_bins) -> int:
+    """Number of boxes ``prod_j B_j (B_j + 1) / 2`` for bin counts ``n_bins``."""
+    out = 1
+    for b in n_bins:
+        out *= int(b) * (int(b) + 1) // 2
+    return out
+
+
+def estimate_box_memory(n_bins, n_stats: int) -> int:
+    """Peak bytes the dense builder needs before it knows the number of symbols.
+
+    Per box: ``n_stats + 1`` float64 statistics, their transformed copy during the
+    prefix-sum passes, and about five int32 index arrays (tight box, compact ids,
+    bounds), i.e. ``16 (n_stats + 1) + 24`` bytes.
+    """
+    return n_boxes(n_bins) * (16 * (int(n_stats) + 1) + 24)
+
+
+def _chunk_order(levels: np.ndarray, chunk: int | None = None) -> np.ndarray:
+    """Pad symbols grouped by level into chunks that never straddle two levels."""
+    m = levels.shape[0]
+    order = np.argsort(levels, kind="stable")
+    lv = levels[order]
+    uniq, starts, counts = np.unique(lv, return_index=True, return_counts=True)
+    if chunk is None:
+        chunk = int(max(64, min(8192, 2 ** int(np.ceil(np.log2(max(1, m / max(1, len(uniq)))))))))
+    rows = []
+    for s, c in zip(starts, counts):
+        ids = order[s: s + c]
+        pad = (-c) % chunk
+        ids = np.concatenate([ids, np.full(pad, m + 1, np.int64)])
+        rows.append(ids.reshape(-1, chunk))
+    return np.concatenate(rows).astype(np.int32)
+
+
+def _interval_sums(h: np.ndarray, axis: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sums of ``h`` over code intervals ``[lo_p, hi_p]`` along ``axis`` (prefix sums)."""
+    pad = [(0, 0)] * h.ndim
+    pad[axis] = (1, 0)
+    c = np.pad(np.cumsum(h, axis=axis), pad)
+    return np.take(c, hi + 1, axis=axis) - np.take(c, lo, axis=axis)
+
+
+def _pairs(b: int):
+    lo, hi = np.triu_indices(b)
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+def _pair_index(lo, hi, b):
+    lo = np.asarray(lo, np.int64)
+    return lo * b - lo * (lo - 1) // 2 + (np.asarray(hi, np.int64) - lo)
+
+
+def build_box_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *,
+                        memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+                        chunk: int | None = None) -> PCFGStructure:
+    """Dense builder over every box of the binned feature space.
+
+    Parameters
+    ----------
+    codes : int[n, d]
+        Bin codes, ``0 <= codes[:, j] < n_bins[j]``.
+    n_bins : int[d]
+    stats : float[n, K]
+        Per-row sufficient statistics (one-hot classes or ``(1, y, y^2)``).
+    memory_budget : int or None
+        Bytes; a :class:`ValueError` is raised *before any allocation* when the
+        estimate (:func:`estimate_box_memory`), or after the symbol count is
+        known the split table, exceeds it.  ``None`` disables the check.
+
+    Returns
+    -------
+    PCFGStructure
+    """
+    codes = np.asarray(codes, np.int64)
+    n, d = codes.shape
+    nb = [int(b) for b in n_bins]
+    stats = np.asarray(stats, np.float64)
+    k_stats = stats.shape[1]
+    nbox = n_boxes(nb)
+    if memory_budget is not None:
+        need = estimate_box_memory(nb, k_stats)
+        if need > memory_budget:
+            raise ValueError(
+                f"the exact box programme needs about {need / 1e9:.2f} GB for {nbox:,} boxes "
+                f"({d} features with bin counts {nb}), over the memory budget of {memory_budget / 1e9:.2f} GB; "
+                "reduce max_bins or the number of features, raise memory_budget, or use method='row'"
+            )
+    pairs = [_pairs(b) for b in nb]
+    psz = [len(p[0]) for p in pairs]
+    strides = np.ones(d, np.int64)
+    for j in range(d - 2, -1, -1):
+        strides[j] = strides[j + 1] * psz[j + 1]
+    # cell histograms of the statistics and of the row count
+    flat_cell = np.ravel_multi_index(codes.T, nb)
+    ncell = int(np.prod(nb))
+    hist = np.zeros((ncell, k_stats + 1))
+    np.add.at(hist, flat_cell, np.concatenate([np.ones((n, 1)), stats], axis=1))
+    hist = hist.reshape(*nb, k_stats + 1)
+    occ_cells = hist[..., 0]
+    box = hist
+    for j in range(d):
+        box = _interval_sums(box, j, *pairs[j])
+    box = box.reshape(nbox, k_stats + 1)
+    count = box[:, 0].copy()
+    box_stats = box[:, 1:]
+    del box, hist
+    # tight box of every box: per feature, first/last occupied code inside the interval
+    tight_pair = np.zeros(nbox, np.int64)
+    for k in range(d):
+        occ = occ_cells
+        for j in range(d):
+            if j != k:
+                occ = _interval_sums(occ, j, *pairs[j])
+        occ = occ > 0
+        shape = [1] * d
+        shape[k] = nb[k]
+        idx = np.arange(nb[k]).reshape(shape)
+        nxt = np.flip(np.minimum.accumulate(np.flip(np.where(occ, idx, nb[k]), k), axis=k), k)
+        prv = np.maximum.accumulate(np.where(occ, idx, -1), axis=k)
+        tlo = np.take(nxt, pairs[k][0], axis=k)
+        thi = np.take(prv, pairs[k][1], axis=k)
+        tp = _pair_index(np.minimum(tlo, nb[k] - 1), np.maximum(thi, np.minimum(tlo, nb[k] - 1)), nb[k])
+        tight_pair += tp.reshape(nbox) * strides[k]
+        del occ, nxt, prv, tlo, thi, tp
+    nonempty = count > 0
+    ids = np.arange(nbox, dtype=np.int64)
+    is_sym = nonempty & (tight_pair == ids)
+    sym_nat = ids[is_sym]
+    m = sym_nat.shape[0]
+    s_slots = sum(b - 1 for b in nb)
+    if memory_budget is not None:
+        need = m * s_slots * 8 + nbox * 8
+        if need > memory_budget:
+            raise ValueError(
+                f"the split table of {m:,} symbols x {s_slots} split slots needs {need / 1e9:.2f} GB "
+                f"({d} features with bin counts {nb}), over the memory budget of {memory_budget / 1e9:.2f} GB; "
+                "reduce max_bins or the number of features, or raise memory_budget"
+            )
+    comp = np.full(nbox, m, np.int64)
+    comp[sym_nat] = np.arange(m)
+    tcomp = np.where(nonempty, comp[tight_pair], m).astype(np.int32)
+    del tight_pair, comp
+    # decode symbols
+    rem = sym_nat.copy()
+    lower = np.zeros((m, d), np.int64)
+    upper = np.zeros((m, d), np.int64)
+    pidx = np.zeros((m, d), np.int64)
+    for j in range(d):
+        p = rem // strides[j]
+        rem = rem - p * strides[j]
+        pidx[:, j] = p
+        lower[:, j] = pairs[j][0][p]
+        upper[:, j] = pairs[j][1][p]
+    slot_feature = np.concatenate([np.full(b - 1, j) for j, b in enumerate(nb)]).astype(np.int32)
+    slot_threshold = np.concatenate([np.arange(b - 1) for b in nb]).astype(np.int32)
+    left = np.full((m + 2, s_slots), m, np.int32)
+    right = np.full((m + 2, s_slots), m, np.int32)
+    step = max(1, 2_000_000 // max(1, s_slots * d))
+    lo_ext = np.concatenate([lower, np.zeros((1, d), np.int64)])
+    hi_ext = np.concatenate([upper, np.full((1, d), -1, np.int64)])
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        lo = lower[a:b][:, slot_feature]          # (c, S)
+        hi = upper[a:b][:, slot_feature]
+        t = slot_threshold[None, :]
+        inside = (lo <= t) & (t < hi)
+        bsz = np.asarray(nb)[slot_feature][None, :]
+        pcur = pidx[a:b][:, slot_feature]
+        st = strides[slot_feature][None, :]
+        nat = sym_nat[a:b, None]
+        lnat = nat + (_pair_index(lo, np.maximum(t, lo), bsz) - pcur) * st
+        rnat = nat + (_pair_index(np.minimum(t + 1, hi), hi, bsz) - pcur) * st
+        lnat = np.where(inside, lnat, 0)
+        rnat = np.where(inside, rnat, 0)
+        tl = np.where(inside, tcomp[lnat], m)
+        tr = np.where(inside, tcomp[rnat], m)
+        valid = inside & (tl < m) & (tr < m)
+        # within-feature canonical: t is the largest code of L on the split feature
+        valid &= np.take_along_axis(hi_ext[tl], slot_feature[None, :, None].repeat(tl.shape[0], 0),
+                                    axis=2)[..., 0] == t
+        # cross-feature canonical: no smaller feature separates L from R
+        llo, lhi, rlo, rhi = lo_ext[tl], hi_ext[tl], lo_ext[tr], hi_ext[tr]   # (c, S, d)
+        sep = (lhi < rlo) | (rhi < llo)
+        earlier = np.arange(d)[None, None, :] < slot_feature[None, :, None]
+        valid &= ~np.any(sep & earlier, axis=2)
+        left[a:b] = np.where(valid, tl, m)
+        right[a:b] = np.where(valid, tr, m)
+    sym_stats = np.zeros((m + 2, k_stats))
+    sym_stats[:m] = box_stats[sym_nat]
+    levels = np.sum(upper - lower, axis=1)
+    root = int(tcomp[int(sum((b - 1) * strides[j] for j, b in enumerate(nb)))])  # the full box
+    return PCFGStructure(stats=sym_stats, left=left, right=right, slot_feature=slot_feature,
+                         slot_threshold=slot_threshold, chunks=_chunk_order(levels, chunk),
+                         lower=lower.astype(np.int32), upper=upper.astype(np.int32),
+                         count=np.concatenate([count[sym_nat], [0, 0]]).astype(np.int64), root=root,
+                         method="box", n_boxes=nbox)
+
+
+def build_row_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *, max_symbols: int | None = 5_000_000,
+                        chunk: int | None = None) -> PCFGStructure:
+    """Sparse builder over the row sets actually reachable by splitting.
+
+    Starts from all rows; every symbol is split at every canonical
+    (feature, threshold) and the children are looked up in a hash of row sets
+    (packed bit masks).  Symbols are ordered by row count, so children come
+    first.  Exact, with cost proportional to the number of (symbol, slot) pairs.
+
+    Parameters
+    ----------
+    codes : int[n, d], n_bins : int[d], stats : float[n, K]
+        As in :func:`build_box_structure`.
+    max_symbols : int or None
+        Raise ``ValueError`` once more symbols than this are found.
+    """
+    codes = np.asarray(codes, np.int64)
+    n, d = codes.shape
+    nb = [int(b) for b in n_bins]
+    stats = np.asarray(stats, np.float64)
+    slot_feature = np.concatenate([np.full(b - 1, j) for j, b in enumerate(nb)]).astype(np.int32)
+    slot_threshold = np.concatenate([np.arange(b - 1) for b in nb]).astype(np.int32)
+    slot_of = {(int(f), int(t)): k for k, (f, t) in enumerate(zip(slot_feature, slot_threshold))}
+    s_slots = len(slot_feature)
+    full = np.ones(n, bool)
+    index = {np.packbits(full).tobytes(): 0}
+    masks = [full]
+    splits: list[list[tuple[int, int, int]]] = []
+    i = 0
+    while i < len(masks):
+        mk = masks[i]
+        rows = np.flatnonzero(mk)
+        sub = codes[rows]
+        seen = set()
+        mine = []
+        for j in range(d):
+            vals = np.unique(sub[:, j])
+            for t in vals[:-1]:
+                lmask_rows = sub[:, j] <= t
+                key_l = np.packbits(lmask_rows).tobytes()
+                key_r = np.packbits(~lmask_rows).tobytes()
+                if key_l in seen or key_r in seen:
+                    continue
+                seen.add(key_l)
+                lm = np.zeros(n, bool)
+                lm[rows[lmask_rows]] = True
+                rm = mk & ~lm
+                kids = []
+                for cm in (lm, rm):
+                    key = np.packbits(cm).tobytes()
+                    c = index.get(key)
+                    if c is None:
+                        c = len(masks)
+                        index[key] = c
+                        masks.append(cm)
+                        if max_symbols is not None and len(masks) > max_symbols:
+                            raise ValueError(
+                                f"the row programme found more than {max_symbols:,} symbols (row sets) for "
+                                f"n={n} rows and {d} features; reduce the rows, features or bins, or raise "
+                                "max_symbols"
+                            )
+                    kids.append(c)
+                mine.append((slot_of[(j, int(t))], kids[0], kids[1]))
+        splits.append(mine)
+        i += 1
+    m = len(masks)
+    left = np.full((m + 2, s_slots), m, np.int32)
+    right = np.full((m + 2, s_slots), m, np.int32)
+    for s, mine in enumerate(splits):
+        for k, lc, rc in mine:
+            left[s, k] = lc
+            right[s, k] = rc
+    mat = np.stack(masks)
+    sym_stats = np.zeros((m + 2, stats.shape[1]))
+    sym_stats[:m] = mat.astype(np.float64) @ stats
+    sizes = mat.sum(1)
+    big = np.iinfo(np.int64).max
+    lower = np.stack([np.where(mat, codes[:, j][None, :], big).min(1) for j in range(d)], 1)
+    upper = np.stack([np.where(mat, codes[:, j][None, :], -1).max(1) for j in range(d)], 1)
+    return PCFGStructure(stats=sym_stats, left=left, right=right, slot_feature=slot_feature,
+                         slot_threshold=slot_threshold, chunks=_chunk_order(sizes, chunk),
+                         lower=lower.astype(np.int32), upper=upper.astype(np.int32),
+                         count=np.concatenate([sizes, [0, 0]]).astype(np.int64), root=0,
+                         method="row", n_boxes=0)
