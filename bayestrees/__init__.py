@@ -10,5 +10,7 @@ from .estimators.base import load  # noqa: E402
 # --- family: forests (issue 2) ---
 # --- family: pcfg (issue 3) ---
 # --- family: safe-bayes (issue 4) ---
+from .models.safebayes import SafeBayesForest  # noqa: E402
+from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor  # noqa: E402
 
 __version__ = "0.1.0"

@@ -1,0 +1,374 @@
+"""Importance weighting of prior trees: the safe-Bayesian random forest.
+
+Quadrianto & Ghahramani (2015).  ``K`` trees ``T_k`` are drawn from a
+data-independent prior (:mod:`bayestrees.inference.prior_trees`), so the
+importance weight of a tree under the posterior is its marginal likelihood
+
+    w_k = p(Y | X, T_k) = prod_leaves p(y_leaf),
+
+with conjugate leaves (Dirichlet-multinomial for classes, Normal-inverse-gamma
+for real responses, :mod:`bayestrees.leaves`); a leaf with no rows
+contributes 1.  The safe-Bayesian forest tempers the likelihood with a power
+``beta = m / N`` (``m`` the *effective sample size*, ``N`` the training rows):
+
+    p(y | x) = sum_k w_k^beta p(y | T_k, x) / sum_k w_k^beta,
+
+``beta = 1`` is Bayesian model averaging (BMA) over the prior trees and
+``beta -> infinity`` keeps only the best tree.  The per-tree predictive is the
+leaf posterior predictive ((n_c + alpha) / sum(n + alpha) for classes, a
+Student-t for real responses), not tempered.
+
+Everything is in log space (``gammaln``; weights normalised with
+``logsumexp``), so leaves with millions of rows never overflow.  Computations
+run in JAX's default float dtype (float32 unless ``jax_enable_x64`` is on);
+the log weights of big data sets lose absolute precision in float32 (about
+``1e-7 * N log N`` nats), enable x64 for exact BMA on large ``N``.
+
+Shapes: ``K`` trees, ``L`` node slots, ``n`` rows, ``C`` classes, ``M`` values
+of ``m`` on an operating curve.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from ..leaves import NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior
+from ..tree import Tree, apply
+from .prior_trees import PriorForest, bin_cum_counts, cut_thresholds, prior_to_tree, subtree_sums
+
+__all__ = [
+    "ClassWeights",
+    "RegressionWeights",
+    "class_leaf_counts",
+    "class_log_weights",
+    "regression_leaf_stats",
+    "regression_log_weights",
+    "tempered_log_weights",
+    "tree_class_probs",
+    "forest_class_probs",
+    "tree_regression_predictive",
+    "operating_curve_classification",
+    "operating_curve_regression",
+    "default_m_grid",
+    "choose_m",
+    "apply_trees",
+    "fit_classification",
+    "fit_regression",
+    "tree_skeleton",
+]
+
+
+class ClassWeights(NamedTuple):
+    """Leaf class counts and tree log weights.
+
+    counts : float (K, L, C)  class counts of training rows per leaf slot (0 on internal slots)
+    log_weight : float (K,)  log p(Y | X, T_k)
+    """
+
+    counts: jax.Array
+    log_weight: jax.Array
+
+
+class RegressionWeights(NamedTuple):
+    """Leaf statistics and tree log weights for real responses.
+
+    n, s, ss : float (K, L)  row count, sum and sum of squares of y per leaf slot
+    log_weight : float (K,)  log p(Y | X, T_k)
+    """
+
+    n: jax.Array
+    s: jax.Array
+    ss: jax.Array
+    log_weight: jax.Array
+
+
+def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int):
+    """Class counts per node slot.
+
+    Parameters
+    ----------
+    leaves : int32 (K, n)  leaf slot of each row in each tree
+    y : int32 (n,)  class codes in ``[0, n_classes)``
+    n_nodes : int  capacity ``L``
+    n_classes : int
+
+    Returns
+    -------
+    float (K, L, C)
+    """
+    K = leaves.shape[0]
+    dtype = jnp.zeros(()).dtype
+    rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
+    cls = jnp.broadcast_to(jnp.asarray(y)[None, :], leaves.shape)
+    return jnp.zeros((K, n_nodes, n_classes), dtype).at[rows, leaves, cls].add(1.0)
+
+
+def class_log_weights(counts, alpha):
+    """log p(Y | X, T_k) = sum over non-empty leaves of the Dirichlet-multinomial log marginal.
+
+    Parameters
+    ----------
+    counts : float (K, L, C)
+    alpha : float or float (C,)  Dirichlet concentration
+
+    Returns
+    -------
+    float (K,)
+    """
+    lm = dirichlet_log_marginal(counts, alpha)
+    return jnp.sum(jnp.where(jnp.sum(counts, -1) > 0, lm, 0.0), -1)
+
+
+def regression_leaf_stats(leaves, y, n_nodes: int):
+    """Row count, sum and sum of squares of ``y`` per node slot; each float (K, L)."""
+    K = leaves.shape[0]
+    y = jnp.asarray(y)
+    rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
+    z = jnp.zeros((K, n_nodes), y.dtype)
+    yy = jnp.broadcast_to(y[None, :], leaves.shape)
+    n = z.at[rows, leaves].add(1.0)
+    s = z.at[rows, leaves].add(yy)
+    ss = z.at[rows, leaves].add(yy * yy)
+    return n, s, ss
+
+
+def regression_log_weights(n, s, ss, prior: NIGPrior):
+    """log p(Y | X, T_k) under Normal-inverse-gamma leaves; float (K,)."""
+    lm = nig_log_marginal(n, s, ss, prior)
+    return jnp.sum(jnp.where(n > 0, lm, 0.0), -1)
+
+
+def tempered_log_weights(log_weight, beta):
+    """Normalised log weights ``beta log w_k - logsumexp(beta log w)``.
+
+    Parameters
+    ----------
+    log_weight : float (K,)
+    beta : float or float (M,)  power; a vector gives one row per value
+
+    Returns
+    -------
+    float (K,) or (M, K)
+    """
+    beta = jnp.asarray(beta, log_weight.dtype)
+    z = beta[..., None] * log_weight
+    return z - logsumexp(z, axis=-1, keepdims=True)
+
+
+@jax.jit
+def apply_trees(tree: Tree, codes):
+    """Jitted :func:`bayestrees.tree.apply`: leaf slot of each row in each tree, int32 (K, n)."""
+    return apply(tree, codes)
+
+
+@jax.jit
+def tree_class_probs(tree: Tree, codes):
+    """Per-tree predictive class probabilities of each row: float (K, n, C).
+
+    ``tree.value`` must hold the leaf predictives.
+    """
+    leaves = apply(tree, codes)
+    return jnp.take_along_axis(tree.value, leaves[..., None], axis=-2)
+
+
+def forest_class_probs(tree_probs, log_weight, beta):
+    """Safe-Bayes forest class probabilities: float (n, C).
+
+    Parameters
+    ----------
+    tree_probs : float (K, n, C)  from :func:`tree_class_probs`
+    log_weight : float (K,)
+    beta : float  power ``m / N`` (1 = BMA)
+    """
+    w = jnp.exp(tempered_log_weights(log_weight, beta))
+    return jnp.einsum("k,knc->nc", w, tree_probs)
+
+
+def tree_regression_predictive(tree_stats, prior: NIGPrior, leaves):
+    """Student-t predictive parameters per tree and row.
+
+    Parameters
+    ----------
+    tree_stats : (n, s, ss) each float (K, L)
+    prior : NIGPrior
+    leaves : int32 (K, n_rows)
+
+    Returns
+    -------
+    mean, scale2, df : float (K, n_rows)  location, squared scale and degrees of freedom
+    """
+    mn, kn, an, bn = nig_posterior(*tree_stats, prior)
+    mean = jnp.take_along_axis(mn, leaves, axis=-1)
+    kn = jnp.take_along_axis(kn, leaves, axis=-1)
+    an = jnp.take_along_axis(an, leaves, axis=-1)
+    bn = jnp.take_along_axis(bn, leaves, axis=-1)
+    return mean, bn * (kn + 1.0) / (an * kn), 2.0 * an
+
+
+def _student_logpdf(y, mean, scale2, df):
+    from jax.scipy.special import gammaln
+
+    z2 = (y - mean) ** 2 / scale2
+    return (gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * jnp.log(df * jnp.pi * scale2)
+            - (df + 1) / 2 * jnp.log1p(z2 / df))
+
+
+def default_m_grid(n_train: int, max_points: int = 1000) -> np.ndarray:
+    """Effective sample sizes for an operating curve: every integer 1..N when
+    ``N <= max_points``, else ``max_points`` log-spaced integers from 1 to N."""
+    n_train = int(n_train)
+    if n_train <= max_points:
+        return np.arange(1, n_train + 1)
+    return np.unique(np.round(np.geomspace(1, n_train, max_points)).astype(np.int64))
+
+
+@partial(jax.jit, static_argnames=("batch_size",))
+def operating_curve_classification(log_weight, tree_probs, y, m_grid, n_train, batch_size: int = 32):
+    """Accuracy and mean log predictive probability against ``m``.
+
+    Parameters
+    ----------
+    log_weight : float (K,)
+    tree_probs : float (K, n, C)  per-tree predictives on the evaluation rows
+    y : int32 (n,)  class codes of the evaluation rows
+    m_grid : float (M,)  effective sample sizes
+    n_train : float  rows the weights were computed on (``beta = m / n_train``)
+
+    Returns
+    -------
+    accuracy, log_predictive : float (M,)
+    """
+    betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
+
+    def one(beta):
+        p = forest_class_probs(tree_probs, log_weight, beta)
+        acc = jnp.mean(jnp.argmax(p, -1) == y)
+        lp = jnp.mean(jnp.log(jnp.take_along_axis(p, y[:, None], axis=-1)[:, 0]))
+        return acc, lp
+
+    return jax.lax.map(one, betas, batch_size=batch_size)
+
+
+@partial(jax.jit, static_argnames=("batch_size",))
+def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train, batch_size: int = 32):
+    """Root mean squared error and mean log predictive density against ``m``.
+
+    Parameters
+    ----------
+    log_weight : float (K,)
+    mean, scale2, df : float (K, n)  per-tree Student-t predictives on the evaluation rows
+    y : float (n,)
+    m_grid : float (M,)
+    n_train : float
+
+    Returns
+    -------
+    rmse, log_predictive : float (M,)
+    """
+    betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
+    lpdf = _student_logpdf(y[None, :], mean, scale2, df)  # (K, n)
+
+    def one(beta):
+        lw = tempered_log_weights(log_weight, beta)
+        pred = jnp.einsum("k,kn->n", jnp.exp(lw), mean)
+        rmse = jnp.sqrt(jnp.mean((pred - y) ** 2))
+        lp = jnp.mean(logsumexp(lw[:, None] + lpdf, axis=0))
+        return rmse, lp
+
+    return jax.lax.map(one, betas, batch_size=batch_size)
+
+
+def choose_m(m_grid, log_predictive, score=None, *, higher_is_better: bool = True) -> int:
+    """The effective sample size with the best ``score`` (ties: best log predictive, then smallest m).
+
+    Parameters
+    ----------
+    m_grid : int (M,)
+    log_predictive : float (M,)
+    score : float (M,), optional  primary criterion (default: the log predictive)
+    """
+    m_grid = np.asarray(m_grid)
+    lp = np.asarray(log_predictive, np.float64)
+    sc = lp if score is None else np.asarray(score, np.float64)
+    if not higher_is_better:
+        sc = -sc
+    sc = np.where(np.isfinite(sc), sc, -np.inf)
+    lp = np.where(np.isfinite(lp), lp, -np.inf)
+    # lexsort: last key is primary
+    order = np.lexsort((m_grid, -lp, -sc))
+    return int(m_grid[order[0]])
+
+
+def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
+    """The prior trees with cuts mapped to the code thresholds of this data set.
+
+    Parameters
+    ----------
+    prior : PriorForest (K trees)
+    codes : uint (n, D)  training codes (the PIT is the empirical CDF of these rows)
+    n_bins : int (D,)  bins per feature
+    n_outputs : int  width ``V`` of the (zero) node values
+
+    Returns
+    -------
+    Tree with batch shape (K,), zero values, weights and counts.
+    """
+    cum, n_present = bin_cum_counts(np.asarray(codes), n_bins)
+    thr = cut_thresholds(np.asarray(prior.feature), np.asarray(prior.cut), cum, n_present)
+    K, L = thr.shape
+    dtype = jnp.zeros(()).dtype
+    return prior_to_tree(prior, thr, jnp.zeros((K, L, n_outputs), dtype), jnp.zeros((K, L), dtype),
+                         jnp.zeros((K, L), jnp.int32))
+
+
+@partial(jax.jit, static_argnames=("n_classes",))
+def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int):
+    """Weigh prior trees on classification data.
+
+    Parameters
+    ----------
+    skeleton : Tree (K, L)  from :func:`tree_skeleton`
+    codes : uint (n, D);  y : int32 (n,) class codes;  alpha : float Dirichlet concentration
+
+    Returns
+    -------
+    tree : Tree (K, L, C) with node values = posterior predictive class
+        probabilities (internal nodes from the pooled counts of their subtree),
+        ``weight``/``count`` = training rows in the node
+    log_weight : float (K,)  log p(Y | X, T_k)
+    """
+    L = skeleton.feature.shape[-1]
+    leaves = apply(skeleton, codes)
+    counts = class_leaf_counts(leaves, y, L, n_classes)
+    log_w = class_log_weights(counts, alpha)
+    full = subtree_sums(skeleton.left, skeleton.right, counts)
+    n_node = jnp.sum(full, -1)
+    tree = skeleton._replace(value=dirichlet_predictive(full, alpha), weight=n_node,
+                             count=jnp.round(n_node).astype(jnp.int32))
+    return tree, log_w
+
+
+@jax.jit
+def fit_regression(skeleton: Tree, codes, y, prior: NIGPrior):
+    """Weigh prior trees on real responses (Normal-inverse-gamma leaves).
+
+    Returns
+    -------
+    tree : Tree (K, L, 1), node value = posterior mean of the leaf mean
+    stats : (n, s, ss) each float (K, L), leaf statistics (0 on internal slots)
+    log_weight : float (K,)
+    """
+    L = skeleton.feature.shape[-1]
+    leaves = apply(skeleton, codes)
+    n, s, ss = regression_leaf_stats(leaves, y, L)
+    log_w = regression_log_weights(n, s, ss, prior)
+    full = subtree_sums(skeleton.left, skeleton.right, jnp.stack([n, s, ss], -1))
+    mn, _, _, _ = nig_posterior(full[..., 0], full[..., 1], full[..., 2], prior)
+    tree = skeleton._replace(value=mn[..., None], weight=full[..., 0],
+                             count=jnp.round(full[..., 0]).astype(jnp.int32))
+    return tree, (n, s, ss), log_w

@@ -1,0 +1,392 @@
+"""Data-independent prior trees for the safe-Bayesian random forest.
+
+The code-string prior (Quadrianto & Ghahramani 2015)
+----------------------------------------------------
+A tree is written as a code string in depth-first (pre-) order: each node is
+internal with probability ``lam`` independently, and the string stops when
+the number of leaves exceeds the number of internal nodes by one.  Each
+internal node draws its feature uniformly from the ``D`` features and its cut
+``c ~ U(0, 1)`` on the probability-integral-transformed feature ``F(x)``.
+
+Every string with ``k`` internal nodes has probability
+``lam^k (1 - lam)^(k + 1)`` and there are ``Catalan(k)`` of them, so
+
+    P(I = k) = Catalan(k) lam^k (1 - lam)^(k + 1),
+
+a proper distribution (sum 1) for ``lam < 1/2`` with mean
+``lam / (1 - 2 lam)`` internal nodes (9.5 at ``lam = 0.475``).  Its tail is
+heavy (``~ k^(-3/2) (4 lam (1 - lam))^k``).
+
+Fixed capacity and exact truncation
+-----------------------------------
+Trees are stored in the shared :class:`bayestrees.tree.Tree` with capacity
+``2 * max_internal + 1``.  Trees are drawn *exactly from the prior
+conditioned on* ``I <= max_internal``: first ``k`` from the truncated
+closed form above, then, since all strings with ``k`` internal nodes are
+equally likely, a uniformly random valid code string of that length, by the
+cycle lemma (a uniform random arrangement of ``k`` "+1" and ``k + 1`` "-1"
+symbols has exactly one cyclic rotation whose proper prefix sums are all
+>= 0; that rotation is a valid pre-order code string, uniformly
+distributed).  No tree is cut short, so the only change from the untruncated
+prior is the conditioning; its total-variation distance from the prior is
+the truncated mass :func:`truncated_mass` (at ``lam = 0.475``: 0.6% for
+``max_internal = 255``, 0.15% for 511, 0.019% for 1023, 6e-6 for 2047).
+
+Node layout: node ``i`` is the ``i``-th symbol of the code string, so the
+left child of an internal node ``i`` is ``i + 1``; the right child follows the
+end of the left subtree.
+
+Cuts to codes
+-------------
+The PIT of a training value is ``F(x) = #{train <= x} / n``.  With the
+features binned (:class:`bayestrees.data.Binner`), every row of a bin has the
+same ``F``; with exact binning a cut ``c`` on ``F`` is exactly the code
+threshold ``t(c) = #{bins k : cum_k <= floor(c n)} - 1`` (``cum_k`` the number
+of training rows with code ``<= k``), and a row goes left iff its code is
+``<= t(c)``; ``t = -1`` sends every row right.  :func:`cut_thresholds` does
+this per data set, so one set of prior trees serves every data set.  Missing
+values take a side drawn from Bernoulli(1/2) per node (data independent).
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from ..tree import Tree
+
+__all__ = [
+    "PriorForest",
+    "n_internal_log_prob",
+    "truncated_mass",
+    "sample_n_internal",
+    "uniform_code_string",
+    "sample_prior_tree",
+    "sample_prior_forest",
+    "cut_thresholds",
+    "bin_cum_counts",
+    "prior_to_tree",
+    "subtree_sums",
+]
+
+
+class PriorForest(NamedTuple):
+    """Trees drawn from the code-string prior, before any data is seen.
+
+    Shapes (``K`` trees, capacity ``L = 2 * max_internal + 1``; one tree drops
+    the leading axis)
+
+    internal : bool[K, L]      symbol of the code string (True = internal); False on unused slots
+    feature : int32[K, L]      split feature, -1 on leaves and unused slots
+    cut : float32[K, L]        cut on the PIT scale in [0, 1); 0 on leaves
+    missing_left : bool[K, L]  side taken by missing values
+    left, right : int32[K, L]  children, -1 on leaves and unused slots
+    depth : int32[K, L]        node depth (root 0), 0 on unused slots
+    n_nodes : int32[K]         length of the code string (2 I + 1)
+    """
+
+    internal: jax.Array
+    feature: jax.Array
+    cut: jax.Array
+    missing_left: jax.Array
+    left: jax.Array
+    right: jax.Array
+    depth: jax.Array
+    n_nodes: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        return int(self.internal.shape[-1])
+
+
+def _check_split_prob(split_prob) -> float:
+    lam = float(split_prob)
+    if not np.isfinite(lam) or lam <= 0.0 or lam >= 0.5:
+        raise ValueError(
+            f"split_prob must be in (0, 0.5), got {split_prob}; at 0.5 or above the code-string prior "
+            "has infinite expected size (the paper uses 0.475)"
+        )
+    return lam
+
+
+def n_internal_log_prob(k, split_prob):
+    """log P(I = k) = log Catalan(k) + k log(lam) + (k + 1) log(1 - lam).
+
+    Parameters
+    ----------
+    k : int array of any shape
+    split_prob : float in (0, 0.5)
+
+    Returns
+    -------
+    float array of the shape of ``k``.
+    """
+    k = jnp.asarray(k, jnp.float32)
+    lam = split_prob
+    log_catalan = gammaln(2 * k + 1) - gammaln(k + 1) - gammaln(k + 2)
+    return log_catalan + k * jnp.log(lam) + (k + 1) * jnp.log1p(-lam)
+
+
+def _n_internal_log_prob_np(lam: float, max_internal: int) -> np.ndarray:
+    from scipy.special import gammaln as sgammaln
+
+    k = np.arange(int(max_internal) + 1, dtype=np.float64)
+    return sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2) + k * np.log(lam) + (k + 1) * np.log1p(-lam)
+
+
+def truncated_mass(split_prob: float, max_internal: int) -> float:
+    """P(I > max_internal) under the code-string prior, in float64 (numpy).
+
+    Computed as ``1 - sum_{k <= max_internal} P(I = k)`` with the terms in log
+    space; the untruncated sum is exactly 1 for ``lam < 1/2``.
+    """
+    lam = _check_split_prob(split_prob)
+    lp = _n_internal_log_prob_np(lam, max_internal)
+    return float(max(0.0, 1.0 - np.exp(lp).sum()))
+
+
+def sample_n_internal(key, split_prob: float, max_internal: int):
+    """Number of internal nodes drawn from P(I = k | I <= max_internal); int32[].
+
+    ``split_prob`` and ``max_internal`` must be concrete: the log
+    probabilities are computed in float64 with numpy (exact to rounding).
+    """
+    logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal)), jnp.float32)
+    return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
+def uniform_code_string(key, k, capacity: int):
+    """A uniformly random valid pre-order code string with ``k`` internal nodes.
+
+    Parameters
+    ----------
+    key : PRNG key
+    k : int32[]  number of internal nodes (``2 k + 1 <= capacity``)
+    capacity : int  length of the output
+
+    Returns
+    -------
+    bool[capacity]: True at internal positions; positions ``>= 2 k + 1`` are False.
+
+    Notes
+    -----
+    Cycle lemma: write internal = +1, leaf = -1; a string of ``k`` (+1) and
+    ``k + 1`` (-1) sums to -1 and exactly one of its ``2k + 1`` rotations has all
+    proper prefix sums >= 0 (a valid code string): the rotation starting just
+    after the first minimum of the prefix sums.  A uniform arrangement thus
+    maps ``2k + 1`` to one onto the uniform valid string.
+    """
+    n = 2 * k + 1
+    pos = jnp.arange(capacity)
+    valid = pos < n
+    # uniform random arrangement of k ones among the first n positions
+    u = jax.random.uniform(key, (capacity,))
+    u = jnp.where(valid, u, 2.0)
+    rank = jnp.argsort(jnp.argsort(u))  # rank of each slot among valid ones
+    arr = rank < k  # exactly k True among the first n
+    s = jnp.where(arr, 1, -1)
+    s = jnp.where(valid, s, 0)
+    prefix = jnp.cumsum(s)  # prefix[j] = sum of s[0..j] = P_{j+1}
+    masked = jnp.where(valid, prefix, jnp.iinfo(jnp.int32).max)
+    r = (jnp.argmin(masked) + 1) % n  # start just after the first minimum
+    src = (pos + r) % n
+    return valid & arr[src]
+
+
+def _structure(internal, n_nodes):
+    """left, right, depth (int32[L]) of a pre-order code string, by one stack scan."""
+    L = internal.shape[0]
+
+    def body(carry, i):
+        stack, sp, right, depth = carry
+        prev_internal = internal[jnp.maximum(i - 1, 0)]
+        valid = (i > 0) & (i < n_nodes)
+        top = stack[jnp.maximum(sp - 1, 0)]
+        is_right = valid & ~prev_internal
+        parent = jnp.where(prev_internal, i - 1, top)
+        right = jnp.where(is_right, right.at[top].set(i), right)
+        sp = jnp.where(is_right, sp - 1, sp)
+        d = jnp.where(valid, depth[jnp.maximum(parent, 0)] + 1, 0)
+        depth = depth.at[i].set(jnp.where(i == 0, 0, d))
+        push = (i < n_nodes) & internal[i]
+        stack = jnp.where(push, stack.at[sp].set(i), stack)
+        sp = jnp.where(push, sp + 1, sp)
+        return (stack, sp, right, depth), None
+
+    init = (jnp.zeros(L, jnp.int32), jnp.int32(0), -jnp.ones(L, jnp.int32), jnp.zeros(L, jnp.int32))
+    (_, _, right, depth), _ = jax.lax.scan(body, init, jnp.arange(L))
+    pos = jnp.arange(L)
+    left = jnp.where(internal, pos + 1, -1).astype(jnp.int32)
+    right = jnp.where(internal, right, -1)
+    return left, right, depth
+
+
+def sample_prior_tree(key, n_features: int, split_prob: float = 0.475, max_internal: int = 511) -> PriorForest:
+    """One tree from the code-string prior conditioned on ``I <= max_internal``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    n_features : int  number of features ``D``
+    split_prob : float in (0, 0.5)  probability ``lam`` that a node is internal
+    max_internal : int  largest number of internal nodes (capacity ``2 max_internal + 1``)
+
+    Returns
+    -------
+    PriorForest without the leading tree axis.
+    """
+    key_size, key_shape, key_feat, key_cut, key_miss = jax.random.split(key, 5)
+    L = 2 * max_internal + 1
+    k = sample_n_internal(key_size, split_prob, max_internal)
+    internal = uniform_code_string(key_shape, k, L)
+    n_nodes = 2 * k + 1
+    feature = jnp.where(internal, jax.random.randint(key_feat, (L,), 0, n_features), -1).astype(jnp.int32)
+    cut = jnp.where(internal, jax.random.uniform(key_cut, (L,)), 0.0)
+    miss = internal & jax.random.bernoulli(key_miss, 0.5, (L,))
+    left, right, depth = _structure(internal, n_nodes)
+    return PriorForest(internal, feature, cut, miss, left, right, depth, n_nodes)
+
+
+def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 0.475,
+                        max_internal: int = 511) -> PriorForest:
+    """``n_trees`` independent prior trees (vmapped :func:`sample_prior_tree`).
+
+    The trees depend only on ``key``, ``n_features``, ``split_prob`` and
+    ``max_internal``, never on data: the same key gives the same trees for
+    every data set with ``n_features`` features.
+
+    Returns
+    -------
+    PriorForest with leading axis ``n_trees``.
+    """
+    lam = _check_split_prob(split_prob)
+    if int(n_trees) < 1:
+        raise ValueError(f"n_trees must be >= 1, got {n_trees}")
+    if int(n_features) < 1:
+        raise ValueError(f"n_features must be >= 1, got {n_features}")
+    if int(max_internal) < 0:
+        raise ValueError(f"max_internal must be >= 0, got {max_internal}")
+    return _sample_forest_jit(key, int(n_trees), int(n_features), lam, int(max_internal))
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _sample_forest_jit(key, n_trees, n_features, split_prob, max_internal):
+    keys = jax.random.split(key, n_trees)
+    return jax.vmap(lambda kk: sample_prior_tree(kk, n_features, split_prob, max_internal))(keys)
+
+
+def bin_cum_counts(codes: np.ndarray, n_bins) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative bin counts of training codes, the step function of the PIT.
+
+    Parameters
+    ----------
+    codes : uint array (n, D) of training codes
+    n_bins : int array (D,) of bins per feature
+
+    Returns
+    -------
+    cum : int64 (D, B)  rows with code <= k, padded with the feature's total
+    n_present : int64 (D,)  non-missing rows per feature
+    """
+    codes = np.asarray(codes)
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    D = codes.shape[1]
+    B = int(max(1, n_bins.max()))
+    miss = np.iinfo(codes.dtype).max
+    cum = np.zeros((D, B), np.int64)
+    n_present = np.zeros(D, np.int64)
+    for j in range(D):
+        c = codes[:, j].astype(np.int64)
+        c = c[c != miss]
+        cnt = np.bincount(c, minlength=B)[:B]
+        cum[j] = np.cumsum(cnt)
+        n_present[j] = c.shape[0]
+    return cum, n_present
+
+
+def cut_thresholds(feature, cut, cum: np.ndarray, n_present: np.ndarray) -> np.ndarray:
+    """Map PIT cuts to code thresholds for one data set.
+
+    Parameters
+    ----------
+    feature : int (..., L)  split features (-1 on leaves)
+    cut : float (..., L)  cuts in [0, 1)
+    cum, n_present : from :func:`bin_cum_counts`
+
+    Returns
+    -------
+    int32 (..., L): ``t = #{k : cum[f, k] <= floor(c * n_f)} - 1`` (0 on leaves),
+    so that a row with code ``<= t`` has ``F(x) <= c``.
+    """
+    feature = np.asarray(feature).astype(np.int64)
+    cut = np.asarray(cut, dtype=np.float64)
+    cum = np.asarray(cum, np.int64)
+    n_present = np.asarray(n_present, np.int64)
+    D, B = cum.shape
+    stride = int(n_present.max()) + 2  # blocks of feature j lie in [j * stride, (j + 1) * stride)
+    flat = (cum + stride * np.arange(D)[:, None]).ravel()  # sorted
+    f = np.clip(feature, 0, D - 1)
+    q = np.floor(cut * n_present[f]).astype(np.int64) + stride * f
+    t = np.searchsorted(flat, q, side="right") - B * f - 1
+    return np.where(feature >= 0, t, 0).astype(np.int32)
+
+
+def subtree_sums(left, right, leaf_values):
+    """Sum leaf values up the tree: internal node = left child + right child.
+
+    Parameters
+    ----------
+    left, right : int32 (K, L)
+    leaf_values : float (K, L, V)  values on leaves (zero elsewhere)
+
+    Returns
+    -------
+    float (K, L, V)
+
+    Notes
+    -----
+    Children have larger indices than their parent (pre-order), so one
+    reverse scan over the slots suffices.
+    """
+    L = left.shape[-1]
+
+    def one(lft, rgt, vals):
+        def body(acc, i):
+            internal = lft[i] >= 0
+            s = acc[jnp.maximum(lft[i], 0)] + acc[jnp.maximum(rgt[i], 0)]
+            acc = acc.at[i].set(jnp.where(internal, s, acc[i]))
+            return acc, None
+
+        acc, _ = jax.lax.scan(body, vals, jnp.arange(L - 1, -1, -1))
+        return acc
+
+    return jax.vmap(one)(left, right, leaf_values)
+
+
+def prior_to_tree(prior: PriorForest, threshold, value, weight, count) -> Tree:
+    """Assemble the shared :class:`Tree` from prior trees and per-data-set arrays.
+
+    Parameters
+    ----------
+    prior : PriorForest (K trees, capacity L)
+    threshold : int32 (K, L)  code thresholds from :func:`cut_thresholds`
+    value : float (K, L, V)  node predictions
+    weight : float (K, L)  training rows per node
+    count : int32 (K, L)  training rows per node
+    """
+    return Tree(
+        feature=jnp.asarray(prior.feature, jnp.int32),
+        threshold=jnp.asarray(threshold, jnp.int32),
+        left=jnp.asarray(prior.left, jnp.int32),
+        right=jnp.asarray(prior.right, jnp.int32),
+        missing_left=jnp.asarray(prior.missing_left, bool),
+        value=jnp.asarray(value),
+        weight=jnp.asarray(weight),
+        count=jnp.asarray(count, jnp.int32),
+        depth=jnp.asarray(prior.depth, jnp.int32),
+        n_nodes=jnp.asarray(prior.n_nodes, jnp.int32),
+    )
