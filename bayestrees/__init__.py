@@ -9,6 +9,8 @@ from .estimators.base import load  # noqa: E402
 
 # --- family: forests (issue 2) ---
 # --- family: pcfg (issue 3) ---
+from .models.pcfg import PCFGTree  # noqa: E402
+from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402
 # --- family: safe-bayes (issue 4) ---
 from .models.safebayes import SafeBayesForest  # noqa: E402
 from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor  # noqa: E402

@@ -135,7 +135,7 @@ def log_inside(log_leaf, log_phi, ds: DeviceStructure, mode: str = "sum"):
         v = q[ds.left[ids]] + q[ds.right[ids]]
         if mode == "sum":
             agg = _safe_lse(v, 1)
-            new = jnp.logaddexp(log_leaf[ids], agg - log_phi)
+            new = _safe_lse(jnp.stack([log_leaf[ids], agg - log_phi], 1), 1)
         else:
             new = jnp.maximum(log_leaf[ids], jnp.max(v, 1) - log_phi)
         return q.at[ids].set(new), None
