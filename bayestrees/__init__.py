@@ -8,6 +8,9 @@ from .models import Data, Model, set_data, sample, sample_posterior_predictive  
 from .estimators.base import load  # noqa: E402
 
 # --- family: forests (issue 2) ---
+from .estimators.forest import (  # noqa: E402
+    BayesianForestClassifier, BayesianForestRegressor, EmpiricalBayesianForestClassifier,
+    EmpiricalBayesianForestRegressor, SubSampleForestClassifier, SubSampleForestRegressor)
 # --- family: pcfg (issue 3) ---
 from .models.pcfg import PCFGTree  # noqa: E402
 from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402

@@ -24,6 +24,7 @@ n_nodes : int32[]        number of used slots
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple, Sequence
 
 import jax
@@ -114,8 +115,8 @@ def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
         f = tree.feature[node]
         internal = tree.left[node] >= 0
         c = codes[rows, jnp.maximum(f, 0)].astype(jnp.int32)
-        go_left = (c <= tree.threshold[node]) | ((c == missing) & tree.missing_left[node])
-        go_left = go_left & ~((c == missing) & ~tree.missing_left[node])
+        is_miss = c == missing
+        go_left = jnp.where(is_miss, tree.missing_left[node], c <= tree.threshold[node])
         child = jnp.where(go_left, tree.left[node], tree.right[node])
         return jnp.where(internal, child, node), it + 1
 
@@ -123,29 +124,36 @@ def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
     return node
 
 
-def apply(tree: Tree, codes) -> jax.Array:
+def apply(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     """Leaf index of each row.
 
     Parameters
     ----------
     tree : Tree, one tree or a batch with batch shape ``S``
     codes : uint array of shape (n, d), from :meth:`bayestrees.data.Binner.transform`
+    missing : the missing code (default: the largest value of ``codes.dtype``)
 
     Returns
     -------
     int32 array of shape ``S + (n,)``.
     """
     codes = jnp.asarray(codes)
-    missing = int(np.iinfo(np.dtype(codes.dtype)).max)
+    if missing is None:
+        missing = int(np.iinfo(np.dtype(codes.dtype)).max)
+    return _apply_jit(tree, codes, int(missing))
+
+
+@partial(jax.jit, static_argnames=("missing",))
+def _apply_jit(tree: Tree, codes, missing: int):
     fn = lambda t: _apply_one(t, codes, missing)  # noqa: E731
     for _ in range(tree.feature.ndim - 1):
         fn = jax.vmap(fn)
     return fn(tree)
 
 
-def predict(tree: Tree, codes) -> jax.Array:
+def predict(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     """Leaf values for each row: float array of shape ``S + (n, V)``."""
-    leaves = apply(tree, codes)
+    leaves = apply(tree, codes, missing)
     return jnp.take_along_axis(tree.value, leaves[..., None], axis=-2)
 
 

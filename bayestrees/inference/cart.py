@@ -1,0 +1,450 @@
+"""Weighted CART in JAX: many trees, one per weight vector, in one compiled call.
+
+The engine grows trees level by level on binned feature codes.  For each
+feature it keeps the rows in an order sorted by (node, code); every node owns
+the same contiguous range of positions in every feature's order (its
+*segment*).  One level is then a handful of passes over a ``(d, n)`` array,
+whatever the number of nodes:
+
+1. gather the row statistics in each feature's order and take prefix sums;
+2. at every position compute the left/right statistics of the split "code <=
+   code at this position" for the node owning it, mask invalid splits (same
+   code as the next row, end of segment, ``min_samples_leaf``,
+   ``min_weight_fraction_leaf``, features not drawn by ``max_features``,
+   thresholds not drawn by extra-trees) and score it;
+3. take, per node, the best (feature, position) by segment max (ties go to the
+   lowest feature index, then the lowest threshold);
+4. route rows to the new children and stably partition every feature's order
+   so that each child's rows are again contiguous and sorted by code.
+
+The cost of a level is O(n d) and does not grow with the number of nodes, so
+deep trees (CART with ``min_samples_leaf=2`` on 18k rows: depth ~30, ~8k
+leaves) cost about (depth x n x d).  Trees are vmapped over weight vectors.
+
+Split criterion (maximised proxy; the impurity decrease differs by a constant
+of the node)
+    squared error: S_L^2 / W_L + S_R^2 / W_R (S = sum w y, W = sum w);
+    gini: sum_k W_{L,k}^2 / W_L + sum_k W_{R,k}^2 / W_R;
+    entropy: sum_k W_{L,k} log W_{L,k} - W_L log W_L + (same for R).
+
+A node is split only if it holds at least ``2 * min_samples_leaf`` rows of
+positive weight, its response is not constant, its depth is below
+``max_depth``, and a valid split exists -- as in scikit-learn, a split with
+zero impurity decrease is still taken.  Rows with zero weight travel with
+their node but are not counted by ``min_samples_leaf`` (as scikit-learn's
+splitter skips them).
+
+Missing values (code ``MISSING``) sort after every other code.  When the data
+has missing values, each candidate split is also scored with the node's
+missing rows sent left; the better direction is stored in ``missing_left``.
+
+Capacity: a tree that needs more node slots than ``capacity`` is an error
+(``CapacityError``), never a silent truncation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..tree import Tree
+
+__all__ = ["CARTConfig", "CapacityError", "fit_trees", "default_capacity", "prepare_codes", "GrowState",
+           "init_state", "grow"]
+
+_NEG = -jnp.inf
+
+
+class CapacityError(ValueError):
+    """A tree needed more node slots than the fixed capacity."""
+
+
+@dataclass(frozen=True)
+class CARTConfig:
+    """Static settings of the CART engine (hashable: part of the compiled signature).
+
+    Attributes
+    ----------
+    criterion : "squared_error" | "gini" | "entropy"
+    n_classes : number of classes (classification) or 0 (regression)
+    min_samples_leaf : rows of positive weight required in each child
+    min_weight_fraction_leaf : fraction of the tree's total weight required in each child
+    max_depth : maximum depth (None: limited only by capacity)
+    max_features : features drawn per node (None: all)
+    extra : extremely randomised thresholds (one random threshold per feature per node)
+    capacity : node slots per tree
+    has_missing : the codes contain ``MISSING``
+    missing : value of the missing code
+    """
+
+    criterion: str = "squared_error"
+    n_classes: int = 0
+    min_samples_leaf: int = 1
+    min_weight_fraction_leaf: float = 0.0
+    max_depth: int | None = None
+    max_features: int | None = None
+    extra: bool = False
+    capacity: int = 1023
+    has_missing: bool = False
+    missing: int = 255
+
+    @property
+    def n_stats(self) -> int:
+        return 2 + (self.n_classes if self.n_classes else 1)  # [positive rows, weight, w*y | w*onehot]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.n_classes if self.n_classes else 1
+
+
+def default_capacity(n_positive: int, min_samples_leaf: int, max_depth: int | None = None) -> int:
+    """Node slots that can never overflow: 2 * floor(n / min_samples_leaf) - 1 (and 2^(depth+1) - 1)."""
+    leaves = max(1, n_positive // max(1, min_samples_leaf))
+    cap = 2 * leaves - 1
+    if max_depth is not None and max_depth < 40:
+        cap = min(cap, 2 ** (max_depth + 1) - 1)
+    return int(max(cap, 1))
+
+
+class Prepared(NamedTuple):
+    """Data shared by all trees: codes (d, n) and the per-feature sort order (d, n)."""
+
+    codes_t: jax.Array  # int32 (d, n)
+    order0: jax.Array  # int32 (d, n)
+
+
+def prepare_codes(codes: np.ndarray) -> Prepared:
+    """Transpose the codes and sort each feature once (stable)."""
+    codes = np.asarray(codes)
+    codes_t = np.ascontiguousarray(codes.T).astype(np.int32)
+    order0 = np.argsort(codes_t, axis=1, kind="stable").astype(np.int32)
+    return Prepared(jnp.asarray(codes_t), jnp.asarray(order0))
+
+
+class GrowState(NamedTuple):
+    """Carried state of the level-wise growth of one tree."""
+
+    tree: Tree
+    order: jax.Array  # int32 (d, n)
+    row_node: jax.Array  # int32 (n,)
+    seg_start: jax.Array  # int32 (capacity,)
+    seg_len: jax.Array  # int32 (capacity,)
+    open: jax.Array  # bool (capacity,)
+    overflow: jax.Array  # bool ()
+    level: jax.Array  # int32 ()
+
+
+def _mix(x):
+    """A 32-bit integer finaliser (murmur3 fmix32), elementwise on uint32."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def _uniform_hash(seed, a, b):
+    """Deterministic U[0, 1) from (seed, a, b): counter-based randomness per (node, feature)."""
+    h = _mix(seed ^ _mix(a.astype(jnp.uint32) * jnp.uint32(0x9E3779B1) + b.astype(jnp.uint32)))
+    return (h >> 8).astype(jnp.float32) * (1.0 / (1 << 24))
+
+
+def row_stats(y, w, cfg: CARTConfig, dtype):
+    """Per-row statistics (n, s): [positive, w, w*y] or [positive, w, w*onehot...]."""
+    pos = (w > 0).astype(dtype)
+    if cfg.n_classes:
+        oh = jax.nn.one_hot(y, cfg.n_classes, dtype=dtype)
+        return jnp.concatenate([pos[:, None], w[:, None], w[:, None] * oh], axis=1)
+    return jnp.stack([pos, w, w * y], axis=1)
+
+
+def prefix_sum(x, block: int = 32):
+    """Inclusive cumulative sum along the last axis.
+
+    XLA's CPU cumsum is several times slower than a blocked scan: within
+    blocks of ``block`` elements the running sums are unrolled adds (one fused
+    loop), and block offsets come from a prefix sum of block totals
+    (recursively).
+    """
+    m0 = x.shape[-1]
+    if m0 <= block:
+        return jnp.cumsum(x, axis=-1)
+    pad = (-m0) % block
+    xp = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]).reshape(x.shape[:-1] + ((m0 + pad) // block, block))
+    parts = [xp[..., 0]]
+    for i in range(1, block):
+        parts.append(parts[-1] + xp[..., i])
+    within = jnp.stack(parts, -1)
+    tot = within[..., -1]
+    off = prefix_sum(tot, block) - tot
+    return (within + off[..., None]).reshape(x.shape[:-1] + (m0 + pad,))[..., :m0]
+
+
+def _proxy(st, cfg: CARTConfig):
+    """The criterion proxy of a child from its statistics, stats axis first: (s, ...)."""
+    W = st[1]
+    Wsafe = jnp.where(W > 0, W, 1.0)
+    if not cfg.n_classes:
+        return st[2] ** 2 / Wsafe
+    Wk = st[2:]
+    if cfg.criterion == "gini":
+        return jnp.sum(Wk * Wk, 0) / Wsafe
+    xlogx = lambda v: jnp.where(v > 0, v * jnp.log(jnp.where(v > 0, v, 1.0)), 0.0)  # noqa: E731
+    return jnp.sum(xlogx(Wk), 0) - xlogx(W)
+
+
+def _node_value(tot, cfg: CARTConfig, y_shift, y_scale):
+    W = tot[..., 1]
+    Wsafe = jnp.where(W > 0, W, 1.0)
+    if cfg.n_classes:
+        return tot[..., 2:] / Wsafe[..., None]
+    return (tot[..., 2:3] / Wsafe[..., None]) * y_scale + y_shift
+
+
+def init_state(prep: Prepared, stats, cfg: CARTConfig, dtype, y_shift, y_scale, trunk: Tree | None = None,
+               trunk_row_node=None) -> GrowState:
+    """The growth state of a root-only tree, or of a given trunk whose leaves are open."""
+    d, n = prep.codes_t.shape
+    cap = cfg.capacity
+    if trunk is None:
+        tot = jnp.sum(stats, 0)
+        tree = Tree(
+            feature=-jnp.ones(cap, jnp.int32), threshold=jnp.zeros(cap, jnp.int32),
+            left=-jnp.ones(cap, jnp.int32), right=-jnp.ones(cap, jnp.int32),
+            missing_left=jnp.zeros(cap, bool),
+            value=jnp.zeros((cap, cfg.n_outputs), dtype).at[0].set(_node_value(tot, cfg, y_shift, y_scale)),
+            weight=jnp.zeros(cap, dtype).at[0].set(tot[1]),
+            count=jnp.zeros(cap, jnp.int32).at[0].set(tot[0].astype(jnp.int32)),
+            depth=jnp.zeros(cap, jnp.int32), n_nodes=jnp.ones((), jnp.int32),
+        )
+        return GrowState(tree, prep.order0, jnp.zeros(n, jnp.int32), jnp.zeros(cap, jnp.int32),
+                         jnp.zeros(cap, jnp.int32).at[0].set(n), jnp.zeros(cap, bool).at[0].set(True),
+                         jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    # trunk: rows sorted by (trunk leaf, code) in each feature; trunk leaves open
+    row_node = jnp.asarray(trunk_row_node, jnp.int32)
+    node_of_pos = row_node[prep.order0]  # (d, n)
+    order = jnp.take_along_axis(prep.order0, jnp.argsort(node_of_pos, axis=1, stable=True), axis=1)
+    seg_len = jnp.zeros(cap, jnp.int32).at[row_node].add(1)
+    seg_start = jnp.cumsum(seg_len) - seg_len
+    tot = jax.ops.segment_sum(stats, row_node, cap)
+    is_leaf = trunk.is_leaf()
+    tree = trunk._replace(
+        value=jnp.where(is_leaf[:, None], _node_value(tot, cfg, y_shift, y_scale), trunk.value).astype(dtype),
+        weight=jnp.where(is_leaf, tot[:, 1], trunk.weight).astype(dtype),
+        count=jnp.where(is_leaf, tot[:, 0].astype(jnp.int32), trunk.count),
+    )
+    return GrowState(tree, order, row_node, seg_start.astype(jnp.int32), seg_len, is_leaf,
+                     jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+
+
+def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg: CARTConfig, y_shift, y_scale):
+    tree, order, row_node, seg_start, seg_len, open_, overflow, level = state
+    d, n = order.shape
+    cap = cfg.capacity
+    dtype = stats.dtype
+    miss = cfg.missing
+    msl = cfg.min_samples_leaf
+
+    # -- node totals and which open nodes may split
+    tot = jax.ops.segment_sum(stats, row_node, cap)  # (cap, s)
+    pos_w = stats[:, 0] > 0
+    ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
+    ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
+    can = open_ & (tot[:, 0] >= 2 * msl) & (ymax > ymin) & (tot[:, 1] >= 2 * min_weight)
+    if cfg.max_depth is not None:
+        can = can & (tree.depth < cfg.max_depth)
+
+    # -- sorted statistics and prefix sums, per feature; layout (s, d, n)
+    pos_node = row_node[order[0]]  # (n,) node of each position (same in every feature)
+    seg_end = seg_start + seg_len
+    start_p = seg_start[pos_node]  # (n,)
+    codes_sorted = jnp.take_along_axis(prep.codes_t, order, axis=1)  # (d, n)
+    G = stats.T[:, order]  # (s, d, n)
+    C = prefix_sum(G)
+    has_prev = (start_p > 0)[None, None, :]
+    Cprev = jnp.where(has_prev, jnp.take(C, jnp.maximum(start_p - 1, 0), axis=2), 0.0)
+    L = C - Cprev
+    R = tot.T[:, pos_node][:, None, :] - L  # (s, d, n)
+    nxt_code = jnp.concatenate([codes_sorted[:, 1:], jnp.full((d, 1), -1, codes_sorted.dtype)], axis=1)
+    p_idx = jnp.arange(n)
+    in_seg = (p_idx + 1 < seg_end[pos_node])[None, :]
+    valid = in_seg & (codes_sorted != nxt_code) & (codes_sorted != miss) & can[pos_node][None, :]
+
+    # -- random feature subsets (max_features) and random thresholds (extra trees)
+    if cfg.max_features is not None and cfg.max_features < d or cfg.extra:
+        nodes = jnp.arange(cap)
+        feats = jnp.arange(d)
+        lo = jnp.take(codes_sorted, jnp.minimum(seg_start, n - 1), axis=1).T  # (cap, d)
+        hi = jnp.take(codes_sorted, jnp.clip(seg_end - 1, 0, n - 1), axis=1).T
+        nonconst = hi > lo
+    if cfg.max_features is not None and cfg.max_features < d:
+        prio = _uniform_hash(seed, nodes[:, None], feats[None, :] + 7919)  # (cap, d)
+        rank = jnp.sum(prio[:, None, :] < prio[:, :, None], axis=-1)  # rank of f among features
+        first_nc = jnp.argmin(jnp.where(nonconst, prio, 2.0), axis=1)
+        allowed = (rank < cfg.max_features) | (feats[None, :] == first_nc[:, None])
+        valid = valid & allowed[pos_node].T
+    if cfg.extra:
+        u = _uniform_hash(seed, nodes[:, None], feats[None, :] + 104729)
+        hi_nm = jnp.where(hi == miss, jnp.maximum(lo, hi - 1), hi)  # a split point among present codes
+        thr = lo + jnp.floor(u * (hi_nm - lo).astype(jnp.float32)).astype(jnp.int32)
+        thr_p = thr[pos_node].T  # (d, n)
+        valid = valid & (codes_sorted <= thr_p) & (nxt_code > thr_p)
+
+    min_w = min_weight
+    ok_r = valid & (L[0] >= msl) & (R[0] >= msl) & (L[1] >= min_w) & (R[1] >= min_w)
+    gain = jnp.where(ok_r, _proxy(L, cfg) + _proxy(R, cfg), _NEG)  # (d, n)
+    mleft = jnp.zeros((d, n), bool)
+    if cfg.has_missing:
+        is_m = (codes_sorted == miss)
+        Cm = prefix_sum(G * is_m[None])
+        end_p = seg_end[pos_node]
+        Mtot = jnp.take(Cm, end_p - 1, axis=2) - jnp.where(has_prev, jnp.take(Cm, jnp.maximum(start_p - 1, 0), axis=2),
+                                                           0.0)
+        Lm, Rm = L + Mtot, R - Mtot
+        ok_m = valid & (Mtot[0] > 0) & (Lm[0] >= msl) & (Rm[0] >= msl) & (Lm[1] >= min_w) & (Rm[1] >= min_w)
+        gain_m = jnp.where(ok_m, _proxy(Lm, cfg) + _proxy(Rm, cfg), _NEG)
+        mleft = gain_m > gain
+        gain = jnp.maximum(gain, gain_m)
+
+    # -- best split per node: best feature per position, then best position per node
+    pf = jnp.argmax(gain, axis=0).astype(jnp.int32)  # ties: lowest feature
+    pg = jnp.take_along_axis(gain, pf[None], axis=0)[0]  # (n,)
+    best = jax.ops.segment_max(pg, pos_node, cap)
+    cand = (pg == best[pos_node]) & (pg > _NEG)
+    best_p = jax.ops.segment_min(jnp.where(cand, p_idx, n), pos_node, cap)  # ties: lowest position
+    split = can & (best > _NEG) & (best_p < n)
+    bp = jnp.minimum(best_p, n - 1)
+    bf = pf[bp]
+    bthr = codes_sorted[bf, bp].astype(jnp.int32)
+    bml = mleft[bf, bp]
+
+    # -- allocate children (capacity checked, never silently truncated)
+    n_split = jnp.sum(split)
+    new_over = tree.n_nodes + 2 * n_split > cap
+    split = split & ~new_over
+    rank = jnp.cumsum(split) - split
+    lchild = jnp.where(split, tree.n_nodes + 2 * rank, -1).astype(jnp.int32)
+    rchild = jnp.where(split, lchild + 1, -1).astype(jnp.int32)
+
+    # -- route rows
+    rsplit = split[row_node]
+    rf = bf[row_node]
+    rc = prep.codes_t[rf, jnp.arange(n)]
+    goes_left = (rc <= bthr[row_node]) & (rc != miss) | ((rc == miss) & bml[row_node])
+    new_row_node = jnp.where(rsplit, jnp.where(goes_left, lchild[row_node], rchild[row_node]), row_node)
+
+    # -- stable partition of every feature's order within split segments
+    gl_pos = goes_left[order]  # (d, n)
+    sp_pos = split[pos_node]
+    gl_int = gl_pos.astype(jnp.int32)
+    E = prefix_sum(gl_int) - gl_int
+    E_start = jnp.take(E, seg_start[pos_node], axis=1)
+    rank_l = E - E_start
+    n_left = jax.ops.segment_sum((goes_left & rsplit).astype(jnp.int32), row_node, cap)
+    nl_p = n_left[pos_node][None, :]
+    off = p_idx[None, :] - start_p[None, :]
+    newpos = jnp.where(sp_pos[None, :],
+                       start_p[None, :] + jnp.where(gl_pos, rank_l, nl_p + off - rank_l), p_idx[None, :])
+    order = jax.vmap(lambda o, npos: jnp.zeros_like(o).at[npos].set(o, unique_indices=True))(order, newpos)
+
+    # -- write the splits and the children
+    idx_l = jnp.where(split, lchild, cap)  # out-of-range writes are dropped
+    idx_r = jnp.where(split, rchild, cap)
+    tot_new = jax.ops.segment_sum(stats, new_row_node, cap)
+    val_new = _node_value(tot_new, cfg, y_shift, y_scale).astype(dtype)
+    child_depth = tree.depth + 1
+    feature = jnp.where(split, bf, tree.feature)
+    threshold = jnp.where(split, bthr, tree.threshold)
+    missing_left = jnp.where(split, bml, tree.missing_left)
+    depth = tree.depth.at[idx_l].set(child_depth, mode="drop").at[idx_r].set(child_depth, mode="drop")
+    is_new = jnp.zeros(cap, bool).at[idx_l].set(True, mode="drop").at[idx_r].set(True, mode="drop")
+    value = jnp.where(is_new[:, None], val_new, tree.value)
+    weight = jnp.where(is_new, tot_new[:, 1].astype(dtype), tree.weight)
+    count = jnp.where(is_new, tot_new[:, 0].astype(jnp.int32), tree.count)
+    new_start = seg_start.at[idx_l].set(seg_start, mode="drop").at[idx_r].set(seg_start + n_left, mode="drop")
+    new_len = seg_len.at[idx_l].set(n_left, mode="drop").at[idx_r].set(seg_len - n_left, mode="drop")
+    tree = Tree(feature, threshold, _merge(tree.left, split, lchild), _merge(tree.right, split, rchild),
+                missing_left, value, weight, count, depth, tree.n_nodes + 2 * jnp.sum(split).astype(jnp.int32))
+    new_open = is_new
+    return GrowState(tree, order, new_row_node, new_start, new_len, new_open, overflow | new_over, level + 1)
+
+
+def _merge(old, split, child):
+    return jnp.where(split, child, old)
+
+
+def grow(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg: CARTConfig, y_shift, y_scale,
+         max_levels: int = 10_000) -> GrowState:
+    """Split open nodes level by level until none can split (or capacity is reached)."""
+
+    def cond(s):
+        return jnp.any(s.open) & ~s.overflow & (s.level < max_levels)
+
+    body = partial(_level, prep=prep, stats=stats, y_rank=y_rank, seed=seed, min_weight=min_weight, cfg=cfg,
+                   y_shift=y_shift, y_scale=y_scale)
+    return jax.lax.while_loop(cond, body, state)
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, cfg: CARTConfig, trunk=None,
+               trunk_row_node=None):
+    dtype = weights.dtype
+
+    def one(w, seed):
+        stats = row_stats(y, w, cfg, dtype)
+        min_weight = cfg.min_weight_fraction_leaf * jnp.sum(w)
+        st = init_state(prep, stats, cfg, dtype, y_shift, y_scale, trunk, trunk_row_node)
+        st = grow(st, prep, stats, y_rank, seed, min_weight, cfg, y_shift, y_scale)
+        return st.tree, st.overflow
+
+    return jax.vmap(one)(weights, seeds)
+
+
+def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: Tree | None = None,
+              trunk_row_node=None, y_shift=0.0, y_scale=1.0) -> Tree:
+    """Fit one CART tree per row of ``weights`` in one compiled call.
+
+    Parameters
+    ----------
+    codes_or_prep : uint array (n, d) of feature codes, or a :class:`Prepared`
+    y : float (n,) responses (regression, ideally standardised; see ``y_shift``/``y_scale``)
+        or int (n,) class codes in ``[0, n_classes)``
+    weights : float (B, n) row weights, one row per tree (the dtype sets the precision)
+    cfg : CARTConfig
+    seeds : uint32 (B,) randomness for ``max_features``/``extra`` (default 0..B-1)
+    trunk, trunk_row_node : grow from a given trunk tree (its leaves open) with each
+        row starting in its trunk leaf (empirical Bayesian forests)
+    y_shift, y_scale : leaf values are ``mean(y) * y_scale + y_shift``
+
+    Returns
+    -------
+    Tree with batch shape (B,)
+
+    Raises
+    ------
+    CapacityError if a tree needed more than ``cfg.capacity`` nodes.
+    """
+    prep = codes_or_prep if isinstance(codes_or_prep, Prepared) else prepare_codes(codes_or_prep)
+    weights = jnp.asarray(weights)
+    B = weights.shape[0]
+    y = jnp.asarray(y)
+    if cfg.n_classes:
+        y_rank = y.astype(jnp.int32)
+    else:
+        y_rank = jnp.asarray(np.unique(np.asarray(y), return_inverse=True)[1].astype(np.int32))
+        y = y.astype(weights.dtype)
+    if seeds is None:
+        seeds = jnp.arange(B, dtype=jnp.uint32)
+    trees, over = _fit_batch(prep, y, y_rank, weights, jnp.asarray(seeds, jnp.uint32),
+                             jnp.asarray(y_shift, weights.dtype), jnp.asarray(y_scale, weights.dtype), cfg,
+                             trunk, trunk_row_node)
+    if bool(jnp.any(over)):
+        raise CapacityError(
+            f"a tree needed more than capacity={cfg.capacity} node slots; raise the capacity "
+            f"(max_nodes=...), or limit the tree with max_depth / a larger min_samples_leaf"
+        )
+    return trees
