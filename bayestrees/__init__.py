@@ -11,6 +11,8 @@ from .estimators.base import load  # noqa: E402
 from .estimators.forest import (  # noqa: E402
     BayesianForestClassifier, BayesianForestRegressor, EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor, SubSampleForestClassifier, SubSampleForestRegressor)
+from .models.forest import BayesianForest  # noqa: E402
+from . import posterior  # noqa: E402
 # --- family: pcfg (issue 3) ---
 from .models.pcfg import PCFGTree  # noqa: E402
 from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402
