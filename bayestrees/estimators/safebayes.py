@@ -53,6 +53,21 @@ def cached_prior_forest(key, n_trees: int, n_features: int, split_prob: float, m
     return pf
 
 
+def _padded(codes, *arrays):
+    """Pad rows to :func:`importance.bucket_size`; returns padded arrays and the row weights."""
+    n = np.asarray(codes).shape[0]
+    size = imp.bucket_size(n)
+    w = imp.pad_rows(np.ones(n, np.float32), size, 0.0)
+    return (imp.pad_rows(codes, size),) + tuple(imp.pad_rows(a, size) for a in arrays) + (w,)
+
+
+def _padded_grid(m_grid):
+    """The m grid padded (repeating its last value) to a bucket size, as float."""
+    m_grid = np.asarray(m_grid, np.float64)
+    size = imp.bucket_size(m_grid.shape[0])
+    return imp.pad_rows(m_grid, size, m_grid[-1])
+
+
 def _n_rows(X) -> int:
     cols, _, _ = check_X(X)
     return int(cols[0].shape[0])
@@ -289,20 +304,25 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
 
     def _weigh(self, prior, codes, yv, n_bins):
         skel = imp.tree_skeleton(prior, codes, n_bins, self.n_classes_)
-        tree, lw = imp.fit_classification(skel, jnp.asarray(codes), jnp.asarray(yv, jnp.int32),
-                                          float(self.alpha), self.n_classes_)
+        pc, py, w = _padded(codes, np.asarray(yv, np.int32))
+        tree, lw = imp.fit_classification(skel, jnp.asarray(pc), jnp.asarray(py), float(self.alpha),
+                                          self.n_classes_, jnp.asarray(w))
         return tree, None, lw
 
     def _curve(self, tree, state, lw, codes, yv, n_train, m_grid):
-        probs = imp.tree_class_probs(tree, jnp.asarray(codes))
-        acc, lp = imp.operating_curve_classification(lw, probs, jnp.asarray(yv, jnp.int32),
-                                                     jnp.asarray(m_grid, lw.dtype), float(n_train))
-        return {"m": np.asarray(m_grid), "accuracy": np.asarray(acc), "log_predictive": np.asarray(lp),
+        pc, py, w = _padded(codes, np.asarray(yv, np.int32))
+        probs = imp.tree_class_probs(tree, jnp.asarray(pc))
+        M = len(m_grid)
+        acc, lp = imp.operating_curve_classification(lw, probs, jnp.asarray(py), jnp.asarray(_padded_grid(m_grid),
+                                                     lw.dtype), float(n_train), jnp.asarray(w))
+        return {"m": np.asarray(m_grid), "accuracy": np.asarray(acc)[:M], "log_predictive": np.asarray(lp)[:M],
                 "n_train": int(n_train)}
 
     def _tree_probs(self, X):
         codes = self._codes(X)
-        return imp.tree_class_probs(self.trees_, jnp.asarray(codes))
+        n = codes.shape[0]
+        pc, _ = _padded(codes)
+        return imp.tree_class_probs(self.trees_, jnp.asarray(pc))[:, :n]
 
     def predict_proba(self, X, method: str = "safe") -> np.ndarray:
         """Class probabilities ``sum_k w_k^beta p(y | T_k, x) / sum_k w_k^beta``: float (n, C).
@@ -341,14 +361,12 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
     def operating_curve(self, X, y, m_grid=None) -> dict:
         """Accuracy and mean log predictive on ``(X, y)`` against ``m`` (weights from the training fit)."""
         self._check_fitted()
-        probs = self._tree_probs(X)
-        codes = self._encode_labels(y, probs.shape[1])
+        codes = self._codes(X)
+        yc = self._encode_labels(y, codes.shape[0])
         m_grid = imp.default_m_grid(self.n_train_) if m_grid is None else np.asarray(m_grid)
-        lw = jnp.asarray(self.log_weights_)
-        acc, lp = imp.operating_curve_classification(lw, probs, jnp.asarray(codes, jnp.int32),
-                                                     jnp.asarray(m_grid, lw.dtype), float(self.n_train_))
-        return {"m": np.asarray(m_grid), "accuracy": np.asarray(acc), "log_predictive": np.asarray(lp),
-                "on": "given", "n_train": int(self.n_train_)}
+        out = self._curve(self.trees_, None, jnp.asarray(self.log_weights_), codes, yc, self.n_train_, m_grid)
+        out["on"] = "given"
+        return out
 
 
 class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
@@ -402,22 +420,32 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         skel = imp.tree_skeleton(prior, codes, n_bins, 1)
         dtype = jnp.zeros(()).dtype
         p = NIGPrior(*[jnp.asarray(v, dtype) for v in self.leaf_prior_])
-        tree, stats, lw = imp.fit_regression(skel, jnp.asarray(codes), jnp.asarray(yv, dtype), p)
+        pc, py, w = _padded(codes, np.asarray(yv, np.float64))
+        tree, stats, lw = imp.fit_regression(skel, jnp.asarray(pc), jnp.asarray(py, dtype), p, jnp.asarray(w, dtype))
         return tree, stats, lw
 
     def _t_params(self, state, codes):
         dtype = jnp.zeros(()).dtype
         p = NIGPrior(*[jnp.asarray(v, dtype) for v in self.leaf_prior_])
-        leaves = imp.apply_trees(self.trees_ if state is None else state[0], jnp.asarray(codes))
+        n = codes.shape[0]
+        pc, _ = _padded(codes)
+        leaves = imp.apply_trees(self.trees_ if state is None else state[0], jnp.asarray(pc))
         stats = self._leaf_state if state is None else state[1]
-        return imp.tree_regression_predictive(stats, p, leaves)
+        mean, scale2, df = imp.tree_regression_predictive(stats, p, leaves)
+        return mean[:, :n], scale2[:, :n], df[:, :n]
 
     def _curve(self, tree, state, lw, codes, yv, n_train, m_grid):
+        n = codes.shape[0]
+        size = imp.bucket_size(n)
         mean, scale2, df = self._t_params((tree, state), codes)
+        pad = lambda a, v: jnp.asarray(imp.pad_rows(np.asarray(a).T, size, v).T)  # noqa: E731
         dtype = lw.dtype
-        rmse, lp = imp.operating_curve_regression(lw, mean, scale2, df, jnp.asarray(yv, dtype),
-                                                  jnp.asarray(m_grid, dtype), float(n_train))
-        return {"m": np.asarray(m_grid), "rmse": np.asarray(rmse), "log_predictive": np.asarray(lp),
+        w = imp.pad_rows(np.ones(n), size, 0.0)
+        M = len(m_grid)
+        rmse, lp = imp.operating_curve_regression(
+            lw, pad(mean, 0.0), pad(scale2, 1.0), pad(df, 1.0), jnp.asarray(imp.pad_rows(np.asarray(yv, float), size), dtype),
+            jnp.asarray(_padded_grid(m_grid), dtype), float(n_train), jnp.asarray(w, dtype))
+        return {"m": np.asarray(m_grid), "rmse": np.asarray(rmse)[:M], "log_predictive": np.asarray(lp)[:M],
                 "n_train": int(n_train)}
 
     def predict(self, X, method: str = "safe") -> np.ndarray:
@@ -442,9 +470,11 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         """RMSE and mean log predictive density on ``(X, y)`` against ``m``."""
         self._check_fitted()
         m_grid = imp.default_m_grid(self.n_train_) if m_grid is None else np.asarray(m_grid)
-        mean, scale2, df = self._t_params(None, self._codes(X))
-        lw = jnp.asarray(self.log_weights_)
-        rmse, lp = imp.operating_curve_regression(lw, mean, scale2, df, jnp.asarray(np.asarray(y, float), lw.dtype),
-                                                  jnp.asarray(m_grid, lw.dtype), float(self.n_train_))
-        return {"m": np.asarray(m_grid), "rmse": np.asarray(rmse), "log_predictive": np.asarray(lp),
-                "on": "given", "n_train": int(self.n_train_)}
+        codes = self._codes(X)
+        yv = np.asarray(y, float)
+        if yv.shape != (codes.shape[0],):
+            raise ValueError(f"y must have shape ({codes.shape[0]},), got {yv.shape}")
+        out = self._curve(self.trees_, self._leaf_state, jnp.asarray(self.log_weights_), codes, yv,
+                          self.n_train_, m_grid)
+        out["on"] = "given"
+        return out

@@ -57,6 +57,8 @@ __all__ = [
     "default_m_grid",
     "choose_m",
     "apply_trees",
+    "bucket_size",
+    "pad_rows",
     "fit_classification",
     "fit_regression",
     "tree_skeleton",
@@ -87,7 +89,7 @@ class RegressionWeights(NamedTuple):
     log_weight: jax.Array
 
 
-def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int):
+def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int, row_weight=None):
     """Class counts per node slot.
 
     Parameters
@@ -96,6 +98,7 @@ def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int):
     y : int32 (n,)  class codes in ``[0, n_classes)``
     n_nodes : int  capacity ``L``
     n_classes : int
+    row_weight : float (n,), optional  weight of each row (default 1; 0 for padding rows)
 
     Returns
     -------
@@ -103,9 +106,11 @@ def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int):
     """
     K = leaves.shape[0]
     dtype = jnp.zeros(()).dtype
+    w = jnp.ones(leaves.shape[-1], dtype) if row_weight is None else jnp.asarray(row_weight, dtype)
     rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
     cls = jnp.broadcast_to(jnp.asarray(y)[None, :], leaves.shape)
-    return jnp.zeros((K, n_nodes, n_classes), dtype).at[rows, leaves, cls].add(1.0)
+    ww = jnp.broadcast_to(w[None, :], leaves.shape)
+    return jnp.zeros((K, n_nodes, n_classes), dtype).at[rows, leaves, cls].add(ww)
 
 
 def class_log_weights(counts, alpha):
@@ -124,16 +129,21 @@ def class_log_weights(counts, alpha):
     return jnp.sum(jnp.where(jnp.sum(counts, -1) > 0, lm, 0.0), -1)
 
 
-def regression_leaf_stats(leaves, y, n_nodes: int):
-    """Row count, sum and sum of squares of ``y`` per node slot; each float (K, L)."""
+def regression_leaf_stats(leaves, y, n_nodes: int, row_weight=None):
+    """Row count, sum and sum of squares of ``y`` per node slot; each float (K, L).
+
+    ``row_weight`` (float (n,), default 1) weighs the rows (0 for padding rows).
+    """
     K = leaves.shape[0]
     y = jnp.asarray(y)
+    w = jnp.ones_like(y) if row_weight is None else jnp.asarray(row_weight, y.dtype)
     rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
     z = jnp.zeros((K, n_nodes), y.dtype)
     yy = jnp.broadcast_to(y[None, :], leaves.shape)
-    n = z.at[rows, leaves].add(1.0)
-    s = z.at[rows, leaves].add(yy)
-    ss = z.at[rows, leaves].add(yy * yy)
+    ww = jnp.broadcast_to(w[None, :], leaves.shape)
+    n = z.at[rows, leaves].add(ww)
+    s = z.at[rows, leaves].add(ww * yy)
+    ss = z.at[rows, leaves].add(ww * yy * yy)
     return n, s, ss
 
 
@@ -157,7 +167,9 @@ def tempered_log_weights(log_weight, beta):
     """
     beta = jnp.asarray(beta, log_weight.dtype)
     z = beta[..., None] * log_weight
-    return z - logsumexp(z, axis=-1, keepdims=True)
+    # shift by the max first: z - logsumexp(z) would round away log(sum) when |z| is large (float32)
+    z = z - jnp.max(z, axis=-1, keepdims=True)
+    return z - jnp.log(jnp.sum(jnp.exp(z), axis=-1, keepdims=True))
 
 
 @jax.jit
@@ -218,6 +230,27 @@ def _student_logpdf(y, mean, scale2, df):
             - (df + 1) / 2 * jnp.log1p(z2 / df))
 
 
+def bucket_size(n: int) -> int:
+    """Padded length for ``n`` rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2).
+
+    Padding row counts to a few sizes lets one compilation serve many data sizes.
+    """
+    n = int(n)
+    b = 64
+    while b < n:
+        b = int(np.ceil(b * np.sqrt(2.0)))
+    return b
+
+
+def pad_rows(a, size: int, value=0):
+    """Pad the leading axis of ``a`` to ``size`` with ``value`` (numpy)."""
+    a = np.asarray(a)
+    if a.shape[0] >= size:
+        return a
+    pad = np.full((size - a.shape[0],) + a.shape[1:], value, dtype=a.dtype)
+    return np.concatenate([a, pad], axis=0)
+
+
 def default_m_grid(n_train: int, max_points: int = 1000) -> np.ndarray:
     """Effective sample sizes for an operating curve: every integer 1..N when
     ``N <= max_points``, else ``max_points`` log-spaced integers from 1 to N."""
@@ -228,7 +261,8 @@ def default_m_grid(n_train: int, max_points: int = 1000) -> np.ndarray:
 
 
 @partial(jax.jit, static_argnames=("batch_size",))
-def operating_curve_classification(log_weight, tree_probs, y, m_grid, n_train, batch_size: int = 32):
+def operating_curve_classification(log_weight, tree_probs, y, m_grid, n_train, row_weight=None,
+                                   batch_size: int = 32):
     """Accuracy and mean log predictive probability against ``m``.
 
     Parameters
@@ -238,24 +272,28 @@ def operating_curve_classification(log_weight, tree_probs, y, m_grid, n_train, b
     y : int32 (n,)  class codes of the evaluation rows
     m_grid : float (M,)  effective sample sizes
     n_train : float  rows the weights were computed on (``beta = m / n_train``)
+    row_weight : float (n,), optional  weights of the evaluation rows (0 for padding)
 
     Returns
     -------
-    accuracy, log_predictive : float (M,)
+    accuracy, log_predictive : float (M,)  (weighted) means over the evaluation rows
     """
     betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
+    w = jnp.ones(y.shape[0], log_weight.dtype) if row_weight is None else jnp.asarray(row_weight, log_weight.dtype)
+    w = w / jnp.sum(w)
 
     def one(beta):
         p = forest_class_probs(tree_probs, log_weight, beta)
-        acc = jnp.mean(jnp.argmax(p, -1) == y)
-        lp = jnp.mean(jnp.log(jnp.take_along_axis(p, y[:, None], axis=-1)[:, 0]))
+        acc = jnp.sum(w * (jnp.argmax(p, -1) == y))
+        lp = jnp.sum(w * jnp.log(jnp.take_along_axis(p, y[:, None], axis=-1)[:, 0]))
         return acc, lp
 
     return jax.lax.map(one, betas, batch_size=batch_size)
 
 
 @partial(jax.jit, static_argnames=("batch_size",))
-def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train, batch_size: int = 32):
+def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train, row_weight=None,
+                               batch_size: int = 32):
     """Root mean squared error and mean log predictive density against ``m``.
 
     Parameters
@@ -265,6 +303,7 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
     y : float (n,)
     m_grid : float (M,)
     n_train : float
+    row_weight : float (n,), optional  weights of the evaluation rows (0 for padding)
 
     Returns
     -------
@@ -272,12 +311,14 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
     """
     betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
     lpdf = _student_logpdf(y[None, :], mean, scale2, df)  # (K, n)
+    w = jnp.ones(y.shape[0], log_weight.dtype) if row_weight is None else jnp.asarray(row_weight, log_weight.dtype)
+    w = w / jnp.sum(w)
 
     def one(beta):
         lw = tempered_log_weights(log_weight, beta)
         pred = jnp.einsum("k,kn->n", jnp.exp(lw), mean)
-        rmse = jnp.sqrt(jnp.mean((pred - y) ** 2))
-        lp = jnp.mean(logsumexp(lw[:, None] + lpdf, axis=0))
+        rmse = jnp.sqrt(jnp.sum(w * (pred - y) ** 2))
+        lp = jnp.sum(w * logsumexp(lw[:, None] + lpdf, axis=0))
         return rmse, lp
 
     return jax.lax.map(one, betas, batch_size=batch_size)
@@ -327,13 +368,14 @@ def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
 
 
 @partial(jax.jit, static_argnames=("n_classes",))
-def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int):
+def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int, row_weight=None):
     """Weigh prior trees on classification data.
 
     Parameters
     ----------
     skeleton : Tree (K, L)  from :func:`tree_skeleton`
     codes : uint (n, D);  y : int32 (n,) class codes;  alpha : float Dirichlet concentration
+    row_weight : float (n,), optional  1 for data rows, 0 for padding rows
 
     Returns
     -------
@@ -344,7 +386,7 @@ def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int):
     """
     L = skeleton.feature.shape[-1]
     leaves = apply(skeleton, codes)
-    counts = class_leaf_counts(leaves, y, L, n_classes)
+    counts = class_leaf_counts(leaves, y, L, n_classes, row_weight)
     log_w = class_log_weights(counts, alpha)
     full = subtree_sums(skeleton.left, skeleton.right, counts)
     n_node = jnp.sum(full, -1)
@@ -354,8 +396,10 @@ def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int):
 
 
 @jax.jit
-def fit_regression(skeleton: Tree, codes, y, prior: NIGPrior):
+def fit_regression(skeleton: Tree, codes, y, prior: NIGPrior, row_weight=None):
     """Weigh prior trees on real responses (Normal-inverse-gamma leaves).
+
+    ``row_weight`` (float (n,), optional): 1 for data rows, 0 for padding rows.
 
     Returns
     -------
@@ -365,7 +409,7 @@ def fit_regression(skeleton: Tree, codes, y, prior: NIGPrior):
     """
     L = skeleton.feature.shape[-1]
     leaves = apply(skeleton, codes)
-    n, s, ss = regression_leaf_stats(leaves, y, L)
+    n, s, ss = regression_leaf_stats(leaves, y, L, row_weight)
     log_w = regression_log_weights(n, s, ss, prior)
     full = subtree_sums(skeleton.left, skeleton.right, jnp.stack([n, s, ss], -1))
     mn, _, _, _ = nig_posterior(full[..., 0], full[..., 1], full[..., 2], prior)

@@ -149,13 +149,15 @@ def truncated_mass(split_prob: float, max_internal: int) -> float:
     return float(max(0.0, 1.0 - np.exp(lp).sum()))
 
 
-def sample_n_internal(key, split_prob: float, max_internal: int):
+def sample_n_internal(key, split_prob, max_internal: int, logits=None):
     """Number of internal nodes drawn from P(I = k | I <= max_internal); int32[].
 
-    ``split_prob`` and ``max_internal`` must be concrete: the log
-    probabilities are computed in float64 with numpy (exact to rounding).
+    ``logits`` (float (max_internal + 1,)), when given, are the log
+    probabilities ``log P(I = k)``; otherwise they are computed in float64
+    with numpy from the concrete ``split_prob``.
     """
-    logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal)), jnp.float32)
+    if logits is None:
+        logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal)), jnp.float32)
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
@@ -225,15 +227,17 @@ def _structure(internal, n_nodes):
     return left, right, depth
 
 
-def sample_prior_tree(key, n_features: int, split_prob: float = 0.475, max_internal: int = 511) -> PriorForest:
+def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: int = 511,
+                      logits=None) -> PriorForest:
     """One tree from the code-string prior conditioned on ``I <= max_internal``.
 
     Parameters
     ----------
     key : PRNG key
-    n_features : int  number of features ``D``
+    n_features : int (may be traced)  number of features ``D``
     split_prob : float in (0, 0.5)  probability ``lam`` that a node is internal
     max_internal : int  largest number of internal nodes (capacity ``2 max_internal + 1``)
+    logits : float (max_internal + 1,), optional  ``log P(I = k)`` (replaces ``split_prob``)
 
     Returns
     -------
@@ -241,7 +245,7 @@ def sample_prior_tree(key, n_features: int, split_prob: float = 0.475, max_inter
     """
     key_size, key_shape, key_feat, key_cut, key_miss = jax.random.split(key, 5)
     L = 2 * max_internal + 1
-    k = sample_n_internal(key_size, split_prob, max_internal)
+    k = sample_n_internal(key_size, split_prob, max_internal, logits)
     internal = uniform_code_string(key_shape, k, L)
     n_nodes = 2 * k + 1
     feature = jnp.where(internal, jax.random.randint(key_feat, (L,), 0, n_features), -1).astype(jnp.int32)
@@ -257,7 +261,8 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
 
     The trees depend only on ``key``, ``n_features``, ``split_prob`` and
     ``max_internal``, never on data: the same key gives the same trees for
-    every data set with ``n_features`` features.
+    every data set with ``n_features`` features.  One compilation serves
+    every ``n_features`` and ``split_prob`` for a given ``(n_trees, max_internal)``.
 
     Returns
     -------
@@ -270,13 +275,14 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
         raise ValueError(f"n_features must be >= 1, got {n_features}")
     if int(max_internal) < 0:
         raise ValueError(f"max_internal must be >= 0, got {max_internal}")
-    return _sample_forest_jit(key, int(n_trees), int(n_features), lam, int(max_internal))
+    logits = jnp.asarray(_n_internal_log_prob_np(lam, int(max_internal)), jnp.float32)
+    return _sample_forest_jit(key, logits, jnp.int32(n_features), int(n_trees), int(max_internal))
 
 
-@partial(jax.jit, static_argnums=(1, 2, 3, 4))
-def _sample_forest_jit(key, n_trees, n_features, split_prob, max_internal):
+@partial(jax.jit, static_argnums=(3, 4))
+def _sample_forest_jit(key, logits, n_features, n_trees, max_internal):
     keys = jax.random.split(key, n_trees)
-    return jax.vmap(lambda kk: sample_prior_tree(kk, n_features, split_prob, max_internal))(keys)
+    return jax.vmap(lambda kk: sample_prior_tree(kk, n_features, None, max_internal, logits))(keys)
 
 
 def bin_cum_counts(codes: np.ndarray, n_bins) -> tuple[np.ndarray, np.ndarray]:

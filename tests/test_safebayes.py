@@ -1,0 +1,408 @@
+"""Tests of the safe-Bayesian random forest (prior trees, importance weights, estimators).
+
+Reference answers: the closed-form code-string prior, numpy/scipy computations
+of the weights by a direct traversal on PIT values, and an exact Bayesian
+model average on a tiny one-feature problem by a recursion over intervals.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import gammaln as sgammaln
+
+import jax
+import jax.numpy as jnp
+
+import bayestrees as bt
+from bayestrees.data import ecdf_transform
+from bayestrees.inference import importance as imp
+from bayestrees.inference import prior_trees as pt
+
+LAM = 0.475
+K, KMAX = 40, 31  # one (trees, capacity) shape for most tests: one compilation
+
+
+@pytest.fixture(scope="module")
+def big_prior():
+    """20000 prior trees at lam = 0.475, max_internal = 31 (shared by the statistical tests)."""
+    return pt.sample_prior_forest(jax.random.key(0), 20000, 3, LAM, KMAX)
+
+
+def _parse(code):
+    """Reference: left, right, depth of a pre-order code string by recursion."""
+    n = len(code)
+    left, right, depth = [-1] * n, [-1] * n, [0] * n
+    pos = [0]
+
+    def rec(d):
+        i = pos[0]
+        pos[0] += 1
+        depth[i] = d
+        if code[i]:
+            left[i] = rec(d + 1)
+            right[i] = rec(d + 1)
+        return i
+
+    rec(0)
+    assert pos[0] == n
+    return left, right, depth
+
+
+# ---------------------------------------------------------------- prior trees
+
+
+def test_size_distribution_matches_closed_form(big_prior):
+    kmax = KMAX
+    pf = big_prior
+    k = (np.asarray(pf.n_nodes) - 1) // 2
+    assert k.max() <= kmax
+    lp = np.asarray(pt._n_internal_log_prob_np(LAM, kmax))
+    p = np.exp(lp) / np.exp(lp).sum()
+    # closed form: P(I=k) = Catalan(k) lam^k (1-lam)^(k+1)
+    cat = np.array([1, 1, 2, 5, 14, 42])
+    np.testing.assert_allclose(np.exp(lp[:6]), cat * LAM ** np.arange(6) * (1 - LAM) ** np.arange(1, 7), rtol=1e-12)
+    freq = np.bincount(k, minlength=kmax + 1) / k.size
+    se = np.sqrt(p * (1 - p) / k.size)
+    assert np.all(np.abs(freq - p) <= 5 * se + 1e-4), (freq, p)
+    # number of internal symbols equals (n_nodes - 1) / 2
+    assert np.all(np.asarray(pf.internal).sum(1) == k)
+
+
+def test_truncated_mass_values():
+    # untruncated mean and tail from the closed form
+    assert pt.truncated_mass(LAM, 511) == pytest.approx(0.0015227383, rel=1e-6)
+    assert pt.truncated_mass(LAM, 1023) == pytest.approx(1.88796e-4, rel=1e-4)
+    assert pt.truncated_mass(0.3, 200) < 1e-12
+    with pytest.raises(ValueError, match="split_prob"):
+        pt.truncated_mass(0.5, 10)
+
+
+def test_code_strings_valid_uniform_and_structure_exact(big_prior):
+    pf = big_prior
+    internal = np.asarray(pf.internal)
+    n_nodes = np.asarray(pf.n_nodes)
+    shapes = {}
+    for i in range(5000):
+        n = n_nodes[i]
+        code = internal[i, :n]
+        s = np.cumsum(np.where(code, 1, -1))
+        assert s[-1] == -1 and np.all(s[:-1] >= 0)  # valid pre-order code string
+        assert not internal[i, n:].any()
+        if i < 200:
+            left, right, depth = _parse(code.tolist())
+            assert np.asarray(pf.left[i, :n]).tolist() == left
+            assert np.asarray(pf.right[i, :n]).tolist() == right
+            assert np.asarray(pf.depth[i, :n]).tolist() == depth
+        if (n - 1) // 2 == 3:
+            shapes[tuple(code)] = shapes.get(tuple(code), 0) + 1
+    # given k = 3 internal nodes, the Catalan(3) = 5 shapes are equally likely
+    assert len(shapes) == 5
+    counts = np.array(list(shapes.values()))
+    tot = counts.sum()
+    assert np.all(np.abs(counts / tot - 0.2) < 5 * np.sqrt(0.16 / tot))
+    feat = np.asarray(pf.feature)
+    cut = np.asarray(pf.cut)
+    assert np.all((feat >= 0) == internal)
+    assert np.all((cut >= 0) & (cut < 1))
+
+
+def test_prior_is_data_independent_and_reproducible():
+    a = pt.sample_prior_forest(jax.random.key(3), K, 4, LAM, KMAX)
+    b = pt.sample_prior_forest(jax.random.key(3), K, 4, LAM, KMAX)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    rng = np.random.default_rng(0)
+    X1, X2 = rng.normal(size=(40, 4)), rng.uniform(size=(60, 4))
+    y1, y2 = rng.integers(0, 2, 40), rng.integers(0, 3, 60)
+    c1 = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=7).fit(X1, y1)
+    c2 = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=7).fit(X2, y2)
+    for x, y in zip(c1.prior_trees_, c2.prior_trees_):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_cut_thresholds_equal_pit_comparison():
+    rng = np.random.default_rng(2)
+    X = np.column_stack([rng.integers(0, 5, 37), rng.normal(size=37), np.full(37, 2.0)]).astype(float)
+    X[3, 1] = np.nan
+    b = bt.data.Binner(max_bins=100).fit(X)
+    codes = b.transform(X)
+    cum, npres = pt.bin_cum_counts(codes, b.n_bins_)
+    cuts = rng.uniform(size=(3, 500))
+    feats = np.repeat(np.arange(3)[:, None], 500, axis=1)
+    thr = pt.cut_thresholds(feats, cuts, cum, npres)
+    for j in range(3):
+        col = X[:, j]
+        ok = ~np.isnan(col)
+        u = ecdf_transform(col[ok], np.sort(col[ok]))
+        left_pit = u[None, :] <= cuts[j][:, None]
+        left_code = codes[ok, j][None, :].astype(int) <= thr[j][:, None]
+        np.testing.assert_array_equal(left_pit, left_code)
+
+
+# ---------------------------------------------------------------- weights
+
+
+def _direct_leaves(prior, i, u):
+    """Leaf slot of each row of PIT values ``u`` (n, D) in prior tree ``i``, by a python walk."""
+    out = []
+    for row in u:
+        node = 0
+        while prior.left[i, node] >= 0:
+            f = prior.feature[i, node]
+            node = prior.left[i, node] if row[f] <= prior.cut[i, node] else prior.right[i, node]
+        out.append(node)
+    return np.array(out)
+
+
+def _pit(X):
+    return np.column_stack([ecdf_transform(X[:, j], np.sort(X[:, j])) for j in range(X.shape[1])])
+
+
+def test_class_weights_and_predictions_against_direct_numpy():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(45, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=45) > 0).astype(int)
+    Xt = X[:7] + 0.0  # training rows: PIT comparison is exact for them
+    alpha = 0.7
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, alpha=alpha, max_internal=KMAX,
+                                       random_state=1).fit(X, y)
+    prior = pt.PriorForest(*[np.asarray(a) for a in clf.prior_trees_])
+    u = _pit(X)
+    lw = np.zeros(K)
+    probs = np.zeros((K, 7, 2))
+    for i in range(K):
+        leaves = _direct_leaves(prior, i, u)
+        for leaf in np.unique(leaves):
+            cnt = np.bincount(y[leaves == leaf], minlength=2).astype(float)
+            lw[i] += (sgammaln(cnt + alpha).sum() - sgammaln(cnt.sum() + 2 * alpha)
+                      - 2 * sgammaln(alpha) + sgammaln(2 * alpha))
+        for r in range(7):
+            cnt = np.bincount(y[leaves == leaves[r]], minlength=2).astype(float)
+            probs[i, r] = (cnt + alpha) / (cnt.sum() + 2 * alpha)
+    np.testing.assert_allclose(clf.log_weights_, lw, rtol=1e-5, atol=1e-4)
+    for method, beta in (("safe", 9 / 45), ("bma", 1.0)):
+        z = beta * lw
+        w = np.exp(z - z.max())
+        w /= w.sum()
+        np.testing.assert_allclose(clf.predict_proba(Xt, method), np.einsum("k,knc->nc", w, probs), atol=1e-5)
+        np.testing.assert_allclose(clf.tree_weights(method), w, atol=1e-6)
+    best = int(np.argmax(lw))
+    np.testing.assert_allclose(clf.predict_proba(Xt, "best"), probs[best], atol=1e-6)
+
+
+def test_log_weights_huge_leaves_no_overflow():
+    counts = jnp.asarray([[[3e6, 1e6], [0.0, 0.0], [5e6, 2.0]]])  # (K=1, L=3, C=2)
+    lw = np.asarray(imp.class_log_weights(counts, 1.0))
+    c = np.array([[3e6, 1e6], [5e6, 2.0]])
+    ref = (sgammaln(c + 1).sum(1) - sgammaln(c.sum(1) + 2) + sgammaln(2.0)).sum()
+    assert np.isfinite(lw).all()
+    np.testing.assert_allclose(lw[0], ref, rtol=1e-5)  # float32: ~6e-8 * sum |gammaln| 
+    tw = np.asarray(imp.tempered_log_weights(jnp.asarray([ref, ref - 1e7, ref + 3.0], jnp.float32), 1.0))
+    ref_tw = np.array([-3.0, -1e7, 0.0]) - np.log1p(np.exp(-3.0))
+    np.testing.assert_allclose(tw[[0, 2]], ref_tw[[0, 2]], atol=1e-6)
+    assert np.exp(tw).sum() == pytest.approx(1.0, abs=1e-6)
+
+
+def _exact_bma(x_codes_counts, lam, kmax, alpha, n_classes):
+    """Exact BMA marginal under the code-string prior (one feature), truncated to I <= kmax.
+
+    Bins b = 0..n-1 at PIT (b + 1) / n hold class counts ``counts[b]``; a cut
+    c in [b / n, (b + 1) / n) sends bins 0..b-1 left.  Z_k(i, j) = E[p(Y_i..j | T); I = k]
+    by recursion on k; empty regions give the prior mass P(I = k).
+    """
+    counts = np.asarray(x_codes_counts, float)
+    n = counts.shape[0]
+    pk = np.exp(pt._n_internal_log_prob_np(lam, kmax))
+
+    def leaf(i, j):
+        c = counts[i:j].sum(0)
+        return np.exp(sgammaln(c + alpha).sum() - sgammaln(c.sum() + n_classes * alpha)
+                      - n_classes * sgammaln(alpha) + sgammaln(n_classes * alpha))
+
+    Z = {}
+    for k in range(kmax + 1):
+        for length in range(0, n + 1):
+            for i in range(0, n - length + 1):
+                j = i + length
+                if length == 0:
+                    Z[k, i, j] = pk[k]
+                    continue
+                if k == 0:
+                    Z[k, i, j] = (1 - lam) * leaf(i, j)
+                    continue
+                tot = 0.0
+                for b in range(n):  # cut in [b/n, (b+1)/n): bins < b go left
+                    m = min(max(b, i), j)
+                    for a in range(k):
+                        tot += Z[a, i, m] * Z[k - 1 - a, m, j]
+                Z[k, i, j] = lam / n * tot
+    return sum(Z[k, 0, n] for k in range(kmax + 1)) / pk.sum()
+
+
+def test_bma_beta_one_matches_exact_model_average():
+    x = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]])
+    y = np.array([0, 0, 1, 1, 0])
+    kmax, alpha = KMAX, 1.0
+    clf = bt.SafeBayesForestClassifier(20000, split_prob=0.4, effective_sample_size=5, alpha=alpha,
+                                       max_internal=kmax, random_state=0).fit(x, y)
+    p = clf.predict_proba(x, "bma")
+    assert clf.beta_ == 1.0
+    base = np.eye(2)[y]
+    z0 = _exact_bma(base, 0.4, kmax, alpha, 2)
+    for r in range(5):
+        ref = []
+        for c in range(2):
+            cc = base.copy()
+            cc[r, c] += 1
+            ref.append(_exact_bma(cc, 0.4, kmax, alpha, 2) / z0)
+        assert sum(ref) == pytest.approx(1.0, abs=1e-9)
+        # importance sampling with 20000 prior trees: Monte Carlo error about 0.004
+        np.testing.assert_allclose(p[r], ref, atol=0.015)
+
+
+def test_regression_weights_against_direct_numpy():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(50, 2))
+    y = np.sin(4 * X[:, 0]) + 0.2 * rng.normal(size=50)
+    reg = bt.SafeBayesForestRegressor(K, effective_sample_size=10, max_internal=KMAX, random_state=2).fit(X, y)
+    m0, k0, a0, b0 = reg.leaf_prior_
+    prior = pt.PriorForest(*[np.asarray(a) for a in reg.prior_trees_])
+    u = _pit(X)
+    lw = np.zeros(K)
+    means = np.zeros((K, 50))
+    for i in range(K):
+        leaves = _direct_leaves(prior, i, u)
+        for leaf in np.unique(leaves):
+            yl = y[leaves == leaf]
+            n = yl.size
+            kn, an = k0 + n, a0 + n / 2
+            bn = b0 + 0.5 * np.sum((yl - yl.mean()) ** 2) + k0 * n * (yl.mean() - m0) ** 2 / (2 * kn)
+            lw[i] += (sgammaln(an) - sgammaln(a0) + a0 * np.log(b0) - an * np.log(bn)
+                      + 0.5 * np.log(k0 / kn) - 0.5 * n * np.log(2 * np.pi))
+            means[i, leaves == leaf] = (k0 * m0 + yl.sum()) / kn
+    np.testing.assert_allclose(reg.log_weights_, lw, rtol=1e-4, atol=2e-3)
+    z = 10 / 50 * lw
+    w = np.exp(z - z.max())
+    w /= w.sum()
+    np.testing.assert_allclose(reg.predict(X), w @ means, atol=1e-4)
+
+
+# ---------------------------------------------------------------- operating curve, auto m
+
+
+def test_operating_curve_and_auto():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(int)
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size="auto", max_internal=KMAX,
+                                       random_state=0).fit(X, y)
+    oc = clf.operating_curve_
+    assert oc["on"] == "validation" and oc["n_train"] == 96
+    np.testing.assert_array_equal(oc["m"], np.arange(1, 97))
+    assert oc["accuracy"].shape == oc["log_predictive"].shape == (96,)
+    best = oc["m"][np.argmax(oc["log_predictive"])]
+    assert clf.effective_sample_size_ == best and clf.beta_ == best / 120
+    # curve on given data: m = N is BMA, and matches predict_proba
+    Xt = rng.normal(size=(30, 3))
+    yt = (Xt[:, 0] > 0).astype(int)
+    cur = clf.operating_curve(Xt, yt, m_grid=[5, 120])
+    assert cur["log_predictive"][1] == pytest.approx(clf.log_predictive(Xt, yt, "bma"), abs=1e-5)
+    acc_bma = np.mean(clf.predict(Xt, "bma") == yt)
+    assert cur["accuracy"][1] == pytest.approx(acc_bma)
+    # fixed m: training-set curve
+    clf2 = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=0,
+                                        validation_fraction=0.0).fit(X, y)
+    assert clf2.operating_curve_["on"] == "training"
+    assert clf2.effective_sample_size_ == 5.0
+
+
+def test_regressor_auto_and_log_predictive():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(80, 1))
+    y = 3 * (X[:, 0] > 0.5) + 0.3 * rng.normal(size=80)
+    reg = bt.SafeBayesForestRegressor(K, effective_sample_size="auto", max_internal=KMAX, random_state=3).fit(X, y)
+    oc = reg.operating_curve_
+    assert set(oc) >= {"m", "rmse", "log_predictive"}
+    assert 1 <= reg.effective_sample_size_ <= 64
+    pred = reg.predict(X)
+    assert np.sqrt(np.mean((pred - y) ** 2)) < 0.8
+    assert np.isfinite(reg.log_predictive(X, y))
+    cur = reg.operating_curve(X, y, m_grid=[reg.effective_sample_size_])
+    assert cur["log_predictive"][0] == pytest.approx(reg.log_predictive(X, y), abs=1e-4)
+
+
+# ---------------------------------------------------------------- API
+
+
+def test_model_context_and_idata():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 1] > 0, "a", "b")
+    with bt.Model():
+        xd = bt.Data("X", X)
+        bt.SafeBayesForest("f", xd, y, max_internal=KMAX)
+        idata = bt.sample(draws=K // 2, chains=2, random_seed=0)
+        assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == K // 2
+        lw = idata.sample_stats["log_weight"].values
+        assert lw.shape == (2, K // 2) and np.all(lw < 0)
+        tw = idata.sample_stats["tempered_log_weight"].values
+        assert np.exp(tw).sum() == pytest.approx(1.0, abs=1e-5)
+        bt.set_data({"X": X[:5]})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True, random_seed=1)
+    assert idata.predictions["f"].shape == (2, K // 2, 5)
+    assert set(np.unique(idata.predictions["f"].values)) <= {"a", "b"}
+    assert idata.predictions["f_proba"].shape == (2, K // 2, 5, 2)
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
+    ss = clf.idata_.sample_stats
+    np.testing.assert_allclose(ss["log_weight"].values[0], clf.log_weights_)
+    assert clf.idata_.posterior.sizes["draw"] == K
+
+
+def test_save_load_roundtrip(tmp_path):
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
+    clf.save(tmp_path / "m.pkl")
+    clf2 = bt.load(tmp_path / "m.pkl")
+    np.testing.assert_allclose(clf2.predict_proba(X), clf.predict_proba(X), atol=1e-7)
+
+
+def test_bad_input():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20, 2))
+    y = (X[:, 0] > 0).astype(int)
+    C = bt.SafeBayesForestClassifier
+    with pytest.raises(ValueError, match="split_prob"):
+        C(10, split_prob=0.5).fit(X, y)
+    with pytest.raises(ValueError, match="split_prob"):
+        C(10, split_prob=0.7).fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        C(10, alpha=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        C(10, alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="effective_sample_size"):
+        C(10, effective_sample_size=0).fit(X, y)
+    with pytest.raises(ValueError, match="effective_sample_size"):
+        C(10, effective_sample_size=21).fit(X, y)
+    with pytest.raises(ValueError, match="effective_sample_size"):
+        C(10, effective_sample_size="best").fit(X, y)
+    with pytest.raises(ValueError, match="n_estimators"):
+        C(0).fit(X, y)
+    with pytest.raises(ValueError, match="continuous"):
+        C(10).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="split_prob"):
+        bt.SafeBayesForestRegressor(10, split_prob=0.5).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="infinite"):
+        C(10).fit(np.array([[np.inf, 1.0]] * 20), y)
+    with pytest.raises(ValueError, match="rows"):
+        C(10).fit(X, y[:-1])
+    with pytest.raises(ValueError, match="2-d"):
+        C(10).fit(X[:, 0], y)
+    with pytest.raises(bt.estimators.NotFittedError):
+        C(10).predict(X)
+    clf = C(K, max_internal=KMAX, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :1])
+    with pytest.raises(ValueError, match="method"):
+        clf.predict(X, method="mean")
