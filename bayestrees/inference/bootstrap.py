@@ -53,13 +53,16 @@ def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None) -> jax.Ar
     return w
 
 
-def _draw_batch(keys, n, kind, dtype, masks):
+def _draw_batch(keys, n, kind, dtype, masks, n_valid=None):
+    """Weights (B, n); with ``n_valid`` only the first ``n_valid`` rows are real, the rest (padding) get 0."""
+    nv = n if n_valid is None else n_valid
+    pad = lambda w: jnp.pad(w, (0, n - nv))  # noqa: E731
     if masks is None:
-        return jax.vmap(lambda k: draw_weights(k, n, kind, dtype))(keys)
-    return jax.vmap(lambda k, m: draw_weights(k, n, kind, dtype, m))(keys, masks)
+        return jax.vmap(lambda k: pad(draw_weights(k, nv, kind, dtype)))(keys)
+    return jax.vmap(lambda k, m: pad(draw_weights(k, nv, kind, dtype, m[:nv])))(keys, masks)
 
 
-_draw_batch_jit = jax.jit(_draw_batch, static_argnums=(1, 2, 3))
+_draw_batch_jit = jax.jit(_draw_batch, static_argnums=(1, 2, 3, 5))
 
 
 def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: float = 1.5e9) -> int:
@@ -94,7 +97,7 @@ class Progress:
 def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: str = "exponential", *,
                dtype=jnp.float32, y_shift=0.0, y_scale=1.0, trunk: Tree | None = None, trunk_row_node=None,
                block_of_row=None, n_blocks: int = 1, chunk_size: int | None = None, n_jobs: int | None = None,
-               progressbar: bool = False, return_weights: bool = False):
+               progressbar: bool = False, return_weights: bool = False, n_valid: int | None = None):
     """Fit ``n_trees`` trees, each to its own weight draw.
 
     Parameters
@@ -109,6 +112,8 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     chunk_size : trees per compiled call (default: by memory); the last chunk is padded,
         so every call has the same shape and compiles once
     n_jobs : threads running chunks concurrently (default 1)
+    n_valid : only the first ``n_valid`` rows are data; the rest are padding (weight 0, code
+        ``MISSING``) so that data sizes share compiled shapes
 
     Returns
     -------
@@ -134,7 +139,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     def run(c):
         sl = slice(c * chunk, (c + 1) * chunk)
         m = None if masks_all is None else masks_all[sl]
-        W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m)
+        W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m, n_valid)
         t = fit_trees(prep, y, W, cfg, seeds=seeds[sl], trunk=trunk, trunk_row_node=trunk_row_node,
                       y_shift=y_shift, y_scale=y_scale)
         t = jax.block_until_ready(t)
