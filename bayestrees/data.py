@@ -51,6 +51,8 @@ __all__ = [
     "check_y_classification",
     "missing_code",
     "ecdf_transform",
+    "bucket_size",
+    "pad_rows",
 ]
 
 
@@ -435,3 +437,24 @@ def _coerce_like(v, categories):
         return type(proto)(v)
     except (TypeError, ValueError):
         return v
+
+
+def bucket_size(n: int) -> int:
+    """Padded length for ``n`` rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2).
+
+    Padding row counts to a few sizes lets one compilation serve many data sizes.
+    """
+    n = int(n)
+    b = 64
+    while b < n:
+        b = int(np.ceil(b * np.sqrt(2.0)))
+    return b
+
+
+def pad_rows(a, size: int, value=0) -> np.ndarray:
+    """Pad the leading axis of ``a`` to ``size`` rows of ``value`` (numpy)."""
+    a = np.asarray(a)
+    if a.shape[0] >= size:
+        return a
+    pad = np.full((size - a.shape[0],) + a.shape[1:], value, dtype=a.dtype)
+    return np.concatenate([a, pad], axis=0)

@@ -12,7 +12,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..data import missing_code
+from ..data import bucket_size, missing_code, pad_rows
 from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk
 from ..inference.cart import CARTConfig, default_capacity, prepare_codes
 from ..tree import Tree, apply, index_tree, n_leaves, max_depth
@@ -125,18 +125,24 @@ class _ForestMixin:
             n_classes = len(self.classes_)
         miss = missing_code(codes.dtype)
         has_missing = bool((codes == miss).any())
-        cfg = self._config(n, d, n_classes, has_missing, miss)
-        prep = prepare_codes(codes)
+        # pad rows to a bucket size (weight 0, missing codes) so that data sizes share compilations
+        n_pad = bucket_size(n)
+        cfg = self._config(n_pad, d, n_classes, has_missing, miss)
+        codes_p = pad_rows(codes, n_pad, miss)
+        ytrain = pad_rows(ytrain, n_pad, 0)
+        real = np.arange(n_pad) < n
+        prep = prepare_codes(codes_p)
         key = self._key()
         k_trunk, k_blocks, k_forest = jax.random.split(key, 3)
         kwargs = dict(dtype=dtype, y_shift=shift, y_scale=scale, chunk_size=self.chunk_size, n_jobs=self.n_jobs,
-                      progressbar=bool(self.progressbar))
+                      progressbar=bool(self.progressbar), n_valid=n)
         self.trunk_ = None
         if self._kind == "ebf":
             tmsl = int(self.trunk_min_samples_leaf)
             if tmsl < 1:
                 raise ValueError(f"trunk_min_samples_leaf must be >= 1, got {tmsl}")
-            trunk, row_node = fit_trunk(prep, ytrain, cfg, tmsl, y_shift=shift, y_scale=scale, dtype=dtype)
+            trunk, row_node = fit_trunk(prep, ytrain, cfg, tmsl, y_shift=shift, y_scale=scale, dtype=dtype,
+                                        weights=real.astype(np.float32))
             self.trunk_ = jax.tree_util.tree_map(np.asarray, trunk)
             kwargs.update(trunk=trunk, trunk_row_node=row_node)
         if self._kind == "ssf":
@@ -145,9 +151,9 @@ class _ForestMixin:
                 raise ValueError(f"n_blocks must be between 1 and n / (2 min_samples_leaf) = "
                                  f"{n // (2 * int(self.min_samples_leaf))}, got {self.n_blocks}")
             perm = np.asarray(jax.random.permutation(k_blocks, n))
-            block = np.empty(n, np.int32)
+            block = np.full(n_pad, -1, np.int32)
             block[perm] = np.arange(n) % k
-            self.block_of_row_ = block
+            self.block_of_row_ = block[:n]
             kwargs.update(block_of_row=block, n_blocks=k)
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported: the forest draws its own posterior weights")
@@ -160,11 +166,15 @@ class _ForestMixin:
     # -- prediction ---------------------------------------------------------
     def _leaf_values(self, X) -> np.ndarray:
         codes = self._codes(X)
+        n = codes.shape[0]
+        miss = self.config_.missing
         out = []
-        step = max(1, 2_000_000 // max(1, int(self.trees_.feature.shape[0])))
-        for s in range(0, codes.shape[0], step):
-            c = jnp.asarray(codes[s:s + step])
-            leaves = apply(self.trees_, c, self.config_.missing)
+        step = max(64, 2_000_000 // max(1, int(self.trees_.feature.shape[0])))
+        for s in range(0, n, step):
+            c = codes[s:s + step]
+            m = c.shape[0]
+            c = jnp.asarray(pad_rows(c, bucket_size(m), miss))  # bucketed: no recompile per row count
+            leaves = apply(self.trees_, c, miss)[:, :m]
             out.append(np.asarray(jnp.take_along_axis(jnp.asarray(self.trees_.value), leaves[..., None], axis=-2)))
         return np.concatenate(out, axis=1)  # (T, n, V)
 
