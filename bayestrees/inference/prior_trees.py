@@ -200,30 +200,39 @@ def uniform_code_string(key, k, capacity: int):
 
 
 def _structure(internal, n_nodes):
-    """left, right, depth (int32[L]) of a pre-order code string, by one stack scan."""
+    """left, right, depth (int32[L]) of a pre-order code string, without a sequential scan.
+
+    With ``s = +1`` (internal) / ``-1`` (leaf) and prefix sums ``P[j] = sum_{q<j} s_q``,
+    the subtree rooted at ``j`` ends at the first ``q >= j`` with
+    ``P[q + 1] = P[j] - 1``; it is found by a binary search in the sorted keys
+    ``(P[t], t)``.  The right child of an internal node ``i`` follows the end of
+    its left subtree (rooted at ``i + 1``).  Depths come from the parent
+    pointers by pointer doubling (``ceil(log2 L)`` rounds).
+    """
     L = internal.shape[0]
-
-    def body(carry, i):
-        stack, sp, right, depth = carry
-        prev_internal = internal[jnp.maximum(i - 1, 0)]
-        valid = (i > 0) & (i < n_nodes)
-        top = stack[jnp.maximum(sp - 1, 0)]
-        is_right = valid & ~prev_internal
-        parent = jnp.where(prev_internal, i - 1, top)
-        right = jnp.where(is_right, right.at[top].set(i), right)
-        sp = jnp.where(is_right, sp - 1, sp)
-        d = jnp.where(valid, depth[jnp.maximum(parent, 0)] + 1, 0)
-        depth = depth.at[i].set(jnp.where(i == 0, 0, d))
-        push = (i < n_nodes) & internal[i]
-        stack = jnp.where(push, stack.at[sp].set(i), stack)
-        sp = jnp.where(push, sp + 1, sp)
-        return (stack, sp, right, depth), None
-
-    init = (jnp.zeros(L, jnp.int32), jnp.int32(0), -jnp.ones(L, jnp.int32), jnp.zeros(L, jnp.int32))
-    (_, _, right, depth), _ = jax.lax.scan(body, init, jnp.arange(L))
-    pos = jnp.arange(L)
+    pos = jnp.arange(L, dtype=jnp.int32)
+    s = jnp.where(pos < n_nodes, jnp.where(internal, 1, -1), 0).astype(jnp.int32)
+    P = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(s).astype(jnp.int32)])  # (L + 1,)
+    W = L + 2
+    t = jnp.arange(1, L + 1, dtype=jnp.int32)
+    keys = jnp.sort((P[1:] + L + 1) * W + t)
+    query = (P[:L] - 1 + L + 1) * W + pos + 1
+    idx = jnp.clip(jnp.searchsorted(keys, query, side="left"), 0, L - 1)
+    end = keys[idx] % W - 1  # last position of the subtree rooted at j
+    nxt = jnp.minimum(pos + 1, L - 1)
     left = jnp.where(internal, pos + 1, -1).astype(jnp.int32)
-    right = jnp.where(internal, right, -1)
+    right = jnp.where(internal, end[nxt] + 1, -1).astype(jnp.int32)
+    parent = -jnp.ones(L, jnp.int32)
+    parent = parent.at[jnp.where(internal, pos + 1, L)].set(pos, mode="drop")
+    parent = parent.at[jnp.where(internal, right, L)].set(pos, mode="drop")
+    depth = (parent >= 0).astype(jnp.int32)
+    anc = parent
+    for _ in range(max(1, int(np.ceil(np.log2(L + 1))))):
+        has = anc >= 0
+        a = jnp.maximum(anc, 0)
+        depth = depth + jnp.where(has, depth[a], 0)
+        anc = jnp.where(has, anc[a], -1)
+    depth = jnp.where(pos < n_nodes, depth, 0)
     return left, right, depth
 
 
