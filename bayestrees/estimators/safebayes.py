@@ -154,17 +154,36 @@ class _SafeBayesBase:
             m_val = float(min(m_val, n))
         else:
             tree, state, lw = self._weigh(prior, codes, yv, n_bins)
-            curve = self._curve(tree, state, lw, codes, yv, n, imp.default_m_grid(n, 200))
-            curve["on"] = "training"
+            curve = None  # the training-set curve is computed on first access of operating_curve_
             m_val = float(m)
         self.trees_ = tree
         self._leaf_state = state
         self.log_weights_ = np.asarray(lw)
         self.effective_sample_size_ = m_val
         self.beta_ = m_val / n
-        self.operating_curve_ = curve
+        self._curve_cache = curve
+        self._train = (codes, yv)
         self._idata = None
         return self
+
+    @property
+    def operating_curve_(self) -> dict:
+        """The operating curve seen at fit time.
+
+        With ``effective_sample_size="auto"``: the curve on the validation split
+        (``on="validation"``; on the training rows when ``validation_fraction=0``)
+        from which ``m`` was chosen.  With a fixed ``m``: the in-sample curve on the
+        training rows (``on="training"``, at most 200 log-spaced values of ``m``),
+        computed on first access.
+        """
+        self._check_fitted()
+        if getattr(self, "_curve_cache", None) is None:
+            codes, yv = self._train
+            curve = self._curve(self.trees_, self._leaf_state, jnp.asarray(self.log_weights_), codes, yv,
+                                self.n_train_, imp.default_m_grid(self.n_train_, 200))
+            curve["on"] = "training"
+            self._curve_cache = curve
+        return self._curve_cache
 
     def _choose(self, curve) -> int:
         crit = self.auto_criterion
