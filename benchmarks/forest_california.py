@@ -1,0 +1,132 @@
+"""California housing 10-fold CV (Taddy et al. 2015, Section 5, Table 1).
+
+Protocol: shuffled 10-fold CV, ``KFold(10, shuffle=True, random_state=5807)``;
+``medianIncome`` multiplied by 1e4 (cosmetic, as in the paper); RMSE in dollars.
+Every forest has 100 trees and ``min_samples_leaf=2``:
+
+    DT    one CART, unit weights               BayesianForestRegressor(1, weights="none")
+    RF    Breiman's random forest (bootstrap)  BayesianForestRegressor(weights="multinomial")
+    BF    Bayesian forest (Exp(1) weights)     BayesianForestRegressor()
+    ET    extra trees                          BayesianForestRegressor(weights="none", splitter="random")
+    SSF   sub-sample forest, 5 blocks          SubSampleForestRegressor(n_blocks=5)
+    EBF   empirical Bayesian forest            EmpiricalBayesianForestRegressor(trunk_min_samples_leaf=3000)
+    sklearn-RF  sklearn.ensemble.RandomForestRegressor(min_samples_leaf=2, n_estimators=100, n_jobs=2)
+
+``--max-bins`` sets the library's feature binning (default 255: California's
+features have more distinct values than that, so they are quantile-binned);
+``--extra-bins 1024`` adds a ``BF-bins1024`` row fitted in the same run.
+
+Results are appended, one JSON line per (fold, method), to
+``benchmarks/results/forest_california.jsonl``; ``--resume`` skips the pairs
+already there, ``--table`` only prints the table from that file.
+
+    python benchmarks/forest_california.py                 # full run (long)
+    python benchmarks/forest_california.py --quick         # smoke run
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forest_common import RESULTS, Timer, append_jsonl, cv_table, machine, parser, read_jsonl, rmse  # noqa: E402
+
+SEED = 5807
+ORDER = ["BF", "sklearn-RF", "EBF", "SSF", "DT", "RF", "ET"]
+
+
+def load(data_dir):
+    df = pd.read_csv(Path(data_dir) / "california_housing.csv")
+    y = df.pop("medianHouseValue").to_numpy(float)
+    df["medianIncome"] = df["medianIncome"] * 1e4
+    return df.to_numpy(float), y, list(df.columns)
+
+
+def make(method, n_trees, msl, max_bins, n_jobs, seed):
+    import bayestrees as bt
+    common = dict(min_samples_leaf=msl, max_bins=max_bins, n_jobs=n_jobs, random_state=seed)
+    if method == "DT":
+        return bt.BayesianForestRegressor(1, weights="none", **common)
+    if method == "RF":
+        return bt.BayesianForestRegressor(n_trees, weights="multinomial", **common)
+    if method == "BF":
+        return bt.BayesianForestRegressor(n_trees, **common)
+    if method.startswith("BF-bins"):
+        common["max_bins"] = int(method[len("BF-bins"):])
+        return bt.BayesianForestRegressor(n_trees, **common)
+    if method == "ET":
+        return bt.BayesianForestRegressor(n_trees, weights="none", splitter="random", **common)
+    if method == "SSF":
+        return bt.SubSampleForestRegressor(n_trees, n_blocks=5, **common)
+    if method == "EBF":
+        return bt.EmpiricalBayesianForestRegressor(n_trees, trunk_min_samples_leaf=3000, **common)
+    if method == "sklearn-RF":
+        from sklearn.ensemble import RandomForestRegressor
+        return RandomForestRegressor(n_estimators=n_trees, min_samples_leaf=msl, n_jobs=2, random_state=seed)
+    raise ValueError(method)
+
+
+def main(argv=None):
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--folds", default=None, help="comma-separated fold indices to run (default all 10)")
+    p.add_argument("--methods", default=",".join(ORDER), help="comma-separated methods, in run order")
+    p.add_argument("--extra-bins", type=int, default=None, help="also fit BF with this max_bins (row BF-bins<N>)")
+    p.add_argument("--max-bins", type=int, default=255)
+    p.add_argument("--n-trees", type=int, default=100)
+    p.add_argument("--min-samples-leaf", type=int, default=2)
+    p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--resume", action="store_true", help="skip (fold, method) pairs already in the results file")
+    p.add_argument("--table", action="store_true", help="only print the table from the results file")
+    a = p.parse_args(argv)
+    out = Path(a.out or RESULTS / ("forest_california_quick.jsonl" if a.quick else "forest_california.jsonl"))
+    methods = a.methods.split(",")
+    if a.extra_bins:
+        methods.insert(1, f"BF-bins{a.extra_bins}")
+    if a.table:
+        print(cv_table(read_jsonl(out), methods))
+        return
+
+    from sklearn.model_selection import KFold
+    X, y, names = load(a.data_dir)
+    n_trees = a.n_trees
+    folds = list(KFold(10, shuffle=True, random_state=SEED).split(X))
+    todo = [int(f) for f in a.folds.split(",")] if a.folds else list(range(10))
+    if a.quick:  # 2 folds on a 4,000-row subsample, 10 trees
+        rng = np.random.default_rng(0)
+        keep = rng.choice(len(y), 4000, replace=False)
+        X, y = X[keep], y[keep]
+        folds = list(KFold(10, shuffle=True, random_state=SEED).split(X))
+        todo, n_trees = todo[:2], 10
+    if not a.resume and out.exists():
+        out.unlink()
+    done = {(r["fold"], r["method"]) for r in read_jsonl(out)}
+    print(f"California housing: n={len(y)}, d={X.shape[1]}, 10-fold KFold(shuffle=True, random_state={SEED}), "
+          f"{n_trees} trees, min_samples_leaf={a.min_samples_leaf}, max_bins={a.max_bins}, n_jobs={a.n_jobs}",
+          flush=True)
+    for f in todo:
+        tr, te = folds[f]
+        for m in methods:
+            if (f, m) in done:
+                continue
+            est = make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f)
+            with Timer() as tf:
+                est.fit(X[tr], y[tr])
+            with Timer() as tp:
+                pred = est.predict(X[te])
+            rec = dict(benchmark="california", fold=f, method=m, rmse=rmse(pred, y[te]), fit_s=tf.s,
+                       predict_s=tp.s, n_train=len(tr), n_test=len(te), n_trees=1 if m == "DT" else n_trees,
+                       min_samples_leaf=a.min_samples_leaf,
+                       max_bins=(int(m[7:]) if m.startswith("BF-bins") else a.max_bins) if m != "sklearn-RF" else None,
+                       cv_seed=SEED, **machine())
+            append_jsonl(out, rec)
+            print(f"fold {f} {m:<12} RMSE {rec['rmse']:>10,.0f}  fit {tf.s:7.1f}s  predict {tp.s:5.2f}s", flush=True)
+        print(cv_table(read_jsonl(out), methods), flush=True)
+    print("\nFinal table (mean over the folds every method finished):")
+    print(cv_table(read_jsonl(out), methods))
+
+
+if __name__ == "__main__":
+    main()

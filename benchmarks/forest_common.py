@@ -1,0 +1,94 @@
+"""Shared helpers for the Bayesian-forest paper reproductions (forest_*.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"),
+                   help="folder holding the public data files (default: ../shared/data from the repo root)")
+    p.add_argument("--quick", action="store_true", help="small smoke run (few trees / folds / rows)")
+    p.add_argument("--out", default=None, help="JSON-lines results file (default: benchmarks/results/<name>.jsonl)")
+    return p
+
+
+def machine() -> dict:
+    """Where and with which library the numbers were obtained."""
+    import subprocess
+
+    import bayestrees
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except Exception:  # pragma: no cover - git missing
+        head = ""
+    lib = Path(bayestrees.__file__).resolve().parent
+    rec = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+           "bayestrees_path": str(lib), "repo_head": head}
+    if (lib.parent / "COMMIT").exists():  # a library snapshot (git archive <commit>) run via PYTHONPATH
+        rec["bayestrees_commit"] = (lib.parent / "COMMIT").read_text().strip()
+    return rec
+
+
+def rmse(a, b) -> float:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+class Timer:
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.s = time.perf_counter() - self.t0
+
+
+def append_jsonl(path, record: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def read_jsonl(path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cv_table(records: list[dict], methods: list[str], scale: float = 1.0, fmt: str = "{:,.0f}") -> str:
+    """Mean RMSE per method over the folds that *every* listed method finished,
+    with % worse than the best and the median fit time."""
+    by = {}
+    for r in records:
+        by.setdefault(r["method"], {})[r["fold"]] = r
+    methods = [m for m in methods if m in by]
+    if not methods:
+        return "(no results yet)"
+    common = sorted(set.intersection(*[set(by[m]) for m in methods]))
+    if not common:
+        return "(no fold finished by every method yet)"
+    mean = {m: float(np.mean([by[m][f]["rmse"] for f in common])) * scale for m in methods}
+    best = min(mean.values())
+    lines = [f"folds: {common} ({len(common)} of them)",
+             f"{'method':<22}{'mean RMSE':>14}{'% worse':>10}{'fit s (median)':>16}{'fit s (fold 0)':>16}"]
+    for m in sorted(methods, key=lambda k: mean[k]):
+        fits = [by[m][f]["fit_s"] for f in common]
+        f0 = by[m].get(0, {}).get("fit_s", float("nan"))
+        lines.append(f"{m:<22}{fmt.format(mean[m]):>14}{100 * (mean[m] / best - 1):>9.1f}%"
+                     f"{np.median(fits):>16.1f}{f0:>16.1f}")
+    return "\n".join(lines)
