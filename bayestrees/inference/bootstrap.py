@@ -66,10 +66,18 @@ _draw_batch_jit = jax.jit(_draw_batch, static_argnums=(1, 2, 3, 5))
 
 
 def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: float = 1.5e9) -> int:
-    """Trees per compiled call: a power of two whose working arrays fit the budget."""
+    """Trees per compiled call: a power of two.
+
+    On CPU, vmapping the level-wise growth over trees is slower than running
+    trees one by one once a tree has enough work (the batched while-loop runs
+    until the deepest tree is done, and batched gathers/scatters are slow), so
+    data sets with ``n * d >= 2e5`` get one tree per call (use ``n_jobs`` for
+    parallelism); small data sets batch up to 16 trees to amortise per-call
+    overhead, within ``memory_budget``.
+    """
     per_tree = 4.0 * n * d * (4 * n_stats + 10) + 64.0 * n
     c = max(1, int(memory_budget // per_tree))
-    c = min(c, 16, n_trees)
+    c = min(c, 16, n_trees, max(1, int(2e5 // max(1, n * d))))
     return 1 << int(math.floor(math.log2(c)))
 
 

@@ -165,23 +165,28 @@ def row_stats(y, w, cfg: CARTConfig, dtype):
 def prefix_sum(x, block: int = 32):
     """Inclusive cumulative sum along the last axis.
 
-    XLA's CPU cumsum is several times slower than a blocked scan: within
-    blocks of ``block`` elements the running sums are unrolled adds (one fused
-    loop), and block offsets come from a prefix sum of block totals
-    (recursively).
+    XLA's CPU cumsum is several times slower than this: the last axis is cut
+    into blocks of ``block`` elements, the running sums within blocks are one
+    matrix product with an upper-triangular matrix of ones (integers go
+    through float32, exact for blocks of small counts), and block offsets come
+    from a cumulative sum of the (``block`` times fewer) block totals.
     """
     m0 = x.shape[-1]
     if m0 <= block:
         return jnp.cumsum(x, axis=-1)
     pad = (-m0) % block
-    xp = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]).reshape(x.shape[:-1] + ((m0 + pad) // block, block))
-    parts = [xp[..., 0]]
-    for i in range(1, block):
-        parts.append(parts[-1] + xp[..., i])
-    within = jnp.stack(parts, -1)
+    xp = x if not pad else jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+    xb = xp.reshape(x.shape[:-1] + ((m0 + pad) // block, block))
+    is_int = jnp.issubdtype(x.dtype, jnp.integer)
+    ft = jnp.float32 if is_int else x.dtype
+    tri = jnp.triu(jnp.ones((block, block), ft))
+    within = jnp.einsum("...kb,bc->...kc", xb.astype(ft), tri, precision=jax.lax.Precision.HIGHEST)
+    if is_int:
+        within = within.astype(x.dtype)
     tot = within[..., -1]
-    off = prefix_sum(tot, block) - tot
-    return (within + off[..., None]).reshape(x.shape[:-1] + (m0 + pad,))[..., :m0]
+    off = jnp.cumsum(tot, axis=-1) - tot
+    out = (within + off[..., None]).reshape(x.shape[:-1] + (m0 + pad,))
+    return out if not pad else out[..., :m0]
 
 
 def _proxy(st, cfg: CARTConfig):
@@ -241,16 +246,42 @@ def init_state(prep: Prepared, stats, cfg: CARTConfig, dtype, y_shift, y_scale, 
                      jnp.zeros((), bool), jnp.zeros((), jnp.int32))
 
 
-def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg: CARTConfig, y_shift, y_scale):
+class _Rows(NamedTuple):
+    """Row data of one stage of the growth (rows renumbered within the stage)."""
+
+    codes_t: jax.Array  # int32 (d, m)
+    stats: jax.Array  # (m, s)
+    y_rank: jax.Array  # int32 (m,)
+
+
+def _at(C, idx):
+    """``C[..., idx]`` with ``idx < 0`` reading as 0 (the empty prefix)."""
+    return jnp.where(idx >= 0, jnp.take(C, jnp.maximum(idx, 0), axis=-1), 0)
+
+
+def _level(state: GrowState, rows: _Rows, seed, min_weight, cfg: CARTConfig, y_shift, y_scale):
     tree, order, row_node, seg_start, seg_len, open_, overflow, level = state
+    codes_t, stats, y_rank = rows
     d, n = order.shape
     cap = cfg.capacity
     dtype = stats.dtype
     miss = cfg.missing
     msl = cfg.min_samples_leaf
 
-    # -- node totals and which open nodes may split
-    tot = jax.ops.segment_sum(stats, row_node, cap)  # (cap, s)
+    # -- sorted statistics and prefix sums, per feature; layout (s, d, n)
+    pos_node = row_node[order[0]]  # (n,) node of each position (same in every feature)
+    seg_end = seg_start + seg_len
+    start_p = seg_start[pos_node]  # (n,)
+    end_p = seg_end[pos_node]
+    codes_sorted = jnp.take_along_axis(codes_t, order, axis=1)  # (d, n)
+    G = stats.T[:, order]  # (s, d, n)
+    C = prefix_sum(G)
+    L = C - _at(C, start_p - 1)
+    R = _at(C, end_p - 1) - C
+
+    # -- node totals (from feature 0's prefix sums) and which open nodes may split
+    C0 = C[:, 0]
+    tot = (_at(C0, seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s)
     pos_w = stats[:, 0] > 0
     ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
     ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
@@ -258,27 +289,16 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     if cfg.max_depth is not None:
         can = can & (tree.depth < cfg.max_depth)
 
-    # -- sorted statistics and prefix sums, per feature; layout (s, d, n)
-    pos_node = row_node[order[0]]  # (n,) node of each position (same in every feature)
-    seg_end = seg_start + seg_len
-    start_p = seg_start[pos_node]  # (n,)
-    codes_sorted = jnp.take_along_axis(prep.codes_t, order, axis=1)  # (d, n)
-    G = stats.T[:, order]  # (s, d, n)
-    C = prefix_sum(G)
-    has_prev = (start_p > 0)[None, None, :]
-    Cprev = jnp.where(has_prev, jnp.take(C, jnp.maximum(start_p - 1, 0), axis=2), 0.0)
-    L = C - Cprev
-    R = tot.T[:, pos_node][:, None, :] - L  # (s, d, n)
     nxt_code = jnp.concatenate([codes_sorted[:, 1:], jnp.full((d, 1), -1, codes_sorted.dtype)], axis=1)
     p_idx = jnp.arange(n)
-    in_seg = (p_idx + 1 < seg_end[pos_node])[None, :]
+    in_seg = (p_idx + 1 < end_p)[None, :]
     valid = in_seg & (codes_sorted != nxt_code) & (codes_sorted != miss) & can[pos_node][None, :]
 
     # -- random feature subsets (max_features) and random thresholds (extra trees)
     if cfg.max_features is not None and cfg.max_features < d or cfg.extra:
         nodes = jnp.arange(cap)
         feats = jnp.arange(d)
-        lo = jnp.take(codes_sorted, jnp.minimum(seg_start, n - 1), axis=1).T  # (cap, d)
+        lo = jnp.take(codes_sorted, jnp.clip(seg_start, 0, n - 1), axis=1).T  # (cap, d)
         hi = jnp.take(codes_sorted, jnp.clip(seg_end - 1, 0, n - 1), axis=1).T
         nonconst = hi > lo
     if cfg.max_features is not None and cfg.max_features < d:
@@ -297,13 +317,11 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     min_w = min_weight
     ok_r = valid & (L[0] >= msl) & (R[0] >= msl) & (L[1] >= min_w) & (R[1] >= min_w)
     gain = jnp.where(ok_r, _proxy(L, cfg) + _proxy(R, cfg), _NEG)  # (d, n)
-    mleft = jnp.zeros((d, n), bool)
+    mleft = None
     if cfg.has_missing:
         is_m = (codes_sorted == miss)
         Cm = prefix_sum(G * is_m[None])
-        end_p = seg_end[pos_node]
-        Mtot = jnp.take(Cm, end_p - 1, axis=2) - jnp.where(has_prev, jnp.take(Cm, jnp.maximum(start_p - 1, 0), axis=2),
-                                                           0.0)
+        Mtot = _at(Cm, end_p - 1) - _at(Cm, start_p - 1)
         Lm, Rm = L + Mtot, R - Mtot
         ok_m = valid & (Mtot[0] > 0) & (Lm[0] >= msl) & (Rm[0] >= msl) & (Lm[1] >= min_w) & (Rm[1] >= min_w)
         gain_m = jnp.where(ok_m, _proxy(Lm, cfg) + _proxy(Rm, cfg), _NEG)
@@ -312,7 +330,7 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
 
     # -- best split per node: best feature per position, then best position per node
     pf = jnp.argmax(gain, axis=0).astype(jnp.int32)  # ties: lowest feature
-    pg = jnp.take_along_axis(gain, pf[None], axis=0)[0]  # (n,)
+    pg = jnp.max(gain, axis=0)  # (n,)
     best = jax.ops.segment_max(pg, pos_node, cap)
     cand = (pg == best[pos_node]) & (pg > _NEG)
     best_p = jax.ops.segment_min(jnp.where(cand, p_idx, n), pos_node, cap)  # ties: lowest position
@@ -320,7 +338,22 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     bp = jnp.minimum(best_p, n - 1)
     bf = pf[bp]
     bthr = codes_sorted[bf, bp].astype(jnp.int32)
-    bml = mleft[bf, bp]
+    # statistics of the children, read off the prefix sums of the chosen feature
+    flat = C.reshape(C.shape[0], d * n)
+    base = bf * n
+    Cb = flat[:, base + bp]
+    Cs = jnp.where(seg_start > 0, flat[:, base + jnp.maximum(seg_start - 1, 0)], 0)
+    Ce = jnp.where(seg_end > 0, flat[:, base + jnp.clip(seg_end - 1, 0, n - 1)], 0)
+    Lc, Rc = Cb - Cs, Ce - Cb  # (s, cap)
+    if cfg.has_missing:
+        bml = mleft[bf, bp]
+        fm = Cm.reshape(C.shape[0], d * n)
+        Mc = jnp.where(seg_end > 0, fm[:, base + jnp.clip(seg_end - 1, 0, n - 1)], 0) - jnp.where(
+            seg_start > 0, fm[:, base + jnp.maximum(seg_start - 1, 0)], 0)
+        Lc = jnp.where(bml[None], Lc + Mc, Lc)
+        Rc = jnp.where(bml[None], Rc - Mc, Rc)
+    else:
+        bml = jnp.zeros(cap, bool)
 
     # -- allocate children (capacity checked, never silently truncated)
     n_split = jnp.sum(split)
@@ -333,7 +366,7 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     # -- route rows
     rsplit = split[row_node]
     rf = bf[row_node]
-    rc = prep.codes_t[rf, jnp.arange(n)]
+    rc = codes_t[rf, jnp.arange(n)]
     goes_left = (rc <= bthr[row_node]) & (rc != miss) | ((rc == miss) & bml[row_node])
     new_row_node = jnp.where(rsplit, jnp.where(goes_left, lchild[row_node], rchild[row_node]), row_node)
 
@@ -341,10 +374,13 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     gl_pos = goes_left[order]  # (d, n)
     sp_pos = split[pos_node]
     gl_int = gl_pos.astype(jnp.int32)
-    E = prefix_sum(gl_int) - gl_int
-    E_start = jnp.take(E, seg_start[pos_node], axis=1)
+    E = prefix_sum(gl_int) - gl_int  # exclusive
+    E_start = jnp.take(E, start_p, axis=1)
     rank_l = E - E_start
-    n_left = jax.ops.segment_sum((goes_left & rsplit).astype(jnp.int32), row_node, cap)
+    E0 = E[0]
+    n_left = jnp.take(E0, jnp.clip(seg_end - 1, 0, n - 1)) + jnp.take(gl_int[0], jnp.clip(seg_end - 1, 0, n - 1)) \
+        - jnp.take(E0, jnp.clip(seg_start, 0, n - 1))
+    n_left = jnp.where(split, n_left, 0)
     nl_p = n_left[pos_node][None, :]
     off = p_idx[None, :] - start_p[None, :]
     newpos = jnp.where(sp_pos[None, :],
@@ -354,7 +390,7 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     # -- write the splits and the children
     idx_l = jnp.where(split, lchild, cap)  # out-of-range writes are dropped
     idx_r = jnp.where(split, rchild, cap)
-    tot_new = jax.ops.segment_sum(stats, new_row_node, cap)
+    tot_new = jnp.zeros((cap, Lc.shape[0]), dtype).at[idx_l].set(Lc.T, mode="drop").at[idx_r].set(Rc.T, mode="drop")
     val_new = _node_value(tot_new, cfg, y_shift, y_scale).astype(dtype)
     child_depth = tree.depth + 1
     feature = jnp.where(split, bf, tree.feature)
@@ -364,7 +400,7 @@ def _level(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cf
     is_new = jnp.zeros(cap, bool).at[idx_l].set(True, mode="drop").at[idx_r].set(True, mode="drop")
     value = jnp.where(is_new[:, None], val_new, tree.value)
     weight = jnp.where(is_new, tot_new[:, 1].astype(dtype), tree.weight)
-    count = jnp.where(is_new, tot_new[:, 0].astype(jnp.int32), tree.count)
+    count = jnp.where(is_new, jnp.round(tot_new[:, 0]).astype(jnp.int32), tree.count)
     new_start = seg_start.at[idx_l].set(seg_start, mode="drop").at[idx_r].set(seg_start + n_left, mode="drop")
     new_len = seg_len.at[idx_l].set(n_left, mode="drop").at[idx_r].set(seg_len - n_left, mode="drop")
     tree = Tree(feature, threshold, _merge(tree.left, split, lchild), _merge(tree.right, split, rchild),
@@ -377,16 +413,98 @@ def _merge(old, split, child):
     return jnp.where(split, child, old)
 
 
+def _active(s: GrowState):
+    """Positions (rows) in open nodes."""
+    return jnp.sum(jnp.where(s.open, s.seg_len, 0))
+
+
+def stage_sizes(n: int, block: int = 32, min_size: int = 1024, max_stages: int = 8) -> list[int]:
+    """Working sizes of the successive growth stages: n rounded up to ``block``, then halving."""
+    up = lambda v: -(-v // block) * block  # noqa: E731
+    sizes = [up(n)]
+    while len(sizes) < max_stages and sizes[-1] // 2 >= min_size:
+        sizes.append(up(sizes[-1] // 2))
+    return sizes
+
+
+def _pad(state: GrowState, rows: _Rows, m: int, cfg: CARTConfig):
+    """Append inert rows (code MISSING, zero statistics) up to ``m``; they join node 0."""
+    d, n = state.order.shape
+    k = m - n
+    if k == 0:
+        return state, rows
+    extra = jnp.arange(n, m, dtype=jnp.int32)
+    order = jnp.concatenate([state.order, jnp.broadcast_to(extra, (d, k))], axis=1)
+    row_node = jnp.concatenate([state.row_node, jnp.zeros(k, jnp.int32)])
+    # node 0's segment grows over the padding if it ends at n (root-only start), else the padding is
+    # a closed segment of its own (node 0 is then an internal trunk node, never split again)
+    ends = state.seg_start[0] + state.seg_len[0] == n
+    seg_start = state.seg_start.at[0].set(jnp.where(ends, state.seg_start[0], n))
+    seg_len = state.seg_len.at[0].set(jnp.where(ends, state.seg_len[0] + k, k))
+    rows = _Rows(jnp.concatenate([rows.codes_t, jnp.full((d, k), cfg.missing, rows.codes_t.dtype)], axis=1),
+                 jnp.concatenate([rows.stats, jnp.zeros((k, rows.stats.shape[1]), rows.stats.dtype)]),
+                 jnp.concatenate([rows.y_rank, jnp.zeros(k, rows.y_rank.dtype)]))
+    return state._replace(order=order, row_node=row_node, seg_start=seg_start, seg_len=seg_len), rows
+
+
+def _compact(state: GrowState, rows: _Rows, h: int, cfg: CARTConfig):
+    """Keep only the rows of open nodes (at most ``h``), renumbered; rows of finished leaves never move again.
+
+    Active positions keep their relative order (so every open node's segment stays contiguous and
+    sorted); the remaining ``h - active`` slots are inert padding rows in node 0's segment (node 0 is
+    closed: compaction happens only after the root has split).
+    """
+    d, m = state.order.shape
+    pos_node = state.row_node[state.order[0]]
+    act_p = state.open[pos_node]
+    q = prefix_sum(act_p.astype(jnp.int32)) - act_p  # new position of active positions
+    act_r = state.open[state.row_node]
+    cr = prefix_sum(act_r.astype(jnp.int32)) - act_r  # new row id of active rows
+    a = jnp.sum(act_r.astype(jnp.int32)).astype(jnp.int32)
+    src = jnp.full(h, m, jnp.int32).at[jnp.where(act_r, cr, h)].set(jnp.arange(m, dtype=jnp.int32), mode="drop")
+    real = src < m
+    srcc = jnp.minimum(src, m - 1)
+    codes_t = jnp.where(real[None], rows.codes_t[:, srcc], cfg.missing)
+    stats = jnp.where(real[:, None], rows.stats[srcc], 0)
+    y_rank = jnp.where(real, rows.y_rank[srcc], 0)
+    row_node = jnp.where(real, state.row_node[srcc], 0)
+    dest = jnp.where(act_p, q, h)
+    new_rows = cr[state.order]  # (d, m)
+    base = jnp.broadcast_to(jnp.arange(h, dtype=jnp.int32), (d, h))
+    order = jax.vmap(lambda b, v: b.at[dest].set(v, mode="drop"))(base, new_rows)
+    qs = jnp.take(q, jnp.clip(state.seg_start, 0, m - 1))
+    seg_start = jnp.where(state.open, qs, 0).at[0].set(a)
+    seg_len = jnp.where(state.open, state.seg_len, 0).at[0].set(h - a)
+    st = state._replace(order=order, row_node=row_node, seg_start=seg_start.astype(jnp.int32),
+                        seg_len=seg_len.astype(jnp.int32))
+    return st, _Rows(codes_t, stats, y_rank)
+
+
 def grow(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg: CARTConfig, y_shift, y_scale,
          max_levels: int = 10_000) -> GrowState:
-    """Split open nodes level by level until none can split (or capacity is reached)."""
+    """Split open nodes level by level until none can split (or capacity is reached).
 
-    def cond(s):
-        return jnp.any(s.open) & ~s.overflow & (s.level < max_levels)
+    Growth runs in stages of halving working size: once the rows of open nodes fit in half the
+    current size, they are compacted (rows of finished leaves never change again) and growth goes on
+    in a loop compiled for the smaller shapes.  The returned state's ``tree``, ``open``,
+    ``overflow`` and ``level`` are final; its row arrays refer to the last stage's renumbered rows.
+    """
+    d, n = state.order.shape
+    sizes = stage_sizes(n)
+    rows = _Rows(prep.codes_t, stats, y_rank)
+    state, rows = _pad(state, rows, sizes[0], cfg)
+    for k, m in enumerate(sizes):
+        if k > 0:
+            state, rows = _compact(state, rows, m, cfg)
+        nxt = sizes[k + 1] if k + 1 < len(sizes) else -1
 
-    body = partial(_level, prep=prep, stats=stats, y_rank=y_rank, seed=seed, min_weight=min_weight, cfg=cfg,
-                   y_shift=y_shift, y_scale=y_scale)
-    return jax.lax.while_loop(cond, body, state)
+        def cond(s, nxt=nxt):
+            return jnp.any(s.open) & ~s.overflow & (s.level < max_levels) & (_active(s) > nxt)
+
+        body = partial(_level, rows=rows, seed=seed, min_weight=min_weight, cfg=cfg, y_shift=y_shift,
+                       y_scale=y_scale)
+        state = jax.lax.while_loop(cond, body, state)
+    return state
 
 
 @partial(jax.jit, static_argnames=("cfg",))
