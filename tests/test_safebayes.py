@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import gammaln as sgammaln
 
 import jax
@@ -426,3 +428,44 @@ def test_plots_smoke():
     top = int(np.argmax(clf.log_weights_))
     assert str(top) in fig.axes[0].get_title()
     plt.close("all")
+
+
+def test_model_context_regression():
+    rng = np.random.default_rng(13)
+    X = rng.uniform(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    with bt.Model():
+        xd = bt.Data("X", X)
+        f = bt.SafeBayesForest("f", xd, y, max_internal=KMAX, effective_sample_size=8)
+        assert f.regression
+        idata = bt.sample(draws=K, random_seed=0)
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=1)
+    assert idata.posterior_predictive["f"].shape == (1, K, 40)
+    w = np.exp(idata.sample_stats["tempered_log_weight"].values[0])
+    mean = idata.posterior_predictive["f_mean"].values[0]
+    np.testing.assert_allclose(w @ mean, f.fitted_.predict(X), atol=1e-4)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(2, 60), seed=st.integers(0, 10_000), n_classes=st.integers(2, 3),
+       nan_frac=st.sampled_from([0.0, 0.2]))
+def test_property_small_data(n, seed, n_classes, nan_frac):
+    """Random small data (ties, missing values): finite weights, proper probabilities,
+    every row in exactly one leaf (node counts: root = n, leaves sum to n)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 4, size=(n, 2)).astype(float) + rng.normal(size=(n, 2)) * (rng.uniform() < 0.5)
+    X[rng.uniform(size=X.shape) < nan_frac] = np.nan
+    y = rng.integers(0, n_classes, n)
+    y[:n_classes] = np.arange(n_classes)[: min(n, n_classes)]
+    if len(np.unique(y)) < 2:
+        return
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, effective_sample_size=min(5, n), random_state=seed)
+    clf.fit(X, y)
+    assert np.all(np.isfinite(clf.log_weights_)) and np.all(clf.log_weights_ <= 1e-4)
+    p = clf.predict_proba(X)
+    assert np.all(np.isfinite(p)) and np.allclose(p.sum(1), 1.0, atol=1e-5)
+    t = clf.trees_
+    count = np.asarray(t.count)
+    assert np.all(count[:, 0] == n)
+    leaf = np.asarray(t.is_leaf())
+    assert np.all((count * leaf).sum(1) == n)
