@@ -61,18 +61,39 @@ class DeviceStructure(NamedTuple):
     count: jax.Array
 
 
-def device_structure(st: PCFGStructure, dtype=None) -> tuple[DeviceStructure, int]:
-    """Move a structure to the device; returns ``(DeviceStructure, root)``."""
+def _bucket(x: int) -> int:
+    """Round up to a power of two (compile once per bucket, not once per size)."""
+    return 1 << max(0, int(x - 1).bit_length())
+
+
+def device_structure(st: PCFGStructure, dtype=None, pad: bool = True) -> tuple[DeviceStructure, int]:
+    """Move a structure to the device; returns ``(DeviceStructure, root)``.
+
+    With ``pad`` the symbol rows and the chunk count are padded to powers of
+    two (extra rows are empty scratch symbols, extra chunks hold only the
+    scratch id), so that data sets of similar size share compiled programmes.
+    """
     dtype = dtype or jnp.zeros(()).dtype
+    m = st.n_symbols
+    rows = _bucket(m + 2) if pad else m + 2
+    nch = _bucket(st.chunks.shape[0]) if pad else st.chunks.shape[0]
+
+    def grow(a, fill, n_rows):
+        extra = n_rows - a.shape[0]
+        if extra <= 0:
+            return a
+        return np.concatenate([a, np.full((extra,) + a.shape[1:], fill, a.dtype)])
+
     return DeviceStructure(
-        stats=jnp.asarray(st.stats, dtype), left=jnp.asarray(st.left), right=jnp.asarray(st.right),
+        stats=jnp.asarray(grow(st.stats, 0.0, rows), dtype), left=jnp.asarray(grow(st.left, m, rows)),
+        right=jnp.asarray(grow(st.right, m, rows)),
         slot_feature=jnp.asarray(st.slot_feature), slot_threshold=jnp.asarray(st.slot_threshold),
-        chunks=jnp.asarray(st.chunks), count=jnp.asarray(st.count, jnp.int32),
+        chunks=jnp.asarray(grow(st.chunks, m + 1, nch)), count=jnp.asarray(grow(st.count, 0, rows), jnp.int32),
     ), int(st.root)
 
 
 def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
-    """log L(N) for every symbol: float[M + 2] (sentinel rows get -inf).
+    """log L(N) for every symbol: float[M + 2] (empty sentinel/scratch rows get -inf).
 
     Parameters
     ----------
@@ -80,12 +101,13 @@ def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = Non
     alpha : float or float[K]  Dirichlet concentration
     prior : NIGPrior  regression leaf prior
     """
-    m = stats.shape[0] - 2
     if kind == "classification":
         ll = dirichlet_log_marginal(stats, alpha)
+        rows = jnp.sum(stats, -1)
     else:
         ll = nig_log_marginal(stats[:, 0], stats[:, 1], stats[:, 2], prior)
-    return ll.at[m:].set(-jnp.inf)
+        rows = stats[:, 0]
+    return jnp.where(rows > 0, ll, -jnp.inf)
 
 
 def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
@@ -141,14 +163,13 @@ def log_inside(log_leaf, log_phi, ds: DeviceStructure, mode: str = "sum"):
         return q.at[ids].set(new), None
 
     q, _ = jax.lax.scan(body, q0, ds.chunks)
-    return q.at[m2 - 2].set(-jnp.inf)
+    return q
 
 
 def log_evidence(log_leaf, log_phi, ds: DeviceStructure, root: int):
     """log p(y | X) = log Q(root) - log Q_1(root), the prior normaliser from ``L ≡ 1``."""
     q = log_inside(log_leaf, log_phi, ds, "sum")
     ones = jnp.where(jnp.isfinite(log_leaf), 0.0, -jnp.inf).astype(log_leaf.dtype)
-    ones = ones.at[-1].set(-jnp.inf)
     z = log_inside(ones, log_phi, ds, "sum")
     return q[root] - z[root]
 
@@ -355,7 +376,7 @@ def n_leaves_posterior(log_leaf, log_phi, ds: DeviceStructure, max_leaves: int =
         return qb.at[ids].set(new), None
 
     qb, _ = jax.lax.scan(body, q0, ds.chunks)
-    return qb.at[m2 - 2].set(-jnp.inf)
+    return qb
 
 
 def fit_hyperparameters(ds: DeviceStructure, root: int, *, kind: str = "classification", log_phi0: float = 2.0,

@@ -178,4 +178,4 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     qm = P.log_inside(ll, log_phi, ds, "max")
     vals = P.leaf_values(ds.stats, kind, None if a is None else jnp.asarray(a, ds.stats.dtype), prior)
     return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=a, prior=prior,
-                         log_leaf=ll, log_q=q, log_qmax=qm, values=vals, capacity=max(1, 2 * codes.shape[0] - 1))
+                         log_leaf=ll, log_q=q, log_qmax=qm, values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1)
