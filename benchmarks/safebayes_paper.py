@@ -125,6 +125,7 @@ def run(names, repeats, n_trees, seed):
             rec["time_rf"].append(time.perf_counter() - t0)
             rec["rf"]["acc"].append(float(np.mean(rf.classes_[np.argmax(prf, 1)] == yb)))
             rec["rf"]["lp"].append(_logpred(prf, yb, rf.classes_))
+        _plot_trees(name, clf)
         rec["n"], rec["d"] = int(X.shape[0]), int(X.shape[1])
         rec["paper"] = PAPER.get(name)
         results[name] = rec
@@ -150,6 +151,23 @@ def _plot_curve(name, curves):
     fig.tight_layout()
     OUT.mkdir(parents=True, exist_ok=True)
     fig.savefig(OUT / f"safebayes_curve_{name}.png", dpi=90)
+    plt.close(fig)
+
+
+def _plot_trees(name, clf):
+    """Highest- and lowest-weight trees of the last split's fit (the paper's Figure 3)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from bayestrees.plots_safebayes import plot_extreme_trees
+    except ImportError:
+        return
+    import matplotlib.pyplot as plt
+
+    fig = plot_extreme_trees(clf, n=3)
+    OUT.mkdir(parents=True, exist_ok=True)
+    fig.savefig(OUT / f"safebayes_trees_{name}.png", dpi=90)
     plt.close(fig)
 
 

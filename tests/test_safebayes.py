@@ -469,3 +469,15 @@ def test_property_small_data(n, seed, n_classes, nan_frac):
     assert np.all(count[:, 0] == n)
     leaf = np.asarray(t.is_leaf())
     assert np.all((count * leaf).sum(1) == n)
+
+
+def test_no_recompile_within_a_row_bucket():
+    rng = np.random.default_rng(14)
+    fns = (imp.fit_classification, imp.tree_class_probs, pt._sample_forest_jit)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X[:41], y[:41]).predict(X[:7])
+    sizes = [f._cache_size() for f in fns]
+    # other row counts in the same bucket (<= 64), another seed, another lam: no new compilation
+    bt.SafeBayesForestClassifier(K, split_prob=0.3, max_internal=KMAX, random_state=5).fit(X, y).predict(X[:30])
+    assert [f._cache_size() for f in fns] == sizes
