@@ -26,8 +26,8 @@ K, KMAX = 40, 31  # one (trees, capacity) shape for most tests: one compilation
 
 @pytest.fixture(scope="module")
 def big_prior():
-    """20000 prior trees at lam = 0.475, max_internal = 31 (shared by the statistical tests)."""
-    return pt.sample_prior_forest(jax.random.key(0), 20000, 3, LAM, KMAX)
+    """10000 prior trees at lam = 0.475, max_internal = 31 (shared by the statistical tests)."""
+    return pt.sample_prior_forest(jax.random.key(0), 10000, 3, LAM, KMAX)
 
 
 def _parse(code):

@@ -461,8 +461,9 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         dtype = lw.dtype
         w = imp.pad_rows(np.ones(n), size, 0.0)
         M = len(m_grid)
+        y_pad = jnp.asarray(imp.pad_rows(np.asarray(yv, float), size), dtype)
         rmse, lp = imp.operating_curve_regression(
-            lw, pad(mean, 0.0), pad(scale2, 1.0), pad(df, 1.0), jnp.asarray(imp.pad_rows(np.asarray(yv, float), size), dtype),
+            lw, pad(mean, 0.0), pad(scale2, 1.0), pad(df, 1.0), y_pad,
             jnp.asarray(_padded_grid(m_grid), dtype), float(n_train), jnp.asarray(w, dtype))
         return {"m": np.asarray(m_grid), "rmse": np.asarray(rmse)[:M], "log_predictive": np.asarray(lp)[:M],
                 "n_train": int(n_train)}
