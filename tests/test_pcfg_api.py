@@ -42,6 +42,10 @@ def test_classifier_fit_predict(iris_split, iris_clf):
     clf.set_params(predict_with="map")
     # the MAP tree is small (a few leaves), far smaller than the number of rows
     assert 2 <= int(n_leaves(clf.map_tree_)) <= 8
+    rs = clf.root_split_posterior()
+    assert sum(p for _, p in rs) == pytest.approx(1.0, rel=1e-4)
+    dist = clf.n_leaves_posterior(24)
+    assert dist.shape == (24,) and 0.5 < dist.sum() <= 1.0 + 1e-5
     lp = clf.log_predictive(Xt, yt)
     assert lp.shape == (len(Xt),) and np.all(lp <= 0)
 

@@ -93,6 +93,29 @@ class _PCFGBase:
             return self.posterior_.predict_exact(codes)
         return np.asarray(tree_predict(self._sample_trees_, codes)).mean(0)
 
+    def root_split_posterior(self) -> list[tuple[str, float]]:
+        """Exact posterior probability of each root split (and of a root leaf), largest first.
+
+        Returns a list of ``(description, probability)``; descriptions read
+        ``"feature <= value"`` (or ``"leaf"``).  Probabilities sum to 1.
+        """
+        self._check_fitted()
+        p0, ps = self.posterior_.root_splits()
+        st = self.posterior_.structure
+        out = [("leaf", p0)]
+        for k in np.flatnonzero(ps > 0):
+            fb = self.binner_.features_[int(st.slot_feature[k])]
+            out.append((f"{fb.name} {fb.threshold_label(int(st.slot_threshold[k]))}", float(ps[k])))
+        return sorted(out, key=lambda t: -t[1])
+
+    def n_leaves_posterior(self, max_leaves: int = 32) -> np.ndarray:
+        """Exact posterior probabilities of 1..max_leaves leaves, shape ``(max_leaves,)``.
+
+        The remaining mass (``1 - sum``) is on trees with more leaves.
+        """
+        self._check_fitted()
+        return self.posterior_.n_leaves_distribution(max_leaves)
+
     def _codes_checked(self, X):
         self._check_fitted()
         check_X(X, allow_nan=False)
