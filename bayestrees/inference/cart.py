@@ -277,11 +277,11 @@ def _level(state: GrowState, rows: _Rows, seed, min_weight, cfg: CARTConfig, y_s
     G = stats.T[:, order]  # (s, d, n)
     C = prefix_sum(G)
     L = C - _at(C, start_p - 1)
-    R = _at(C, end_p - 1) - C
 
     # -- node totals (from feature 0's prefix sums) and which open nodes may split
     C0 = C[:, 0]
     tot = (_at(C0, seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s)
+    R = tot.T[:, pos_node][:, None, :] - L  # (s, d, n)
     pos_w = stats[:, 0] > 0
     ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
     ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
@@ -385,7 +385,9 @@ def _level(state: GrowState, rows: _Rows, seed, min_weight, cfg: CARTConfig, y_s
     off = p_idx[None, :] - start_p[None, :]
     newpos = jnp.where(sp_pos[None, :],
                        start_p[None, :] + jnp.where(gl_pos, rank_l, nl_p + off - rank_l), p_idx[None, :])
-    order = jax.vmap(lambda o, npos: jnp.zeros_like(o).at[npos].set(o, unique_indices=True))(order, newpos)
+    flat_pos = (newpos + (jnp.arange(d, dtype=newpos.dtype) * n)[:, None]).reshape(d * n)
+    order = jnp.zeros(d * n, order.dtype).at[flat_pos].set(order.reshape(d * n), unique_indices=True,
+                                                            indices_are_sorted=False).reshape(d, n)
 
     # -- write the splits and the children
     idx_l = jnp.where(split, lchild, cap)  # out-of-range writes are dropped
