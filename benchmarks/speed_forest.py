@@ -1,0 +1,256 @@
+"""Speed benchmark: Bayesian forest fit/predict, bayestrees vs the same forest built with scikit-learn.
+
+Same work on both sides: ``n_trees`` CART trees with ``min_samples_leaf``, each
+fit to its own i.i.d. Exp(1) row-weight draw (scikit-learn:
+``DecisionTreeRegressor(min_samples_leaf=...).fit(X, y, sample_weight=w)``),
+two worker threads on each side (scikit-learn's tree builder releases the GIL;
+ours runs one compiled XLA call per tree in each of ``n_jobs=2`` threads).
+
+* Our fit time is the full ``BayesianForestRegressor.fit``: binning to 255
+  bins, validation, weight draws, growth and the copy of the trees to NumPy.
+  It is measured after a warm-up fit on the same shapes (JIT compilation is
+  reported separately: warm-up time minus the per-tree time of the warm-up's
+  trees).
+* Prediction: posterior mean of the forest on the held-out fold (ours: binning
+  + tree traversal; scikit-learn: mean of the trees' ``predict`` over 2
+  threads).
+* Peak memory: each side is fit once in a fresh child process; we report the
+  growth of the peak resident set size (``resource.getrusage(RUSAGE_SELF)
+  .ru_maxrss``) over the process's RSS after imports and data loading.
+* Scaling: Friedman-1 with 8 features at n = 20k, 200k, 2M rows, fewer trees
+  at larger n (same number on both sides).
+
+Times are wall-clock medians of ``--repeats`` runs in one process, sides
+interleaved, so the ratios are comparable even on a busy machine.
+
+Usage::
+
+    python benchmarks/speed_forest.py                  # full run (California + scaling)
+    python benchmarks/speed_forest.py --sizes 20000    # quicker scaling part
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("BAYESTREES_DATA", "/work/shared/data")) / "california_housing.csv"
+RESULTS = ROOT / "benchmarks" / "results" / "speed_forest.jsonl"
+
+
+def california_fold(fold: int = 0):
+    import pandas as pd
+    from sklearn.model_selection import KFold
+
+    df = pd.read_csv(DATA)
+    y = df.pop("medianHouseValue").to_numpy(float)
+    X = df.to_numpy(float)
+    tr, te = list(KFold(10, shuffle=True, random_state=0).split(X))[fold]
+    return X[tr], y[tr], X[te], y[te]
+
+
+def friedman(n: int, seed: int = 0):
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=n, n_features=8, noise=1.0, random_state=seed)
+    return X, y
+
+
+# -- the two sides ---------------------------------------------------------------------------------
+def ours_fit(X, y, n_trees, msl, seed=0, n_jobs=2):
+    from bayestrees import BayesianForestRegressor
+
+    return BayesianForestRegressor(n_estimators=n_trees, min_samples_leaf=msl, n_jobs=n_jobs,
+                                   random_state=seed).fit(X, y)
+
+
+def ours_predict(model, X):
+    return model.predict(X)
+
+
+def sk_fit(X, y, n_trees, msl, seed=0, n_jobs=2):
+    from sklearn.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, 2**31 - 1, n_trees)
+
+    def one(i):
+        w = np.random.default_rng(seeds[i]).exponential(size=len(y))
+        return DecisionTreeRegressor(min_samples_leaf=msl, random_state=int(seeds[i])).fit(X, y, sample_weight=w)
+
+    with ThreadPoolExecutor(n_jobs) as ex:
+        return list(ex.map(one, range(n_trees)))
+
+
+def sk_predict(trees, X, n_jobs=2):
+    with ThreadPoolExecutor(n_jobs) as ex:
+        preds = list(ex.map(lambda t: t.predict(X), trees))
+    return np.mean(preds, axis=0)
+
+
+CPU = {}
+
+
+def _timed(f, *a, **k):
+    """Wall time of one call; the process CPU time (all threads) goes to ``CPU['last']``."""
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    out = f(*a, **k)
+    CPU["last"] = time.process_time() - c0
+    return out, time.perf_counter() - t0
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def memory_child(side: str, n_trees: int, msl: int) -> dict:
+    """Run in a fresh process: peak RSS growth of one fit (ours includes compilation)."""
+    X, y, Xte, _ = california_fold()
+    if side == "ours":
+        import bayestrees  # noqa: F401  (imports before the baseline)
+    else:
+        import sklearn.tree  # noqa: F401
+    base = _rss_mb()
+    if side == "ours":
+        ours_fit(X, y, n_trees, msl)
+    else:
+        sk_fit(X, y, n_trees, msl)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    return {"side": side, "baseline_rss_mb": round(base, 1), "peak_rss_mb": round(peak, 1),
+            "peak_growth_mb": round(peak - base, 1)}
+
+
+def _memory(side, n_trees, msl):
+    out = subprocess.run([sys.executable, __file__, "--memory-child", side, "--trees", str(n_trees),
+                          "--msl", str(msl)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trees", type=int, default=100)
+    ap.add_argument("--msl", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", default="20000,200000,2000000")
+    ap.add_argument("--size-trees", default="10,4,2", help="trees per size in the scaling part")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_child:
+        print(json.dumps(memory_child(args.memory_child, args.trees, args.msl)))
+        return
+
+    import jax
+
+    X, y, Xte, yte = california_fold()
+    T, msl = args.trees, args.msl
+    rec = {"benchmark": "speed_forest", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": platform.node(),
+           "cpus": os.cpu_count(), "jax": jax.__version__, "backend": jax.default_backend(),
+           "n_train": len(y), "n_test": len(yte), "n_features": X.shape[1], "n_trees": T,
+           "min_samples_leaf": msl, "n_jobs": 2, "binning_in_fit_time": True}
+    print(f"California housing fold 0: {len(y)} train / {len(yte)} test rows, {X.shape[1]} features; "
+          f"{T} trees, min_samples_leaf={msl}, 2 threads each side; backend {jax.default_backend()}, "
+          f"{os.cpu_count()} CPUs", flush=True)
+
+    # warm-up (compilation) on the same shapes: 2 trees
+    _, t_warm = _timed(ours_fit, X, y, 2, msl)
+    m, _ = _timed(ours_fit, X, y, 2, msl)
+    _, t_two = _timed(ours_fit, X, y, 2, msl)
+    rec["ours_compile_s"] = round(max(t_warm - t_two, 0.0), 2)
+    _timed(ours_predict, m, Xte)
+    sk_fit(X[:2000], y[:2000], 2, msl)
+
+    fits = {"ours": [], "sklearn": []}
+    cpus = {"ours": [], "sklearn": []}
+    preds = {"ours": [], "sklearn": []}
+    for r in range(args.repeats):
+        mo, t = _timed(ours_fit, X, y, T, msl, seed=r)
+        fits["ours"].append(t)
+        cpus["ours"].append(CPU["last"])
+        ms, t = _timed(sk_fit, X, y, T, msl, seed=r)
+        fits["sklearn"].append(t)
+        cpus["sklearn"].append(CPU["last"])
+        ours_predict(mo, Xte)  # compiles for this number of trees on the first repeat
+        sk_predict(ms, Xte)
+        po, t = _timed(ours_predict, mo, Xte)
+        preds["ours"].append(t)
+        ps, t = _timed(sk_predict, ms, Xte)
+        preds["sklearn"].append(t)
+        print(f"  repeat {r}: fit ours {fits['ours'][-1]:.2f}s sklearn {fits['sklearn'][-1]:.2f}s; "
+              f"predict ours {preds['ours'][-1] * 1e3:.0f} ms sklearn {preds['sklearn'][-1] * 1e3:.0f} ms", flush=True)
+    rmse = lambda p: float(np.sqrt(np.mean((p - yte) ** 2)))  # noqa: E731
+    med = {k: float(np.median(v)) for k, v in fits.items()}
+    medp = {k: float(np.median(v)) for k, v in preds.items()}
+    medc = {k: float(np.median(v)) for k, v in cpus.items()}
+    rec.update(fit_s={k: round(v, 3) for k, v in med.items()}, fit_ratio=round(med["ours"] / med["sklearn"], 3),
+               fit_cpu_s={k: round(v, 3) for k, v in medc.items()},
+               fit_cpu_ratio=round(medc["ours"] / medc["sklearn"], 3),
+               predict_s={k: round(v, 4) for k, v in medp.items()},
+               predict_ratio=round(medp["ours"] / medp["sklearn"], 3),
+               rmse={"ours": round(rmse(po), 1), "sklearn": round(rmse(ps), 1)},
+               n_leaves_mean={"ours": float(np.mean(np.asarray((mo.trees_.left < 0) & (
+                   np.arange(mo.trees_.left.shape[1]) < mo.trees_.n_nodes[:, None])).sum(1))),
+                              "sklearn": float(np.mean([t.get_n_leaves() for t in ms]))})
+    if not args.no_memory:
+        rec["memory"] = {s: _memory(s, T, msl) for s in ("ours", "sklearn")}
+
+    # scaling with n
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    st = [int(s) for s in args.size_trees.split(",")]
+    rec["scaling"] = []
+    for i, n in enumerate(sizes):
+        k = st[min(i, len(st) - 1)]
+        Xs, ys = friedman(n)
+        _, tw = _timed(ours_fit, Xs, ys, 2, msl)  # warm-up for these shapes
+        _, t2 = _timed(ours_fit, Xs, ys, 2, msl) if n <= 200_000 else (None, None)
+        _, to = _timed(ours_fit, Xs, ys, k, msl)
+        co = CPU["last"]
+        _, ts = _timed(sk_fit, Xs, ys, k, msl)
+        cs = CPU["last"]
+        row = {"n": n, "trees": k, "ours_s": round(to, 2), "sklearn_s": round(ts, 2), "ratio": round(to / ts, 3),
+               "ours_cpu_s": round(co, 2), "sklearn_cpu_s": round(cs, 2), "ours_warmup_2_trees_s": round(tw, 2)}
+        if t2 is not None:
+            row["ours_compile_s"] = round(max(tw - t2, 0.0), 2)
+        rec["scaling"].append(row)
+        print(f"  scaling n={n}: {k} trees ours {to:.2f}s sklearn {ts:.2f}s ratio {to / ts:.2f}", flush=True)
+
+    # table
+    print()
+    print(f"| quantity | bayestrees | scikit-learn | ratio |")
+    print(f"|---|---|---|---|")
+    print(f"| fit {T} trees (s, median of {args.repeats}, incl. binning) | {med['ours']:.2f} | {med['sklearn']:.2f} "
+          f"| {rec['fit_ratio']:.2f} |")
+    print(f"| fit CPU time, all threads (s) | {medc['ours']:.2f} | {medc['sklearn']:.2f} "
+          f"| {rec['fit_cpu_ratio']:.2f} |")
+    print(f"| predict {len(yte)} rows (ms) | {medp['ours'] * 1e3:.0f} | {medp['sklearn'] * 1e3:.0f} "
+          f"| {rec['predict_ratio']:.2f} |")
+    print(f"| compile (s, once per shape) | {rec['ours_compile_s']:.1f} | - | |")
+    if "memory" in rec:
+        mo_, ms_ = rec["memory"]["ours"], rec["memory"]["sklearn"]
+        print(f"| peak RSS growth of one fit (MiB) | {mo_['peak_growth_mb']:.0f} | {ms_['peak_growth_mb']:.0f} | "
+              f"{mo_['peak_growth_mb'] / max(ms_['peak_growth_mb'], 1):.2f} |")
+    print(f"| test RMSE | {rec['rmse']['ours']:.0f} | {rec['rmse']['sklearn']:.0f} | |")
+    print(f"| mean leaves per tree | {rec['n_leaves_mean']['ours']:.0f} | {rec['n_leaves_mean']['sklearn']:.0f} | |")
+    for row in rec["scaling"]:
+        print(f"| Friedman-1 n={row['n']:,}, {row['trees']} trees: wall s (CPU s) | {row['ours_s']:.2f} "
+              f"({row['ours_cpu_s']:.1f}) | {row['sklearn_s']:.2f} ({row['sklearn_cpu_s']:.1f}) | {row['ratio']:.2f} |")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    print(f"\nappended to {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
