@@ -96,6 +96,9 @@ def check_X(X, *, name: str = "X", allow_nan: bool = True) -> tuple[list[np.ndar
     """
     if X is None:
         raise ValueError(f"{name} is None; pass an array of shape (n_samples, n_features)")
+    if hasattr(X, "tocsr") or hasattr(X, "todense"):
+        raise TypeError(f"sparse input is not supported: {name} is a sparse matrix/array; "
+                        "pass a dense array (X.toarray())")
     if _is_dataframe(X):
         if X.shape[0] == 0:
             raise ValueError(f"{name} is empty (0 rows); pass at least one row")
@@ -117,15 +120,18 @@ def check_X(X, *, name: str = "X", allow_nan: bool = True) -> tuple[list[np.ndar
         arr = np.asarray(X)
         if arr.ndim == 1:
             raise ValueError(
-                f"{name} must be 2-d of shape (n_samples, n_features), got 1-d of length {arr.shape[0]}; "
-                "reshape with X.reshape(-1, 1) for a single feature"
+                f"{name} must be 2-d of shape (n_samples, n_features), got 1-d of length {arr.shape[0]}. "
+                "Reshape your data: X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single row"
             )
         if arr.ndim != 2:
             raise ValueError(f"{name} must be 2-d of shape (n_samples, n_features), got shape {arr.shape}")
         if arr.shape[0] == 0:
-            raise ValueError(f"{name} is empty (0 rows); pass at least one row")
+            raise ValueError(f"{name} is empty: found 0 sample(s) (shape={arr.shape}) while a minimum of 1 is "
+                             "required; pass at least one row")
         if arr.shape[1] == 0:
-            raise ValueError(f"{name} has 0 columns; pass at least one feature")
+            raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+        if arr.dtype.kind == "c":
+            raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
         if arr.dtype.kind in "biuf":
             arr = arr.astype(np.float64)
             cols = [arr[:, j] for j in range(arr.shape[1])]
@@ -139,6 +145,11 @@ def check_X(X, *, name: str = "X", allow_nan: bool = True) -> tuple[list[np.ndar
                     cols.append(num)
                     kinds.append("numeric")
                 except (TypeError, ValueError):
+                    bad = [v for v in col if not isinstance(v, (str, bytes, int, float, bool, np.generic))
+                           and not _is_missing(v)]
+                    if bad:
+                        raise ValueError(f"{name} column {j}: argument must be a string or a number, "
+                                         f"got {type(bad[0]).__name__}") from None
                     cols.append(np.array([np.nan if _is_missing(v) else v for v in col], dtype=object))
                     kinds.append("categorical")
         else:
@@ -167,17 +178,32 @@ def _is_missing(v) -> bool:
         return False
 
 
+def _column_or_1d(y, name: str) -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        import warnings
+
+        try:
+            from sklearn.exceptions import DataConversionWarning as _W
+        except ImportError:  # pragma: no cover
+            _W = UserWarning
+        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; it was raveled",
+                      _W, stacklevel=3)
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
+    return arr
+
+
 def check_y_regression(y, n: int | None = None, *, name: str = "y") -> np.ndarray:
     """Validate a real response: 1-d, numeric, finite, matching ``n`` rows."""
     if y is None:
         raise ValueError(f"{name} is None; pass a 1-d array of targets")
-    arr = np.asarray(y)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
+    arr = _column_or_1d(y, name)
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty; pass at least one target")
+    if arr.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
     if arr.dtype.kind not in "biuf":
         try:
             arr = arr.astype(np.float64)
@@ -201,11 +227,7 @@ def check_y_classification(y, n: int | None = None, *, name: str = "y") -> tuple
     """
     if y is None:
         raise ValueError(f"{name} is None; pass a 1-d array of class labels")
-    arr = np.asarray(y)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
+    arr = _column_or_1d(y, name)
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty; pass at least one label")
     if n is not None and arr.shape[0] != n:

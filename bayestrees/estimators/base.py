@@ -68,6 +68,11 @@ class TreeEstimatorMixin:
 
     _allow_nan = True
 
+    @staticmethod
+    def _reject_sparse(X):
+        if hasattr(X, "tocsr") or hasattr(X, "todense"):
+            raise TypeError("sparse input is not supported: pass a dense array (X.toarray())")
+
     def _fit_binner(self, X, y_for_order=None, *, classification=False, max_bins=255, categorical=None):
         if y_for_order is not None and hasattr(X, "shape") and hasattr(X, "__len__") \
                 and len(X) != len(y_for_order):
@@ -124,6 +129,8 @@ class TreeEstimatorMixin:
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = self._allow_nan
+        tags.input_tags.string = True  # string/object columns are categorical features
+        tags.input_tags.categorical = True
         return tags
 
 

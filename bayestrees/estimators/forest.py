@@ -72,7 +72,7 @@ class _ForestMixin:
             raise ValueError("dtype='float64' needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) first")
         if n_rows < 2 * int(self.min_samples_leaf):
             raise ValueError(
-                f"X has {n_rows} rows, fewer than 2 * min_samples_leaf = {2 * int(self.min_samples_leaf)}; "
+                f"X has {n_rows} rows (n_samples={n_rows}), fewer than 2 * min_samples_leaf = {2 * int(self.min_samples_leaf)}; "
                 "no split is possible: lower min_samples_leaf or give more rows"
             )
 
@@ -93,15 +93,15 @@ class _ForestMixin:
                           extra=self.splitter == "random", capacity=cap, has_missing=has_missing, missing=missing)
 
     # -- fitting ------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y):
         """Fit the forest: one weighted CART per posterior draw.
 
         Parameters
         ----------
         X : array-like or DataFrame (n_samples, n_features); NaN allowed (missing)
         y : (n_samples,) real targets (regressors) or labels (classifiers)
-        sample_weight : ignored unless given, then multiplies every draw's weights
         """
+        self._reject_sparse(X)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         y_arr = np.asarray(y)
@@ -155,8 +155,6 @@ class _ForestMixin:
             block[perm] = np.arange(n) % k
             self.block_of_row_ = block[:n]
             kwargs.update(block_of_row=block, n_blocks=k)
-        if sample_weight is not None:
-            raise ValueError("sample_weight is not supported: the forest draws its own posterior weights")
         trees = fit_forest(k_forest, prep, ytrain, cfg, int(self.n_estimators), self.weights, **kwargs)
         self.trees_ = jax.tree_util.tree_map(np.asarray, trees)
         self.config_ = cfg
@@ -291,7 +289,8 @@ class _ClassifierForest(_ForestMixin, ClassifierBase):
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities averaged over trees, shape (n_samples, n_classes)."""
-        return self.predict_draws(X).mean(axis=0)
+        p = self.predict_draws(X).astype(np.float64).mean(axis=0)
+        return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
         return self._labels(self.predict_proba(X))

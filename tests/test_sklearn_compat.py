@@ -1,0 +1,19 @@
+"""scikit-learn's own estimator checks (a peer's test suite) on the forest estimators."""
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import bayestrees as bt
+
+_ESTIMATORS = [
+    bt.BayesianForestRegressor(n_estimators=3, random_state=0),
+    bt.BayesianForestClassifier(n_estimators=3, random_state=0),
+    bt.EmpiricalBayesianForestRegressor(n_estimators=3, trunk_min_samples_leaf=20, random_state=0),
+    bt.EmpiricalBayesianForestClassifier(n_estimators=3, trunk_min_samples_leaf=20, random_state=0),
+    bt.SubSampleForestRegressor(n_estimators=4, n_blocks=2, random_state=0),
+    bt.SubSampleForestClassifier(n_estimators=4, n_blocks=2, random_state=0),
+]
+
+
+@parametrize_with_checks(_ESTIMATORS)
+def test_sklearn_check_estimator(estimator, check):
+    check(estimator)
