@@ -36,6 +36,7 @@ __all__ = [
     "nig_log_marginal",
     "nig_posterior",
     "nig_predictive_logpdf",
+    "student_t_logpdf",
     "default_nig_prior",
 ]
 
@@ -108,11 +109,14 @@ def nig_log_marginal(n, s, ss, prior: NIGPrior):
             + 0.5 * (jnp.log(k0) - jnp.log(kn)) - 0.5 * n * jnp.log(2.0 * jnp.pi))
 
 
+def student_t_logpdf(y, mean, scale2, df):
+    """log density of a Student-t with location ``mean``, squared scale ``scale2`` and ``df`` degrees of freedom."""
+    z2 = (y - mean) ** 2 / scale2
+    return (gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * jnp.log(df * jnp.pi * scale2)
+            - (df + 1) / 2 * jnp.log1p(z2 / df))
+
+
 def nig_predictive_logpdf(y, n, s, ss, prior: NIGPrior):
     """log density of new ``y`` under the Student-t posterior predictive."""
     mn, kn, an, bn = nig_posterior(n, s, ss, prior)
-    df = 2.0 * an
-    scale2 = bn * (kn + 1.0) / (an * kn)
-    z2 = (y - mn) ** 2 / scale2
-    return (gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * jnp.log(df * jnp.pi * scale2)
-            - (df + 1) / 2 * jnp.log1p(z2 / df))
+    return student_t_logpdf(y, mn, bn * (kn + 1.0) / (an * kn), 2.0 * an)

@@ -483,7 +483,7 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         yv = jnp.asarray(np.asarray(y, float), mean.dtype)
         if yv.shape != (mean.shape[1],):
             raise ValueError(f"y must have shape ({mean.shape[1]},), got {tuple(yv.shape)}")
-        lpdf = imp._student_logpdf(yv[None, :], mean, scale2, df)
+        lpdf = imp.student_t_logpdf(yv[None, :], mean, scale2, df)
         return float(jnp.mean(jax.scipy.special.logsumexp(lw[:, None] + lpdf, axis=0)))
 
     def operating_curve(self, X, y, m_grid=None) -> dict:

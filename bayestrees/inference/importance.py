@@ -37,7 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..leaves import NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior
+from ..data import bucket_size, pad_rows  # noqa: F401  (re-exported: used by the estimators)
+from ..leaves import (NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior,
+                      student_t_logpdf)
 from ..tree import Tree, apply
 from .prior_trees import PriorForest, bin_cum_counts, cut_thresholds, prior_to_tree, subtree_sums
 
@@ -222,35 +224,6 @@ def tree_regression_predictive(tree_stats, prior: NIGPrior, leaves):
     return mean, bn * (kn + 1.0) / (an * kn), 2.0 * an
 
 
-def _student_logpdf(y, mean, scale2, df):
-    from jax.scipy.special import gammaln
-
-    z2 = (y - mean) ** 2 / scale2
-    return (gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * jnp.log(df * jnp.pi * scale2)
-            - (df + 1) / 2 * jnp.log1p(z2 / df))
-
-
-def bucket_size(n: int) -> int:
-    """Padded length for ``n`` rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2).
-
-    Padding row counts to a few sizes lets one compilation serve many data sizes.
-    """
-    n = int(n)
-    b = 64
-    while b < n:
-        b = int(np.ceil(b * np.sqrt(2.0)))
-    return b
-
-
-def pad_rows(a, size: int, value=0):
-    """Pad the leading axis of ``a`` to ``size`` with ``value`` (numpy)."""
-    a = np.asarray(a)
-    if a.shape[0] >= size:
-        return a
-    pad = np.full((size - a.shape[0],) + a.shape[1:], value, dtype=a.dtype)
-    return np.concatenate([a, pad], axis=0)
-
-
 def default_m_grid(n_train: int, max_points: int = 1000) -> np.ndarray:
     """Effective sample sizes for an operating curve: every integer 1..N when
     ``N <= max_points``, else ``max_points`` log-spaced integers from 1 to N."""
@@ -310,7 +283,7 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
     rmse, log_predictive : float (M,)
     """
     betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
-    lpdf = _student_logpdf(y[None, :], mean, scale2, df)  # (K, n)
+    lpdf = student_t_logpdf(y[None, :], mean, scale2, df)  # (K, n)
     w = jnp.ones(y.shape[0], log_weight.dtype) if row_weight is None else jnp.asarray(row_weight, log_weight.dtype)
     w = w / jnp.sum(w)
 
