@@ -183,7 +183,7 @@ def _split_logits(n, q, log_leaf, log_phi, ds):
 def _grow(key, q, log_leaf, log_phi, ds, root, capacity, greedy):
     """Grow one tree top down (breadth first) into fixed arrays."""
     neg = -jnp.ones(capacity, jnp.int32)
-    state = dict(sym=neg.at[0].set(root), feature=neg, threshold=jnp.zeros(capacity, jnp.int32), left=neg,
+    state = dict(sym=neg.at[0].set(jnp.asarray(root, jnp.int32)), feature=neg, threshold=jnp.zeros(capacity, jnp.int32), left=neg,
                  right=neg, depth=jnp.zeros(capacity, jnp.int32), n_nodes=jnp.int32(1), i=jnp.int32(0))
 
     def cond(s):
@@ -229,7 +229,7 @@ def _to_tree(s, values, counts, capacity):
                 n_nodes=s["n_nodes"])
 
 
-@partial(jax.jit, static_argnames=("root", "capacity", "n"))
+@partial(jax.jit, static_argnames=("capacity", "n"))
 def sample_trees(key, q, log_leaf, log_phi, values, ds: DeviceStructure, root: int, capacity: int, n: int):
     """Exact independent posterior draws of whole trees.
 
@@ -239,6 +239,7 @@ def sample_trees(key, q, log_leaf, log_phi, values, ds: DeviceStructure, root: i
     q : float[M + 2]  from :func:`log_inside` (``mode="sum"``)
     log_leaf : float[M + 2], log_phi : float
     values : float[M + 2, V]  leaf predictions (:func:`leaf_values`)
+    root : int  root symbol (traced: a new root does not recompile)
     capacity : int  node slots per tree (``2 n_rows - 1`` always suffices)
     n : int  number of trees
 
@@ -252,7 +253,7 @@ def sample_trees(key, q, log_leaf, log_phi, values, ds: DeviceStructure, root: i
     return trees, s["sym"]
 
 
-@partial(jax.jit, static_argnames=("root", "capacity"))
+@partial(jax.jit, static_argnames=("capacity",))
 def map_tree(qmax, log_leaf, log_phi, values, ds: DeviceStructure, root: int, capacity: int):
     """The MAP tree (Algorithm 2): follow the arg max of ``Q_max`` top down.
 
@@ -263,7 +264,7 @@ def map_tree(qmax, log_leaf, log_phi, values, ds: DeviceStructure, root: int, ca
     return _to_tree(s, values, ds.count, capacity), qmax[root]
 
 
-@partial(jax.jit, static_argnames=("root", "n", "max_depth"))
+@partial(jax.jit, static_argnames=("n", "max_depth"))
 def sample_paths(key, x, q, log_leaf, log_phi, values, ds: DeviceStructure, root: int, n: int,
                  max_depth: int = 64):
     """Path sampling for one query point (Algorithm 1): ``n`` root-to-leaf walks.
@@ -292,7 +293,7 @@ def sample_paths(key, x, q, log_leaf, log_phi, values, ds: DeviceStructure, root
             stop = choice == 0
             return jnp.where(stop, node, child), dpt + jnp.where(stop, 0, 1), stop
 
-        node, dpt, _ = jax.lax.while_loop(cond, body, (jnp.int32(root), jnp.int32(0), jnp.bool_(False)))
+        node, dpt, _ = jax.lax.while_loop(cond, body, (jnp.asarray(root, jnp.int32), jnp.int32(0), jnp.bool_(False)))
         return values[node], dpt
 
     return jax.vmap(walk)(jax.random.split(key, n))
@@ -326,9 +327,9 @@ def exact_predictive(X, q, log_leaf, log_phi, values, ds: DeviceStructure):
         l, r = ds.left[ids], ds.right[ids]                            # (C, S)
         w = jnp.exp(q[l] + q[r] - log_phi - q[ids][:, None])          # (C, S)
         w_stop = jnp.exp(log_leaf[ids] - q[ids])                      # (C,)
-        child = jnp.where(go_left[None, :, :], l[:, None, :], r[:, None, :])   # (C, m, S)
-        gc = g[child, jnp.arange(mq)[None, :, None]]                  # (C, m, S, V)
-        new = w_stop[:, None, None] * values[ids][:, None, :] + jnp.einsum("cs,cmsv->cmv", w, gc)
+        gl, gr = g[l], g[r]                                           # (C, S, m, V) row gathers
+        gc = jnp.where(go_left.T[None, :, :, None], gl, gr)
+        new = w_stop[:, None, None] * values[ids][:, None, :] + jnp.einsum("cs,csmv->cmv", w, gc)
         new = jnp.where(jnp.isfinite(q[ids])[:, None, None], new, 0.0)
         return g.at[ids].set(new), None
 

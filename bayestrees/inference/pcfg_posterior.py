@@ -117,6 +117,7 @@ class PCFGPosterior:
     def predict_exact(self, codes, batch: int = 64) -> np.ndarray:
         """Exact posterior predictive (class probabilities or mean) at each row: ``(m, V)``."""
         codes = np.asarray(codes, np.int32)
+        batch = min(int(batch), P._bucket(max(1, codes.shape[0])))
         out = []
         for a in range(0, codes.shape[0], batch):
             xb = codes[a: a + batch]
