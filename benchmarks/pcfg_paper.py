@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--xor-n", type=int, default=128)
     ap.add_argument("--only", default="iris,caesarian,haberman,vertebral,xor")
+    ap.add_argument("--out", default="pcfg_paper.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
     rows = {}
     for name in args.only.split(","):
@@ -132,7 +133,7 @@ def main():
               f"{r['cart']:>6.3f} {r['rf']:>6.3f} {r['map_nodes']:>8.1f} {r['paper_nodes']:>6.1f} "
               f"{r['cart_nodes']:>9.1f} {r['cart_nodes'] / r['map_nodes']:>6.1f}")
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "pcfg_paper.json"
+    path = OUT / args.out
     old = json.loads(path.read_text()) if path.exists() else {}
     old.update(rows)
     path.write_text(json.dumps(old, indent=1))
