@@ -65,6 +65,8 @@ def main():
         rows[name] = run(name, args.repeats, args.steps)
         rows[name]["wall_s"] = time.perf_counter() - t0
         print(name, json.dumps(rows[name]), flush=True)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "pcfg_hyper.json").write_text(json.dumps(rows, indent=1))
     print(f"{'data':<10} {'MAP lnphi=2':>11} {'MAP learnt':>10} {'post lnphi=2':>12} {'post learnt':>11} "
           f"{'ln phi':>7} {'alpha':>6} {'ev gain':>8}")
     for n, r in rows.items():
