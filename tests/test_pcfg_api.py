@@ -33,6 +33,8 @@ def test_classifier_fit_predict(iris_split, iris_clf):
     assert np.isfinite(clf.log_evidence_) and clf.log_evidence_ < 0
     assert clf.idata_.posterior.sizes["draw"] == 50
     assert "lp" in clf.idata_.sample_stats
+    assert clf.idata_.log_likelihood["y"].shape == (1, 50, len(X))
+    assert np.all(clf.idata_.log_likelihood["y"].values < 0)
     for pw in ("map", "posterior", "samples"):
         clf.set_params(predict_with=pw)
         p = clf.predict_proba(Xt)

@@ -42,13 +42,22 @@ def bin_for_pcfg(X, max_bins: int, y_for_order=None, classification: bool = Fals
     return binner, binner.transform(X).astype(np.int32), nb
 
 
-def pcfg_idata(post, key, draws: int, chains: int = 1, output_names=None):
-    """Sample ``chains * draws`` exact trees and convert them to InferenceData."""
+def pcfg_idata(post, key, draws: int, chains: int = 1, output_names=None, codes=None, y=None):
+    """Sample ``chains * draws`` exact trees and convert them to InferenceData.
+
+    With training ``codes`` and class codes ``y`` (classification), the
+    ``log_likelihood`` group holds ``log p(y_i | leaf of x_i)`` per tree
+    (leaf posterior predictive), shape ``(chain, draw, n)``, so ``az.loo`` works.
+    """
     trees, logp = post.sample(key, draws * chains)
     shaped = type(trees)(*[np.asarray(a).reshape((chains, draws) + a.shape[1:]) for a in trees])
     lp = np.asarray(logp).reshape(chains, draws)
+    ll = None
+    if codes is not None and y is not None and post.kind == "classification":
+        probs = np.asarray(tree_predict(shaped, codes))                  # (chain, draw, n, K)
+        ll = {"y": np.log(np.take_along_axis(probs, np.asarray(y)[None, None, :, None], -1)[..., 0])}
     return trees_to_inferencedata(
-        shaped, posterior_extra={"log_tree_posterior": lp}, sample_stats={"lp": lp},
+        shaped, posterior_extra={"log_tree_posterior": lp}, sample_stats={"lp": lp}, log_likelihood=ll,
         attrs={"family": "pcfg", "inference": "exact", "log_phi": post.log_phi,
                "log_evidence": post.log_evidence, "method": post.structure.method},
         output_names=output_names,
@@ -81,7 +90,8 @@ class _PCFGBase:
         self.map_tree_, self.map_log_prob_ = post.map_tree()
         self.log_evidence_ = post.log_evidence
         names = [str(c) for c in self.classes_] if kind == "classification" else None
-        self.idata_ = pcfg_idata(post, self._key(), int(self.n_samples), 1, output_names=names)
+        self.idata_ = pcfg_idata(post, self._key(), int(self.n_samples), 1, output_names=names, codes=codes,
+                                 y=yy if kind == "classification" else None)
         self._sample_trees_ = index_tree(_trees_of(self.idata_), 0)
         return self
 
