@@ -107,20 +107,18 @@ def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
     rows = jnp.arange(n)
 
     def cond(state):
-        node, _ = state
-        return jnp.any(tree.left[node] >= 0)
+        return state[1]
 
     def body(state):
-        node, it = state
+        node, _ = state
         f = tree.feature[node]
-        internal = tree.left[node] >= 0
+        left = tree.left[node]
         c = codes[rows, jnp.maximum(f, 0)].astype(jnp.int32)
-        is_miss = c == missing
-        go_left = jnp.where(is_miss, tree.missing_left[node], c <= tree.threshold[node])
-        child = jnp.where(go_left, tree.left[node], tree.right[node])
-        return jnp.where(internal, child, node), it + 1
+        go_left = jnp.where(c == missing, tree.missing_left[node], c <= tree.threshold[node])
+        nxt = jnp.where(left < 0, node, jnp.where(go_left, left, tree.right[node]))
+        return nxt, jnp.any(nxt != node)
 
-    node, _ = jax.lax.while_loop(cond, body, (jnp.zeros(n, jnp.int32), 0))
+    node, _ = jax.lax.while_loop(cond, body, (jnp.zeros(n, jnp.int32), jnp.array(True)))
     return node
 
 
@@ -153,7 +151,15 @@ def _apply_jit(tree: Tree, codes, missing: int):
 
 def predict(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     """Leaf values for each row: float array of shape ``S + (n, V)``."""
-    leaves = apply(tree, codes, missing)
+    codes = jnp.asarray(codes)
+    if missing is None:
+        missing = int(np.iinfo(np.dtype(codes.dtype)).max)
+    return _predict_jit(tree, codes, int(missing))
+
+
+@partial(jax.jit, static_argnames=("missing",))
+def _predict_jit(tree: Tree, codes, missing: int):
+    leaves = _apply_jit(tree, codes, missing)
     return jnp.take_along_axis(tree.value, leaves[..., None], axis=-2)
 
 

@@ -121,8 +121,8 @@ class TreeEstimatorMixin:
         """Save the fitted estimator (a pickle of numpy arrays and parameters)."""
         import jax
 
-        state = jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a,
-                                       self.__dict__)
+        public = {k: v for k, v in self.__dict__.items() if not k.startswith("_dev")}  # caches are rebuilt
+        state = jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, public)
         with open(Path(path), "wb") as fh:
             pickle.dump({"class": type(self), "state": state, "format": 1}, fh)
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from ..data import bucket_size, missing_code, pad_rows
 from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk
 from ..inference.cart import CARTConfig, default_capacity, prepare_codes
-from ..tree import Tree, apply, index_tree, n_leaves, max_depth
+from ..tree import Tree, index_tree, max_depth, n_leaves, predict
 from ..convert import trees_to_inferencedata
 from .base import ClassifierBase, RegressorBase
 
@@ -172,9 +172,16 @@ class _ForestMixin:
             c = codes[s:s + step]
             m = c.shape[0]
             c = jnp.asarray(pad_rows(c, bucket_size(m), miss))  # bucketed: no recompile per row count
-            leaves = apply(self.trees_, c, miss)[:, :m]
-            out.append(np.asarray(jnp.take_along_axis(jnp.asarray(self.trees_.value), leaves[..., None], axis=-2)))
+            out.append(np.asarray(predict(self._device_trees(), c, miss))[:, :m])
         return np.concatenate(out, axis=1)  # (T, n, V)
+
+    def _device_trees(self) -> Tree:
+        """The trees as device arrays, converted once and cached (not saved with the model)."""
+        dev = self.__dict__.get("_dev_trees")
+        if dev is None or dev[0] is not self.trees_:
+            dev = (self.trees_, jax.tree_util.tree_map(jnp.asarray, self.trees_))
+            self.__dict__["_dev_trees"] = dev
+        return dev[1]
 
     def predict_draws(self, X) -> np.ndarray:
         """Posterior draws of the CART functional at ``X``: one prediction per tree.
