@@ -15,6 +15,11 @@ Every forest has 100 trees and ``min_samples_leaf=2``:
 ``--max-bins`` sets the library's feature binning (default 255: California's
 features have more distinct values than that, so they are quantile-binned);
 ``--extra-bins 1024`` adds a ``BF-bins1024`` row fitted in the same run.
+``--methods`` may also name ``sklearn-BF``: the same Bayesian forest built from
+scikit-learn's ``DecisionTreeRegressor`` with Exp(1) ``sample_weight`` (exact
+thresholds, float64), a reference that separates the method from the engine;
+and ``BF-float64`` (the library's BF in float64, which switches on ``jax_enable_x64``
+for the whole run: use it in a run of its own).
 
 Results are appended, one JSON line per (fold, method), to
 ``benchmarks/results/forest_california.jsonl``; ``--resume`` skips the pairs
@@ -45,6 +50,31 @@ def load(data_dir):
     return df.to_numpy(float), y, list(df.columns)
 
 
+class SklearnBayesianForest:
+    """The Bayesian forest built from scikit-learn parts: ``DecisionTreeRegressor`` fitted with
+    Exp(1) ``sample_weight`` per tree (a reference for the library's engine)."""
+
+    def __init__(self, n_estimators=100, min_samples_leaf=2, n_jobs=2, random_state=0):
+        self.n_estimators, self.min_samples_leaf, self.n_jobs, self.random_state = \
+            n_estimators, min_samples_leaf, n_jobs, random_state
+
+    def fit(self, X, y):
+        from joblib import Parallel, delayed
+        from sklearn.tree import DecisionTreeRegressor
+        rng = np.random.default_rng(self.random_state)
+        W = rng.exponential(size=(self.n_estimators, len(y)))
+        seeds = rng.integers(2**31, size=self.n_estimators)
+
+        def one(w, s):
+            return DecisionTreeRegressor(min_samples_leaf=self.min_samples_leaf, random_state=int(s)).fit(
+                X, y, sample_weight=w)
+        self.trees_ = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(w, s) for w, s in zip(W, seeds))
+        return self
+
+    def predict(self, X):
+        return np.mean([t.predict(X) for t in self.trees_], axis=0)
+
+
 def make(method, n_trees, msl, max_bins, n_jobs, seed):
     import bayestrees as bt
     common = dict(min_samples_leaf=msl, max_bins=max_bins, n_jobs=n_jobs, random_state=seed)
@@ -54,6 +84,8 @@ def make(method, n_trees, msl, max_bins, n_jobs, seed):
         return bt.BayesianForestRegressor(n_trees, weights="multinomial", **common)
     if method == "BF":
         return bt.BayesianForestRegressor(n_trees, **common)
+    if method == "BF-float64":  # needs jax_enable_x64 (switched on by main when this method is asked for)
+        return bt.BayesianForestRegressor(n_trees, dtype="float64", **common)
     if method.startswith("BF-bins"):
         common["max_bins"] = int(method[len("BF-bins"):])
         return bt.BayesianForestRegressor(n_trees, **common)
@@ -63,6 +95,8 @@ def make(method, n_trees, msl, max_bins, n_jobs, seed):
         return bt.SubSampleForestRegressor(n_trees, n_blocks=5, **common)
     if method == "EBF":
         return bt.EmpiricalBayesianForestRegressor(n_trees, trunk_min_samples_leaf=3000, **common)
+    if method == "sklearn-BF":
+        return SklearnBayesianForest(n_trees, min_samples_leaf=msl, n_jobs=2, random_state=seed)
     if method == "sklearn-RF":
         from sklearn.ensemble import RandomForestRegressor
         return RandomForestRegressor(n_estimators=n_trees, min_samples_leaf=msl, n_jobs=2, random_state=seed)
@@ -90,6 +124,9 @@ def main(argv=None):
         return
 
     from sklearn.model_selection import KFold
+    if "BF-float64" in methods:
+        import jax
+        jax.config.update("jax_enable_x64", True)
     X, y, names = load(a.data_dir)
     n_trees = a.n_trees
     folds = list(KFold(10, shuffle=True, random_state=SEED).split(X))
