@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..data import bucket_size, missing_code, pad_rows
-from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk
+from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
 from ..inference.cart import CARTConfig, default_capacity, prepare_codes
 from ..tree import Tree, index_tree, max_depth, n_leaves, predict
 from ..convert import trees_to_inferencedata
@@ -136,7 +136,11 @@ class _ForestMixin:
         k_trunk, k_blocks, k_forest = jax.random.split(key, 3)
         kwargs = dict(dtype=dtype, y_shift=shift, y_scale=scale, chunk_size=self.chunk_size, n_jobs=self.n_jobs,
                       progressbar=bool(self.progressbar), n_valid=n)
+        # every kind passes a trunk and row blocks (the root and one block by default), so that
+        # BF, EBF and SSF share one compiled program per data shape
         self.trunk_ = None
+        kwargs.update(trunk=root_trunk(cfg, dtype), trunk_row_node=jnp.zeros(n_pad, jnp.int32),
+                      block_of_row=np.zeros(n_pad, np.int32), n_blocks=1)
         if self._kind == "ebf":
             tmsl = int(self.trunk_min_samples_leaf)
             if tmsl < 1:

@@ -20,6 +20,7 @@ rows), in one compiled call.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -29,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..tree import Tree, apply
+from ..tree import Tree, apply, empty_tree
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
@@ -77,7 +78,9 @@ def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: floa
     """
     per_tree = 4.0 * n * d * (4 * n_stats + 10) + 64.0 * n
     c = max(1, int(memory_budget // per_tree))
-    c = min(c, 16, n_trees, max(1, int(2e5 // max(1, n * d))))
+    # not capped by n_trees: the chunk depends on the data shape only, so forests of any size
+    # (and the trunk of an empirical Bayesian forest) share one compilation
+    c = min(c, 16, max(1, int(2e5 // max(1, n * d))))
     return 1 << int(math.floor(math.log2(c)))
 
 
@@ -166,6 +169,15 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     return trees
 
 
+def root_trunk(cfg: CARTConfig, dtype=jnp.float32) -> Tree:
+    """A trunk that is just the root: growing from it is growing from scratch.
+
+    Passing it (instead of no trunk) lets plain, sub-sample and empirical Bayesian forests share
+    one compiled program.
+    """
+    return empty_tree(cfg.capacity, cfg.n_outputs, dtype)
+
+
 def fit_trunk(codes_or_prep, y, cfg: CARTConfig, trunk_min_samples_leaf: int, *, y_shift=0.0, y_scale=1.0,
               dtype=jnp.float32, weights=None):
     """The CART trunk of an empirical Bayesian forest (unit weights, large minimum leaf).
@@ -175,10 +187,12 @@ def fit_trunk(codes_or_prep, y, cfg: CARTConfig, trunk_min_samples_leaf: int, *,
     """
     prep = codes_or_prep if isinstance(codes_or_prep, Prepared) else prepare_codes(codes_or_prep)
     d, n = prep.codes_t.shape
-    tcfg = CARTConfig(criterion=cfg.criterion, n_classes=cfg.n_classes, min_samples_leaf=trunk_min_samples_leaf,
-                      capacity=cfg.capacity, has_missing=cfg.has_missing, missing=cfg.missing)
-    W = jnp.ones((1, n), dtype) if weights is None else jnp.asarray(weights, dtype)[None]
-    t = fit_trees(prep, y, W, tcfg, y_shift=y_shift, y_scale=y_scale)
+    tcfg = dataclasses.replace(cfg, min_samples_leaf=int(trunk_min_samples_leaf), max_depth=None, max_features=None,
+                               extra=False, min_weight_fraction_leaf=0.0)
+    w = jnp.ones(n, dtype) if weights is None else jnp.asarray(weights, dtype)
+    B = choose_chunk(n, d, cfg.n_stats, 1)  # the forest's chunk size, so the compilation is shared
+    t = fit_trees(prep, y, jnp.tile(w[None], (B, 1)), tcfg, y_shift=y_shift, y_scale=y_scale,
+                  trunk=root_trunk(cfg, dtype), trunk_row_node=jnp.zeros(n, jnp.int32))
     trunk = jax.tree_util.tree_map(lambda a: a[0], t)
     codes = prep.codes_t.T
     row_node = apply(trunk, codes, cfg.missing)

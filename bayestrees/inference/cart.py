@@ -43,6 +43,7 @@ Capacity: a tree that needs more node slots than ``capacity`` is an error
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -259,14 +260,14 @@ def _at(C, idx):
     return jnp.where(idx >= 0, jnp.take(C, jnp.maximum(idx, 0), axis=-1), 0)
 
 
-def _level(state: GrowState, rows: _Rows, seed, min_weight, cfg: CARTConfig, y_shift, y_scale):
+def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift, y_scale):
     tree, order, row_node, seg_start, seg_len, open_, overflow, level = state
     codes_t, stats, y_rank = rows
     d, n = order.shape
     cap = cfg.capacity
     dtype = stats.dtype
     miss = cfg.missing
-    msl = cfg.min_samples_leaf
+    min_weight, msl, max_depth = limits  # traced: changing them does not recompile
 
     # -- sorted statistics and prefix sums, per feature; layout (s, d, n)
     pos_node = row_node[order[0]]  # (n,) node of each position (same in every feature)
@@ -286,8 +287,7 @@ def _level(state: GrowState, rows: _Rows, seed, min_weight, cfg: CARTConfig, y_s
     ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
     ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
     can = open_ & (tot[:, 0] >= 2 * msl) & (ymax > ymin) & (tot[:, 1] >= 2 * min_weight)
-    if cfg.max_depth is not None:
-        can = can & (tree.depth < cfg.max_depth)
+    can = can & (tree.depth < max_depth)
 
     nxt_code = jnp.concatenate([codes_sorted[:, 1:], jnp.full((d, 1), -1, codes_sorted.dtype)], axis=1)
     p_idx = jnp.arange(n)
@@ -482,7 +482,7 @@ def _compact(state: GrowState, rows: _Rows, h: int, cfg: CARTConfig):
     return st, _Rows(codes_t, stats, y_rank)
 
 
-def grow(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg: CARTConfig, y_shift, y_scale,
+def grow(state: GrowState, prep: Prepared, stats, y_rank, seed, limits, cfg: CARTConfig, y_shift, y_scale,
          max_levels: int = 10_000) -> GrowState:
     """Split open nodes level by level until none can split (or capacity is reached).
 
@@ -503,22 +503,23 @@ def grow(state: GrowState, prep: Prepared, stats, y_rank, seed, min_weight, cfg:
         def cond(s, nxt=nxt):
             return jnp.any(s.open) & ~s.overflow & (s.level < max_levels) & (_active(s) > nxt)
 
-        body = partial(_level, rows=rows, seed=seed, min_weight=min_weight, cfg=cfg, y_shift=y_shift,
+        body = partial(_level, rows=rows, seed=seed, limits=limits, cfg=cfg, y_shift=y_shift,
                        y_scale=y_scale)
         state = jax.lax.while_loop(cond, body, state)
     return state
 
 
 @partial(jax.jit, static_argnames=("cfg",))
-def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, cfg: CARTConfig, trunk=None,
+def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, limits, cfg: CARTConfig, trunk=None,
                trunk_row_node=None):
     dtype = weights.dtype
+    min_weight_fraction, msl, max_depth = limits
 
     def one(w, seed):
         stats = row_stats(y, w, cfg, dtype)
-        min_weight = cfg.min_weight_fraction_leaf * jnp.sum(w)
+        lim = (min_weight_fraction * jnp.sum(w), msl, max_depth)
         st = init_state(prep, stats, cfg, dtype, y_shift, y_scale, trunk, trunk_row_node)
-        st = grow(st, prep, stats, y_rank, seed, min_weight, cfg, y_shift, y_scale)
+        st = grow(st, prep, stats, y_rank, seed, lim, cfg, y_shift, y_scale)
         return st.tree, st.overflow
 
     return jax.vmap(one)(weights, seeds)
@@ -559,9 +560,13 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
         y = y.astype(weights.dtype)
     if seeds is None:
         seeds = jnp.arange(B, dtype=jnp.uint32)
+    # leaf-size and depth limits are traced values: one compilation serves every setting of them
+    static_cfg = dataclasses.replace(cfg, min_samples_leaf=1, max_depth=None, min_weight_fraction_leaf=0.0)
+    limits = (jnp.asarray(cfg.min_weight_fraction_leaf, weights.dtype), jnp.asarray(cfg.min_samples_leaf, weights.dtype),
+              jnp.asarray(2**30 if cfg.max_depth is None else cfg.max_depth, jnp.int32))
     trees, over = _fit_batch(prep, y, y_rank, weights, jnp.asarray(seeds, jnp.uint32),
-                             jnp.asarray(y_shift, weights.dtype), jnp.asarray(y_scale, weights.dtype), cfg,
-                             trunk, trunk_row_node)
+                             jnp.asarray(y_shift, weights.dtype), jnp.asarray(y_scale, weights.dtype), limits,
+                             static_cfg, trunk, trunk_row_node)
     if bool(jnp.any(over)):
         raise CapacityError(
             f"a tree needed more than capacity={cfg.capacity} node slots; raise the capacity "
