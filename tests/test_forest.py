@@ -196,3 +196,20 @@ def test_tree_exports(bf):
     assert dot.startswith("digraph") and dot.count("->") == 2 * (bf.n_leaves_[0] - 1)
     d = to_dict(t, bf.binner_)
     assert "left" in d and "threshold" in d
+
+
+def test_no_recompilation_within_a_shape_bucket():
+    """New data sizes in one bucket, other forest sizes and other forest kinds reuse the compiled program.
+
+    (The node capacity is static and depends on ``min_samples_leaf``, so that one is kept fixed.)
+    """
+    from bayestrees.inference import cart
+
+    r = np.random.default_rng(3)
+    X, y = r.normal(size=(120, 3)), r.normal(size=120)
+    bt.BayesianForestRegressor(3, min_samples_leaf=2, random_state=0).fit(X[:100], y[:100])
+    size = cart._fit_batch._cache_size()
+    bt.BayesianForestRegressor(5, min_samples_leaf=2, random_state=1).fit(X[:110], y[:110])
+    bt.SubSampleForestRegressor(4, n_blocks=2, min_samples_leaf=2, random_state=0).fit(X[:120], y[:120])
+    bt.EmpiricalBayesianForestRegressor(3, trunk_min_samples_leaf=30, min_samples_leaf=2, random_state=0).fit(X[:105], y[:105])
+    assert cart._fit_batch._cache_size() == size
