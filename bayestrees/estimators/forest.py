@@ -161,6 +161,7 @@ class _ForestMixin:
             kwargs.update(block_of_row=block, n_blocks=k)
         trees = fit_forest(k_forest, prep, ytrain, cfg, int(self.n_estimators), self.weights, **kwargs)
         self.trees_ = jax.tree_util.tree_map(np.asarray, trees)
+        self._dev_trees = (self.trees_, trees)
         self.config_ = cfg
         self._idata = None
         return self
@@ -180,11 +181,11 @@ class _ForestMixin:
         return np.concatenate(out, axis=1)  # (T, n, V)
 
     def _device_trees(self) -> Tree:
-        """The trees as device arrays, converted once and cached (not saved with the model)."""
+        """The trees as device arrays: made once by ``fit`` (not saved with the model; a loaded
+        model converts on each call, since prediction must not change the estimator's state)."""
         dev = self.__dict__.get("_dev_trees")
         if dev is None or dev[0] is not self.trees_:
-            dev = (self.trees_, jax.tree_util.tree_map(jnp.asarray, self.trees_))
-            self.__dict__["_dev_trees"] = dev
+            return jax.tree_util.tree_map(jnp.asarray, self.trees_)
         return dev[1]
 
     def predict_draws(self, X) -> np.ndarray:
