@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..tree import Tree, apply, empty_tree
-from .cart import CARTConfig, Prepared, fit_trees, prepare_codes
+from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, sort_by_trunk
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
 
@@ -145,6 +145,10 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         tree_block = jnp.arange(n_chunks * chunk) % n_blocks
         masks_all = (blocks[None, :] == tree_block[:, None]).astype(dtype)
     y = jnp.asarray(y)
+    presorted = False
+    if trunk_row_node is not None:
+        prep = sort_by_trunk(prep, trunk_row_node)  # once per forest, not once per tree
+        presorted = True
     prog = Progress(n_trees, "fitting trees", progressbar)
 
     def run(c):
@@ -152,7 +156,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         m = None if masks_all is None else masks_all[sl]
         W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m, n_valid)
         t = fit_trees(prep, y, W, cfg, seeds=seeds[sl], trunk=trunk, trunk_row_node=trunk_row_node,
-                      y_shift=y_shift, y_scale=y_scale)
+                      y_shift=y_shift, y_scale=y_scale, presorted=presorted)
         t = jax.block_until_ready(t)
         prog.update(min(chunk, n_trees - c * chunk))
         return t, (W if return_weights else None)

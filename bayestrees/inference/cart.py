@@ -55,7 +55,7 @@ import numpy as np
 from ..tree import Tree
 
 __all__ = ["CARTConfig", "CapacityError", "fit_trees", "default_capacity", "prepare_codes", "GrowState",
-           "init_state", "grow"]
+           "init_state", "grow", "sort_by_trunk"]
 
 _NEG = -jnp.inf
 
@@ -211,6 +211,20 @@ def _node_value(tot, cfg: CARTConfig, y_shift, y_scale):
     return (tot[..., 2:3] / Wsafe[..., None]) * y_scale + y_shift
 
 
+@jax.jit
+def _sort_by_trunk(order0, row_node):
+    node_of_pos = row_node[order0]  # (d, n)
+    return jnp.take_along_axis(order0, jnp.argsort(node_of_pos, axis=1, stable=True), axis=1)
+
+
+def sort_by_trunk(prep: Prepared, trunk_row_node) -> Prepared:
+    """Re-sort every feature's order by (trunk leaf, code): the layout that growth from a trunk needs.
+
+    The order is the same for every tree grown from one trunk, so it is computed once per forest.
+    """
+    return Prepared(prep.codes_t, _sort_by_trunk(prep.order0, jnp.asarray(trunk_row_node, jnp.int32)))
+
+
 def init_state(prep: Prepared, stats, cfg: CARTConfig, dtype, y_shift, y_scale, trunk: Tree | None = None,
                trunk_row_node=None) -> GrowState:
     """The growth state of a root-only tree, or of a given trunk whose leaves are open."""
@@ -230,10 +244,9 @@ def init_state(prep: Prepared, stats, cfg: CARTConfig, dtype, y_shift, y_scale, 
         return GrowState(tree, prep.order0, jnp.zeros(n, jnp.int32), jnp.zeros(cap, jnp.int32),
                          jnp.zeros(cap, jnp.int32).at[0].set(n), jnp.zeros(cap, bool).at[0].set(True),
                          jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-    # trunk: rows sorted by (trunk leaf, code) in each feature; trunk leaves open
+    # trunk: rows sorted by (trunk leaf, code) in each feature (see ``sort_by_trunk``); trunk leaves open
     row_node = jnp.asarray(trunk_row_node, jnp.int32)
-    node_of_pos = row_node[prep.order0]  # (d, n)
-    order = jnp.take_along_axis(prep.order0, jnp.argsort(node_of_pos, axis=1, stable=True), axis=1)
+    order = prep.order0
     seg_len = jnp.zeros(cap, jnp.int32).at[row_node].add(1)
     seg_start = jnp.cumsum(seg_len) - seg_len
     tot = jax.ops.segment_sum(stats, row_node, cap)
@@ -526,7 +539,7 @@ def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, limi
 
 
 def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: Tree | None = None,
-              trunk_row_node=None, y_shift=0.0, y_scale=1.0) -> Tree:
+              trunk_row_node=None, y_shift=0.0, y_scale=1.0, presorted: bool = False) -> Tree:
     """Fit one CART tree per row of ``weights`` in one compiled call.
 
     Parameters
@@ -540,6 +553,7 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
     trunk, trunk_row_node : grow from a given trunk tree (its leaves open) with each
         row starting in its trunk leaf (empirical Bayesian forests)
     y_shift, y_scale : leaf values are ``mean(y) * y_scale + y_shift``
+    presorted : the prepared order is already sorted by trunk leaf (:func:`sort_by_trunk`)
 
     Returns
     -------
@@ -550,6 +564,8 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
     CapacityError if a tree needed more than ``cfg.capacity`` nodes.
     """
     prep = codes_or_prep if isinstance(codes_or_prep, Prepared) else prepare_codes(codes_or_prep)
+    if trunk_row_node is not None and not presorted:
+        prep = sort_by_trunk(prep, trunk_row_node)
     weights = jnp.asarray(weights)
     B = weights.shape[0]
     y = jnp.asarray(y)
