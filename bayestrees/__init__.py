@@ -21,3 +21,14 @@ from .models.safebayes import SafeBayesForest  # noqa: E402
 from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor  # noqa: E402
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "data", "tree", "leaves", "convert", "posterior", "load",
+    "Model", "Data", "set_data", "sample", "sample_posterior_predictive",
+    "BayesianForest", "BayesianForestRegressor", "BayesianForestClassifier",
+    "EmpiricalBayesianForestRegressor", "EmpiricalBayesianForestClassifier",
+    "SubSampleForestRegressor", "SubSampleForestClassifier",
+    "PCFGTree", "PCFGTreeClassifier", "PCFGTreeRegressor",
+    "SafeBayesForest", "SafeBayesForestClassifier", "SafeBayesForestRegressor",
+    "__version__",
+]

@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .data import Binner, check_y_classification, check_y_regression, missing_code

@@ -28,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..tree import Tree, apply, empty_tree
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, sort_by_trunk

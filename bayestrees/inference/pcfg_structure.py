@@ -361,7 +361,6 @@ def build_row_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *, max_sym
         nxt_masks, nxt_h, nxt_id = [], [], []
         for a in range(0, frontier.shape[0], step):
             fm = frontier[a: a + step]                                      # (b, n)
-            fh = frontier_h[a: a + step]
             b = fm.shape[0]
             ff = fm.astype(np.float64)
             n_left = ff @ gl_f                                               # (b, S)
