@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forest_common import RESULTS, Timer, append_jsonl, cv_table, machine, parser, read_jsonl, rmse  # noqa: E402
+from forest_common import RESULTS, cv_table, parser, read_jsonl, run_folds  # noqa: E402
 
 SEED = 5807
 ORDER = ["BF", "sklearn-RF", "EBF", "SSF", "DT", "RF", "ET"]
@@ -139,28 +139,14 @@ def main(argv=None):
         todo, n_trees = todo[:2], 10
     if not a.resume and out.exists():
         out.unlink()
-    done = {(r["fold"], r["method"]) for r in read_jsonl(out)}
     print(f"California housing: n={len(y)}, d={X.shape[1]}, 10-fold KFold(shuffle=True, random_state={SEED}), "
           f"{n_trees} trees, min_samples_leaf={a.min_samples_leaf}, max_bins={a.max_bins}, n_jobs={a.n_jobs}",
           flush=True)
-    for f in todo:
-        tr, te = folds[f]
-        for m in methods:
-            if (f, m) in done:
-                continue
-            est = make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f)
-            with Timer() as tf:
-                est.fit(X[tr], y[tr])
-            with Timer() as tp:
-                pred = est.predict(X[te])
-            rec = dict(benchmark="california", fold=f, method=m, rmse=rmse(pred, y[te]), fit_s=tf.s,
-                       predict_s=tp.s, n_train=len(tr), n_test=len(te), n_trees=1 if m == "DT" else n_trees,
-                       min_samples_leaf=a.min_samples_leaf,
-                       max_bins=(int(m[7:]) if m.startswith("BF-bins") else a.max_bins) if m != "sklearn-RF" else None,
-                       cv_seed=SEED, **machine())
-            append_jsonl(out, rec)
-            print(f"fold {f} {m:<12} RMSE {rec['rmse']:>10,.0f}  fit {tf.s:7.1f}s  predict {tp.s:5.2f}s", flush=True)
-        print(cv_table(read_jsonl(out), methods), flush=True)
+    run_folds("california", X, y, folds, todo, methods,
+              lambda m, f: make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f), out,
+              n_trees=n_trees, min_samples_leaf=a.min_samples_leaf,
+              max_bins_of=lambda m: None if m == "sklearn-RF" else (int(m[7:]) if m.startswith("BF-bins")
+                                                                    else a.max_bins), extra={"cv_seed": SEED})
     print("\nFinal table (mean over the folds every method finished):")
     print(cv_table(read_jsonl(out), methods))
 

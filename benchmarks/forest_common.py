@@ -92,3 +92,31 @@ def cv_table(records: list[dict], methods: list[str], scale: float = 1.0, fmt: s
         lines.append(f"{m:<22}{fmt.format(mean[m]):>14}{100 * (mean[m] / best - 1):>9.1f}%"
                      f"{np.median(fits):>16.1f}{f0:>16.1f}")
     return "\n".join(lines)
+
+
+def run_folds(benchmark: str, X, y, folds, todo, methods, make_est, out, *, n_trees: int, min_samples_leaf: int,
+              max_bins_of, fmt: str = "{:,.0f}", extra: dict | None = None) -> None:
+    """Fit and score every (fold, method) not yet in ``out``; append one JSON line per pair.
+
+    ``make_est(method, seed)`` builds the estimator; ``max_bins_of(method)`` is recorded.
+    ``X`` may be an array or a DataFrame; ``extra`` fields go into every record.
+    """
+    take = (lambda idx: X.iloc[idx]) if hasattr(X, "iloc") else (lambda idx: X[idx])  # noqa: E731
+    done = {(r["fold"], r["method"]) for r in read_jsonl(out)}
+    for f in todo:
+        tr, te = folds[f]
+        for m in methods:
+            if (f, m) in done:
+                continue
+            est = make_est(m, f)
+            with Timer() as tf:
+                est.fit(take(tr), y[tr])
+            with Timer() as tp:
+                pred = est.predict(take(te))
+            rec = dict(benchmark=benchmark, fold=f, method=m, rmse=rmse(pred, y[te]), fit_s=tf.s, predict_s=tp.s,
+                       n_train=len(tr), n_test=len(te), n_trees=1 if m == "DT" else n_trees,
+                       min_samples_leaf=min_samples_leaf, max_bins=max_bins_of(m), **(extra or {}), **machine())
+            append_jsonl(out, rec)
+            print(f"fold {f} {m:<12} RMSE {fmt.format(rec['rmse']):>10}  fit {tf.s:7.1f}s  predict {tp.s:5.2f}s",
+                  flush=True)
+        print(cv_table(read_jsonl(out), methods, fmt=fmt), flush=True)

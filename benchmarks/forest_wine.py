@@ -21,11 +21,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forest_common import RESULTS, Timer, append_jsonl, cv_table, machine, parser, read_jsonl, rmse  # noqa: E402
+from forest_common import RESULTS, cv_table, parser, read_jsonl, run_folds  # noqa: E402
 
 SEED = 5807
 ORDER = ["BF", "EBF", "SSF", "DT"]
@@ -77,25 +76,13 @@ def main(argv=None):
         todo = todo[:2]
     if not a.resume and out.exists():
         out.unlink()
-    done = {(r["fold"], r["method"]) for r in read_jsonl(out)}
     print(f"Wine quality (red+white): n={len(y)}, d={X.shape[1]} (color categorical), 10-fold "
           f"KFold(shuffle=True, random_state={SEED}), {n_trees} trees, min_samples_leaf={a.min_samples_leaf}, "
           f"max_bins={a.max_bins}", flush=True)
-    for f in todo:
-        tr, te = folds[f]
-        for m in methods:
-            if (f, m) in done:
-                continue
-            est = make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f)
-            with Timer() as tf:
-                est.fit(X.iloc[tr], y[tr])
-            with Timer() as tp:
-                pred = est.predict(X.iloc[te])
-            rec = dict(benchmark="wine", fold=f, method=m, rmse=rmse(pred, y[te]), fit_s=tf.s, predict_s=tp.s,
-                       n_train=len(tr), n_test=len(te), n_trees=1 if m == "DT" else n_trees,
-                       min_samples_leaf=a.min_samples_leaf, max_bins=a.max_bins, cv_seed=SEED, **machine())
-            append_jsonl(out, rec)
-            print(f"fold {f} {m:<5} RMSE {rec['rmse']:.4f}  fit {tf.s:6.1f}s  predict {tp.s:5.2f}s", flush=True)
+    run_folds("wine", X, y, folds, todo, methods,
+              lambda m, f: make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f), out,
+              n_trees=n_trees, min_samples_leaf=a.min_samples_leaf, max_bins_of=lambda m: a.max_bins, fmt="{:.4f}",
+              extra={"cv_seed": SEED})
     print("\nTable (mean over the folds every method finished):")
     print(cv_table(read_jsonl(out), methods, fmt="{:.4f}"))
 

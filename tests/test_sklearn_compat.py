@@ -16,4 +16,4 @@ _ESTIMATORS = [
 
 @parametrize_with_checks(_ESTIMATORS)
 def test_sklearn_check_estimator(estimator, check):
-    check(estimator)
+    check(estimator)  # each scikit-learn check raises (AssertionError, ...) when the estimator fails it
