@@ -102,20 +102,30 @@ def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
 
 
 def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
-    """Leaf index (int32[n]) of every row of ``codes`` (uint[n, d]) in one tree."""
+    """Leaf index (int32[n]) of every row of ``codes`` (uint[n, d]) in one tree.
+
+    Each step reads two packed per-node words (split word and child pair) instead of five
+    fields: ``info = threshold << 16 | feature << 1 | missing_left`` and ``children[2 node + go_right]``,
+    where a leaf's children are itself, so rows that reached a leaf stay there.
+    """
     n = codes.shape[0]
     rows = jnp.arange(n)
+    idx = jnp.arange(tree.capacity, dtype=jnp.int32)
+    leaf = tree.left < 0
+    children = jnp.stack([jnp.where(leaf, idx, tree.left), jnp.where(leaf, idx, tree.right)], -1).reshape(-1)
+    info = ((tree.threshold.astype(jnp.uint32) << 16) | (jnp.maximum(tree.feature, 0).astype(jnp.uint32) << 1)
+            | tree.missing_left.astype(jnp.uint32))
 
     def cond(state):
         return state[1]
 
     def body(state):
         node, _ = state
-        f = tree.feature[node]
-        left = tree.left[node]
-        c = codes[rows, jnp.maximum(f, 0)].astype(jnp.int32)
-        go_left = jnp.where(c == missing, tree.missing_left[node], c <= tree.threshold[node])
-        nxt = jnp.where(left < 0, node, jnp.where(go_left, left, tree.right[node]))
+        w = info[node]
+        f = ((w >> 1) & 0x7FFF).astype(jnp.int32)
+        c = codes[rows, f].astype(jnp.int32)
+        go_right = jnp.where(c == missing, (w & 1) == 0, c > (w >> 16).astype(jnp.int32))
+        nxt = children[2 * node + go_right.astype(jnp.int32)]
         return nxt, jnp.any(nxt != node)
 
     node, _ = jax.lax.while_loop(cond, body, (jnp.zeros(n, jnp.int32), jnp.array(True)))
@@ -136,9 +146,16 @@ def apply(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     int32 array of shape ``S + (n,)``.
     """
     codes = jnp.asarray(codes)
+    _check_codes(codes)
     if missing is None:
         missing = int(np.iinfo(np.dtype(codes.dtype)).max)
     return _apply_jit(tree, codes, int(missing))
+
+
+def _check_codes(codes) -> None:
+    # the traversal packs feature (15 bits) and threshold (16 bits) into one word
+    if codes.ndim != 2 or codes.shape[1] >= 1 << 15:
+        raise ValueError(f"codes must be (n, d) with d < 32768, got shape {codes.shape}")
 
 
 @partial(jax.jit, static_argnames=("missing",))
@@ -152,6 +169,7 @@ def _apply_jit(tree: Tree, codes, missing: int):
 def predict(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     """Leaf values for each row: float array of shape ``S + (n, V)``."""
     codes = jnp.asarray(codes)
+    _check_codes(codes)
     if missing is None:
         missing = int(np.iinfo(np.dtype(codes.dtype)).max)
     return _predict_jit(tree, codes, int(missing))
