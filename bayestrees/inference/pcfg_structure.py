@@ -354,11 +354,11 @@ def build_row_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *, max_sym
     known_id = np.zeros(1, np.int64)
     packed = [np.packbits(full, axis=1)]
     n_sym = 1
-    frontier, frontier_h, frontier_id = full, h_root, np.zeros(1, np.int64)
+    frontier, frontier_id = full, np.zeros(1, np.int64)
     sym_ids, lefts, rights = [], [], []
     step = max(1, batch_elems // max(1, s_slots * n))
     while frontier.shape[0]:
-        nxt_masks, nxt_h, nxt_id = [], [], []
+        nxt_masks, nxt_id = [], []
         for a in range(0, frontier.shape[0], step):
             fm = frontier[a: a + step]                                      # (b, n)
             b = fm.shape[0]
@@ -403,7 +403,6 @@ def build_row_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *, max_sym
                     )
                 packed.append(np.packbits(new_masks, axis=1))
                 nxt_masks.append(new_masks)
-                nxt_h.append(new_h)
                 nxt_id.append(new_id)
                 known_h = np.concatenate([known_h, new_h])
                 known_id = np.concatenate([known_id, new_id])
@@ -420,7 +419,6 @@ def build_row_structure(codes: np.ndarray, n_bins, stats: np.ndarray, *, max_sym
             rights.append(rt)
         if nxt_masks:
             frontier = np.concatenate(nxt_masks)
-            frontier_h = np.concatenate(nxt_h)
             frontier_id = np.concatenate(nxt_id)
         else:
             frontier = np.zeros((0, n), bool)
