@@ -462,15 +462,21 @@ def _coerce_like(v, categories):
 
 
 def bucket_size(n: int) -> int:
-    """Padded length for ``n`` rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2).
+    """Padded length for ``n`` rows, so that one compilation serves many data sizes.
 
-    Padding row counts to a few sizes lets one compilation serve many data sizes.
+    Up to 8,192 rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2), where
+    compilation dominates the cost.  Above: the next multiple of 1/32 of the power of two below
+    ``n`` (at most 3.2% padding, 32 sizes per doubling), because a padded row costs as much to
+    carry through a tree fit as a real one.
     """
     n = int(n)
     b = 64
-    while b < n:
+    while b < n and b < 8192:
         b = int(np.ceil(b * np.sqrt(2.0)))
-    return b
+    if b >= n:
+        return b
+    step = 1 << (int(n - 1).bit_length() - 1 - 5)
+    return -(-n // step) * step
 
 
 def pad_rows(a, size: int, value=0) -> np.ndarray:

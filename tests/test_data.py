@@ -97,3 +97,7 @@ def test_bucket_sizes_are_few_and_cover():
     sizes = {bucket_size(n) for n in range(1, 5000)}
     assert len(sizes) <= 14
     assert all(bucket_size(n) >= n for n in (1, 64, 65, 1000, 4999))
+    large = np.arange(8193, 300_000, 7)
+    padded = np.array([bucket_size(n) for n in large])
+    assert np.all(padded >= large) and np.all(padded <= np.ceil(large * 1.032))
+    assert len(set(padded.tolist())) <= 32 * 8  # 32 sizes per doubling

@@ -262,7 +262,9 @@ _COMMON_DOC = """
     chunk_size : int, optional
         Trees per compiled call (default chosen by memory).
     n_jobs : int, optional
-        Threads fitting chunks concurrently.
+        Trees fitted at the same time (None: 1; -1: one per available CPU). On the CPU backend
+        they run in worker processes pinned to one core each, started on first use and kept
+        warm for later fits (see :mod:`bayestrees.inference.workers`).
     random_state : int, numpy Generator or None
     progressbar : bool
 """

@@ -24,12 +24,14 @@ import dataclasses
 import math
 import sys
 import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 
 from ..tree import Tree, apply, empty_tree
+from . import workers
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, sort_by_trunk
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
@@ -121,7 +123,10 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     block_of_row, n_blocks : sub-sample forest: tree ``t`` sees only rows of block ``t % n_blocks``
     chunk_size : trees per compiled call (default: by memory); the last chunk is padded,
         so every call has the same shape and compiles once
-    n_jobs : threads running chunks concurrently (default 1)
+    n_jobs : chunks fitted at the same time (default 1; -1: one per available CPU). On the CPU
+        backend they run in worker processes pinned to one core each
+        (:mod:`~bayestrees.inference.workers`; ``BAYESTREES_PARALLEL=threads`` uses threads);
+        on accelerators, in threads
     n_valid : only the first ``n_valid`` rows are data; the rest are padding (weight 0, code
         ``MISSING``) so that data sizes share compiled shapes
 
@@ -160,9 +165,14 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         prog.update(min(chunk, n_trees - c * chunk))
         return t, (W if return_weights else None)
 
-    jobs = max(1, int(n_jobs or 1))
-    if jobs == 1 or n_chunks == 1:
+    jobs = min(resolve_n_jobs(n_jobs), n_chunks)
+    if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
+    elif workers.use_processes(jobs):
+        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, n, weights, dtype, masks_all, n_valid, wkeys, seeds,
+                                  prog, return_weights,
+                                  dict(prep=prep, y=y, cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node,
+                                       y_shift=y_shift, y_scale=y_scale, presorted=presorted))
     else:
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             results = list(ex.map(run, range(n_chunks)))
@@ -170,6 +180,53 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     if return_weights:
         return trees, jnp.concatenate([r[1] for r in results])[:n_trees]
     return trees
+
+
+def resolve_n_jobs(n_jobs) -> int:
+    """scikit-learn's convention: None -> 1, -1 -> all available CPUs, -2 -> all but one, ..."""
+    if n_jobs is None:
+        return 1
+    n_jobs = int(n_jobs)
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None or 1 for one job, -1 for all CPUs")
+    if n_jobs < 0:
+        return max(1, len(workers.available_cpus()) + 1 + n_jobs)
+    return n_jobs
+
+
+def _run_in_workers(jobs, n_chunks, chunk, n_trees, n, weights, dtype, masks_all, n_valid, wkeys, seeds, prog,
+                    return_weights, setup):
+    """Fit the chunks in ``jobs`` worker processes, one core each; the weights are drawn here.
+
+    The draws (weights and seeds) are the same as in-process, so the trees are too.
+    """
+    import numpy as np
+
+    to_np = lambda a: np.asarray(a) if isinstance(a, jax.Array) else a  # noqa: E731
+    setup = jax.tree_util.tree_map(to_np, setup)
+    pool = workers.get_workers(jobs)
+    remote = workers.RemoteFit(pool, setup)
+    results: list = [None] * n_chunks
+    next_chunk = iter(range(n_chunks))
+    take = threading.Lock()
+
+    def serve(worker):
+        while True:
+            with take:
+                c = next(next_chunk, None)
+            if c is None:
+                return
+            sl = slice(c * chunk, (c + 1) * chunk)
+            m = None if masks_all is None else masks_all[sl]
+            W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m, n_valid)
+            t = remote.fit(worker, np.asarray(W), np.asarray(seeds[sl]))
+            prog.update(min(chunk, n_trees - c * chunk))
+            results[c] = (t, W if return_weights else None)
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        for f in [ex.submit(serve, w) for w in pool]:
+            f.result()
+    return results
 
 
 def root_trunk(cfg: CARTConfig, dtype=jnp.float32) -> Tree:

@@ -1,0 +1,188 @@
+"""Worker processes that fit trees on several CPU cores, one core each.
+
+Why processes: XLA's CPU runtime spreads one compiled call over every core of
+the process, but a level-wise tree fit has too little work per operation for
+that to pay (one call on two cores runs about 1.5x faster than on one), and two
+calls from two threads compete for the same thread pool.  A worker process
+pinned to one core runs its calls single-threaded, so ``k`` workers fit ``k``
+trees at a time at the single-core speed (see ``docs/performance.md``).
+
+Each worker is a fresh interpreter (``python -c``, so the user's ``__main__``
+is never re-imported and no ``if __name__ == "__main__"`` guard is needed),
+pinned with ``os.sched_setaffinity`` before JAX starts.  Messages are pickles
+over the worker's stdin/stdout.  Workers are started on first use, kept for
+later fits (their compiled programs stay warm) and stopped at interpreter exit
+or by :func:`shutdown`.
+
+Only the forest fit uses them (:func:`bayestrees.inference.bootstrap.fit_forest`
+with ``n_jobs > 1`` on the CPU backend).  Set the environment variable
+``BAYESTREES_PARALLEL=threads`` to use threads in the calling process instead.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import uuid
+
+__all__ = ["WorkerError", "available_cpus", "get_workers", "shutdown", "use_processes"]
+
+_WORKERS: list[_Worker] = []
+_LOCK = threading.Lock()
+
+
+class WorkerError(RuntimeError):
+    """A worker process died or could not be started."""
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may run on."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def use_processes(n_jobs: int) -> bool:
+    """Whether ``n_jobs`` parallel fits should run in worker processes (CPU backend, Linux)."""
+    import jax
+
+    if n_jobs <= 1 or os.environ.get("BAYESTREES_PARALLEL", "processes") == "threads":
+        return False
+    return jax.default_backend() == "cpu" and hasattr(os, "sched_setaffinity")
+
+
+_BOOT = (
+    "import os, sys\n"
+    "cpu = int(sys.argv[1])\n"
+    "if cpu >= 0: os.sched_setaffinity(0, {cpu})\n"
+    "from bayestrees.inference.workers import _serve\n"
+    "_serve()\n"
+)
+
+
+class _Worker:
+    """One worker process and the pipe protocol to it."""
+
+    def __init__(self, cpu: int):
+        env = dict(os.environ)
+        env["JAX_PLATFORMS"] = "cpu"
+        self.cpu = cpu
+        self.lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(cpu)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, env=env)
+        except OSError as e:  # pragma: no cover - depends on the system
+            raise WorkerError(f"could not start a worker process: {e}") from e
+
+    def call(self, *msg):
+        with self.lock:
+            try:
+                pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                self.proc.stdin.flush()
+                status, payload = pickle.load(self.proc.stdout)
+            except (EOFError, BrokenPipeError, OSError) as e:
+                code = self.proc.poll()
+                raise WorkerError(
+                    f"worker process on CPU {self.cpu} stopped (exit code {code}); its error, if any, was "
+                    f"printed above. Out of memory is the usual cause: use fewer n_jobs or a smaller "
+                    f"chunk_size, or set BAYESTREES_PARALLEL=threads"
+                ) from e
+        if status == "error":
+            raise payload
+        return payload
+
+    def close(self):
+        try:
+            pickle.dump(None, self.proc.stdin)
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
+
+
+def get_workers(n_jobs: int) -> list[_Worker]:
+    """``n_jobs`` running workers (started if needed), pinned one per CPU when there are enough CPUs."""
+    with _LOCK:
+        _WORKERS[:] = [w for w in _WORKERS if w.proc.poll() is None]
+        cpus = available_cpus()
+        while len(_WORKERS) < n_jobs:
+            i = len(_WORKERS)
+            _WORKERS.append(_Worker(cpus[i] if n_jobs <= len(cpus) else -1))
+        return _WORKERS[:n_jobs]
+
+
+def shutdown() -> None:
+    """Stop every worker process (they are started again on the next parallel fit)."""
+    with _LOCK:
+        for w in _WORKERS:
+            w.close()
+        _WORKERS.clear()
+
+
+atexit.register(shutdown)
+
+
+class RemoteFit:
+    """The data of one forest fit, sent once to each worker; then ``fit(i, W, seeds)`` per chunk."""
+
+    def __init__(self, workers, setup: dict):
+        import jax
+
+        self.workers = workers
+        self.token = uuid.uuid4().hex
+        setup = dict(setup, x64=bool(jax.config.jax_enable_x64))
+        for w in workers:
+            w.call("setup", self.token, setup)
+
+    def fit(self, worker, weights, seeds):
+        return worker.call("fit", self.token, weights, seeds)
+
+
+def _serve() -> None:
+    """Worker main loop: read a message, answer with ``("ok", result)`` or ``("error", exception)``."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the message stream
+    inp = sys.stdin.buffer
+    import jax
+    import numpy as np
+
+    from .cart import fit_trees
+
+    jobs: dict = {}
+    while True:
+        try:
+            msg = pickle.load(inp)
+        except EOFError:
+            return
+        if msg is None:
+            return
+        try:
+            if msg[0] == "setup":
+                _, token, setup = msg
+                jax.config.update("jax_enable_x64", setup.pop("x64"))
+                jobs.clear()  # one forest at a time per worker
+                jobs[token] = jax.tree_util.tree_map(
+                    lambda a: jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a, setup)
+                result = None
+            elif msg[0] == "fit":
+                _, token, weights, seeds = msg
+                s = jobs[token]
+                t = fit_trees(s["prep"], s["y"], weights, s["cfg"], seeds=seeds, trunk=s["trunk"],
+                              trunk_row_node=s["trunk_row_node"], y_shift=s["y_shift"], y_scale=s["y_scale"],
+                              presorted=s["presorted"])
+                result = jax.tree_util.tree_map(np.asarray, t)
+            else:
+                raise ValueError(f"unknown message {msg[0]!r}")
+            reply = ("ok", result)
+        except Exception as e:  # sent back and raised in the parent
+            reply = ("error", e)
+        try:
+            pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # an exception that does not pickle
+            pickle.dump(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")), out)
+            del e
+        out.flush()

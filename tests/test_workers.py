@@ -1,0 +1,77 @@
+"""Parallel forest fits in worker processes (``n_jobs > 1`` on the CPU backend)."""
+import numpy as np
+import pytest
+
+import bayestrees as bt
+from bayestrees.inference import workers
+from bayestrees.inference.bootstrap import resolve_n_jobs
+from bayestrees.inference.cart import CapacityError
+
+pytestmark = pytest.mark.skipif(not workers.use_processes(2), reason="worker processes need the CPU backend on Linux")
+
+
+@pytest.fixture(scope="module")
+def data():
+    r = np.random.default_rng(11)
+    X = r.normal(size=(400, 4))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.2 * r.normal(size=400)
+    X[r.random(X.shape) < 0.03] = np.nan  # missing values travel to the workers too
+    return X, y
+
+
+def _same_trees(a, b):
+    return all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(a.trees_, b.trees_))
+
+
+@pytest.mark.parametrize("kind, kw", [
+    ("BayesianForestRegressor", {}),
+    ("EmpiricalBayesianForestRegressor", {"trunk_min_samples_leaf": 80}),
+    ("SubSampleForestRegressor", {"n_blocks": 2}),
+])
+def test_worker_processes_give_the_same_trees(data, kind, kw):
+    """The weights and seeds are drawn in the calling process, so n_jobs does not change the forest."""
+    X, y = data
+    est = getattr(bt, kind)
+    one = est(n_estimators=6, chunk_size=1, random_state=5, **kw).fit(X, y)
+    two = est(n_estimators=6, chunk_size=1, random_state=5, n_jobs=2, **kw).fit(X, y)
+    assert len(workers._WORKERS) >= 2 and all(w.proc.poll() is None for w in workers._WORKERS)
+    assert _same_trees(one, two)
+    np.testing.assert_array_equal(one.predict_draws(X), two.predict_draws(X))
+
+
+def test_worker_processes_classifier(data):
+    X, y = data
+    labels = np.where(y > 0, "hi", "lo")
+    one = bt.BayesianForestClassifier(n_estimators=4, chunk_size=1, criterion="entropy", random_state=2).fit(X, labels)
+    two = bt.BayesianForestClassifier(n_estimators=4, chunk_size=1, criterion="entropy", random_state=2,
+                                      n_jobs=2).fit(X, labels)
+    assert _same_trees(one, two)
+    np.testing.assert_array_equal(one.predict_proba(X), two.predict_proba(X))
+
+
+def test_worker_errors_reach_the_caller(data):
+    X, y = data
+    with pytest.raises(CapacityError, match="capacity=7"):
+        bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, max_nodes=7, n_jobs=2, random_state=0).fit(X, y)
+    # the workers survive an error raised inside them
+    bt.BayesianForestRegressor(n_estimators=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+
+
+def test_a_dead_worker_is_reported_and_replaced(data):
+    X, y = data
+    pool = workers.get_workers(2)
+    pool[0].proc.kill()
+    pool[0].proc.wait()
+    with pytest.raises(workers.WorkerError, match="stopped"):
+        pool[0].call("setup", "x", {"x64": False})
+    fresh = workers.get_workers(2)  # the dead one is dropped and a new one started
+    assert all(w.proc.poll() is None for w in fresh)
+    bt.BayesianForestRegressor(n_estimators=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+
+
+def test_n_jobs_convention():
+    n = len(workers.available_cpus())
+    assert resolve_n_jobs(None) == 1 and resolve_n_jobs(3) == 3
+    assert resolve_n_jobs(-1) == n and resolve_n_jobs(-(n + 5)) == 1
+    with pytest.raises(ValueError, match="n_jobs == 0"):
+        resolve_n_jobs(0)
