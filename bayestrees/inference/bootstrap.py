@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..tree import Tree, apply, empty_tree
 from . import workers
@@ -55,16 +56,28 @@ def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None) -> jax.Ar
     return w
 
 
-def _draw_batch(keys, n, kind, dtype, masks, n_valid=None):
-    """Weights (B, n); with ``n_valid`` only the first ``n_valid`` rows are real, the rest (padding) get 0."""
+def _draw_chunk(key, c, n, kind, dtype, chunk, block_of_row, n_blocks, n_valid):
+    """Weights (chunk, n) and seeds (chunk,) of the trees ``c * chunk + [0, chunk)``.
+
+    Each tree's randomness is ``fold_in(key, tree index)``, so a tree's draw depends on its index
+    only (not on the chunk size or the number of trees), and one compilation serves every forest
+    size.  With ``n_valid`` only the first ``n_valid`` rows are real; the rest (padding) get 0.
+    Tree ``t`` of a sub-sample forest keeps only the rows of block ``t % n_blocks``.
+    """
     nv = n if n_valid is None else n_valid
-    pad = lambda w: jnp.pad(w, (0, n - nv))  # noqa: E731
-    if masks is None:
-        return jax.vmap(lambda k: pad(draw_weights(k, nv, kind, dtype)))(keys)
-    return jax.vmap(lambda k, m: pad(draw_weights(k, nv, kind, dtype, m[:nv])))(keys, masks)
+    tree = c * chunk + jnp.arange(chunk)
+
+    def one(t):
+        kw, ks = jax.random.split(jax.random.fold_in(key, t))
+        w = jnp.pad(draw_weights(kw, nv, kind, dtype), (0, n - nv))
+        if block_of_row is not None:
+            w = w * (block_of_row == t % n_blocks).astype(dtype)
+        return w, jax.random.bits(ks, (), jnp.uint32)
+
+    return jax.vmap(one)(tree)
 
 
-_draw_batch_jit = jax.jit(_draw_batch, static_argnums=(1, 2, 3, 5))
+_draw_chunk_jit = jax.jit(_draw_chunk, static_argnums=(2, 3, 4, 5, 8))
 
 
 def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: float = 1.5e9) -> int:
@@ -140,14 +153,10 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         raise ValueError(f"weights must be one of {WEIGHT_KINDS}, got {weights!r}")
     chunk = chunk_size or choose_chunk(n, d, cfg.n_stats, n_trees)
     n_chunks = -(-n_trees // chunk)
-    key_w, key_s = jax.random.split(key)
-    wkeys = jax.random.split(key_w, n_chunks * chunk)
-    seeds = jax.random.bits(key_s, (n_chunks * chunk,), jnp.uint32)
-    masks_all = None
-    if block_of_row is not None:
-        blocks = jnp.asarray(block_of_row, jnp.int32)
-        tree_block = jnp.arange(n_chunks * chunk) % n_blocks
-        masks_all = (blocks[None, :] == tree_block[:, None]).astype(dtype)
+    blocks = None if block_of_row is None else jnp.asarray(block_of_row, jnp.int32)
+    nb = jnp.asarray(max(1, int(n_blocks)), jnp.int32)
+    draw = lambda c: _draw_chunk_jit(key, jnp.asarray(c, jnp.int32), n, weights, dtype, chunk, blocks, nb,  # noqa: E731
+                                     n_valid)
     y = jnp.asarray(y)
     presorted = False
     if trunk_row_node is not None:
@@ -156,10 +165,8 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     prog = Progress(n_trees, "fitting trees", progressbar)
 
     def run(c):
-        sl = slice(c * chunk, (c + 1) * chunk)
-        m = None if masks_all is None else masks_all[sl]
-        W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m, n_valid)
-        t = fit_trees(prep, y, W, cfg, seeds=seeds[sl], trunk=trunk, trunk_row_node=trunk_row_node,
+        W, seeds = draw(c)
+        t = fit_trees(prep, y, W, cfg, seeds=seeds, trunk=trunk, trunk_row_node=trunk_row_node,
                       y_shift=y_shift, y_scale=y_scale, presorted=presorted)
         t = jax.block_until_ready(t)
         prog.update(min(chunk, n_trees - c * chunk))
@@ -169,16 +176,16 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
     elif workers.use_processes(jobs):
-        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, n, weights, dtype, masks_all, n_valid, wkeys, seeds,
-                                  prog, return_weights,
+        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, draw, prog, return_weights,
                                   dict(prep=prep, y=y, cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node,
                                        y_shift=y_shift, y_scale=y_scale, presorted=presorted))
     else:
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             results = list(ex.map(run, range(n_chunks)))
-    trees = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a)[:n_trees], *[r[0] for r in results])
+    # joined in NumPy: an eager jnp.concatenate of k pieces compiles once per k
+    trees = jax.tree_util.tree_map(lambda *a: jnp.asarray(np.concatenate(a)[:n_trees]), *[r[0] for r in results])
     if return_weights:
-        return trees, jnp.concatenate([r[1] for r in results])[:n_trees]
+        return trees, jnp.asarray(np.concatenate([r[1] for r in results])[:n_trees])
     return trees
 
 
@@ -194,14 +201,11 @@ def resolve_n_jobs(n_jobs) -> int:
     return n_jobs
 
 
-def _run_in_workers(jobs, n_chunks, chunk, n_trees, n, weights, dtype, masks_all, n_valid, wkeys, seeds, prog,
-                    return_weights, setup):
+def _run_in_workers(jobs, n_chunks, chunk, n_trees, draw, prog, return_weights, setup):
     """Fit the chunks in ``jobs`` worker processes, one core each; the weights are drawn here.
 
     The draws (weights and seeds) are the same as in-process, so the trees are too.
     """
-    import numpy as np
-
     to_np = lambda a: np.asarray(a) if isinstance(a, jax.Array) else a  # noqa: E731
     setup = jax.tree_util.tree_map(to_np, setup)
     pool = workers.get_workers(jobs)
@@ -216,10 +220,8 @@ def _run_in_workers(jobs, n_chunks, chunk, n_trees, n, weights, dtype, masks_all
                 c = next(next_chunk, None)
             if c is None:
                 return
-            sl = slice(c * chunk, (c + 1) * chunk)
-            m = None if masks_all is None else masks_all[sl]
-            W = _draw_batch_jit(wkeys[sl], n, weights, dtype, m, n_valid)
-            t = remote.fit(worker, np.asarray(W), np.asarray(seeds[sl]))
+            W, seeds = draw(c)
+            t = remote.fit(worker, np.asarray(W), np.asarray(seeds))
             prog.update(min(chunk, n_trees - c * chunk))
             results[c] = (t, W if return_weights else None)
 
