@@ -33,7 +33,7 @@ import numpy as np
 
 from ..tree import Tree, apply, empty_tree
 from . import workers
-from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, sort_by_trunk
+from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, response_ranks, sort_by_trunk
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
 
@@ -154,31 +154,27 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     chunk = chunk_size or choose_chunk(n, d, cfg.n_stats, n_trees)
     n_chunks = -(-n_trees // chunk)
     blocks = None if block_of_row is None else jnp.asarray(block_of_row, jnp.int32)
-    nb = jnp.asarray(max(1, int(n_blocks)), jnp.int32)
-    draw = lambda c: _draw_chunk_jit(key, jnp.asarray(c, jnp.int32), n, weights, dtype, chunk, blocks, nb,  # noqa: E731
-                                     n_valid)
+    nb = max(1, int(n_blocks))
     y = jnp.asarray(y)
     presorted = False
     if trunk_row_node is not None:
         prep = sort_by_trunk(prep, trunk_row_node)  # once per forest, not once per tree
         presorted = True
     prog = Progress(n_trees, "fitting trees", progressbar)
+    job = dict(prep=prep, y=y, y_rank=response_ranks(y, cfg), cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node, y_shift=y_shift,
+               y_scale=y_scale, presorted=presorted, key=key, n=n, weights=weights, dtype=jnp.dtype(dtype),
+               chunk=chunk, blocks=blocks, n_blocks=nb, n_valid=n_valid, return_weights=return_weights)
 
     def run(c):
-        W, seeds = draw(c)
-        t = fit_trees(prep, y, W, cfg, seeds=seeds, trunk=trunk, trunk_row_node=trunk_row_node,
-                      y_shift=y_shift, y_scale=y_scale, presorted=presorted)
-        t = jax.block_until_ready(t)
+        out = jax.block_until_ready(fit_chunk(job, c))
         prog.update(min(chunk, n_trees - c * chunk))
-        return t, (W if return_weights else None)
+        return out
 
     jobs = min(resolve_n_jobs(n_jobs), n_chunks)
     if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
     elif workers.use_processes(jobs):
-        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, draw, prog, return_weights,
-                                  dict(prep=prep, y=y, cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node,
-                                       y_shift=y_shift, y_scale=y_scale, presorted=presorted))
+        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job)
     else:
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             results = list(ex.map(run, range(n_chunks)))
@@ -201,15 +197,28 @@ def resolve_n_jobs(n_jobs) -> int:
     return n_jobs
 
 
-def _run_in_workers(jobs, n_chunks, chunk, n_trees, draw, prog, return_weights, setup):
-    """Fit the chunks in ``jobs`` worker processes, one core each; the weights are drawn here.
+def fit_chunk(job: dict, c: int):
+    """Trees ``c * chunk + [0, chunk)`` of a forest: ``(trees, weights or None)``.
 
-    The draws (weights and seeds) are the same as in-process, so the trees are too.
+    ``job`` holds everything the fit needs (see :func:`fit_forest`); the same function runs in
+    this process and in worker processes, so the trees do not depend on where they were fitted.
     """
-    to_np = lambda a: np.asarray(a) if isinstance(a, jax.Array) else a  # noqa: E731
-    setup = jax.tree_util.tree_map(to_np, setup)
+    W, seeds = _draw_chunk_jit(job["key"], jnp.asarray(c, jnp.int32), job["n"], job["weights"], job["dtype"],
+                               job["chunk"], job["blocks"], jnp.asarray(job["n_blocks"], jnp.int32), job["n_valid"])
+    t = fit_trees(job["prep"], job["y"], W, job["cfg"], seeds=seeds, trunk=job["trunk"],
+                  trunk_row_node=job["trunk_row_node"], y_shift=job["y_shift"], y_scale=job["y_scale"],
+                  presorted=job["presorted"], y_rank=job["y_rank"])
+    return t, (W if job["return_weights"] else None)
+
+
+def _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job):
+    """Fit the chunks in ``jobs`` worker processes, one core each.
+
+    The workers draw the weights and seeds themselves, with the same key and function as
+    in-process, so the trees are the same; this process only waits.
+    """
     pool = workers.get_workers(jobs)
-    remote = workers.RemoteFit(pool, setup)
+    remote = workers.RemoteFit(pool, job)
     results: list = [None] * n_chunks
     next_chunk = iter(range(n_chunks))
     take = threading.Lock()
@@ -220,10 +229,8 @@ def _run_in_workers(jobs, n_chunks, chunk, n_trees, draw, prog, return_weights, 
                 c = next(next_chunk, None)
             if c is None:
                 return
-            W, seeds = draw(c)
-            t = remote.fit(worker, np.asarray(W), np.asarray(seeds))
+            results[c] = remote.fit(worker, c)
             prog.update(min(chunk, n_trees - c * chunk))
-            results[c] = (t, W if return_weights else None)
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
         for f in [ex.submit(serve, w) for w in pool]:

@@ -538,8 +538,16 @@ def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, limi
     return jax.vmap(one)(weights, seeds)
 
 
+def response_ranks(y, cfg: CARTConfig) -> jax.Array:
+    """int32 rank of each response among the distinct values (class codes as they are): a node whose
+    positive-weight rows all share one rank is pure and is not split."""
+    if cfg.n_classes:
+        return jnp.asarray(y).astype(jnp.int32)
+    return jnp.asarray(np.unique(np.asarray(y), return_inverse=True)[1].reshape(-1).astype(np.int32))
+
+
 def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: Tree | None = None,
-              trunk_row_node=None, y_shift=0.0, y_scale=1.0, presorted: bool = False) -> Tree:
+              trunk_row_node=None, y_shift=0.0, y_scale=1.0, presorted: bool = False, y_rank=None) -> Tree:
     """Fit one CART tree per row of ``weights`` in one compiled call.
 
     Parameters
@@ -554,6 +562,7 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
         row starting in its trunk leaf (empirical Bayesian forests)
     y_shift, y_scale : leaf values are ``mean(y) * y_scale + y_shift``
     presorted : the prepared order is already sorted by trunk leaf (:func:`sort_by_trunk`)
+    y_rank : :func:`response_ranks` of ``y`` when already computed (forests compute it once)
 
     Returns
     -------
@@ -569,10 +578,9 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
     weights = jnp.asarray(weights)
     B = weights.shape[0]
     y = jnp.asarray(y)
-    if cfg.n_classes:
-        y_rank = y.astype(jnp.int32)
-    else:
-        y_rank = jnp.asarray(np.unique(np.asarray(y), return_inverse=True)[1].astype(np.int32))
+    if y_rank is None:
+        y_rank = response_ranks(y, cfg)
+    if not cfg.n_classes:
         y = y.astype(weights.dtype)
     if seeds is None:
         seeds = jnp.arange(B, dtype=jnp.uint32)

@@ -127,19 +127,29 @@ atexit.register(shutdown)
 
 
 class RemoteFit:
-    """The data of one forest fit, sent once to each worker; then ``fit(i, W, seeds)`` per chunk."""
+    """One forest fit: its data (``job`` of :func:`~bayestrees.inference.bootstrap.fit_forest`) is sent
+    once to each worker; then ``fit(worker, c)`` fits chunk ``c`` there."""
 
-    def __init__(self, workers, setup: dict):
+    def __init__(self, workers, job: dict):
         import jax
+        import numpy as np
 
         self.workers = workers
         self.token = uuid.uuid4().hex
-        setup = dict(setup, x64=bool(jax.config.jax_enable_x64))
+        job = dict(job)
+        key = job.pop("key")
+        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            job["key_data"] = np.asarray(jax.random.key_data(key))
+            job["key_impl"] = str(jax.random.key_impl(key))
+        else:  # a raw uint32 key
+            job["key_data"], job["key_impl"] = np.asarray(key), None
+        job = jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, job)
+        job["x64"] = bool(jax.config.jax_enable_x64)
         for w in workers:
-            w.call("setup", self.token, setup)
+            w.call("setup", self.token, job)
 
-    def fit(self, worker, weights, seeds):
-        return worker.call("fit", self.token, weights, seeds)
+    def fit(self, worker, c: int):
+        return worker.call("fit", self.token, int(c))
 
 
 def _serve() -> None:
@@ -150,7 +160,7 @@ def _serve() -> None:
     import jax
     import numpy as np
 
-    from .cart import fit_trees
+    from .bootstrap import fit_chunk
 
     jobs: dict = {}
     while True:
@@ -165,16 +175,15 @@ def _serve() -> None:
                 _, token, setup = msg
                 jax.config.update("jax_enable_x64", setup.pop("x64"))
                 jobs.clear()  # one forest at a time per worker
-                jobs[token] = jax.tree_util.tree_map(
-                    lambda a: jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a, setup)
+                job = jax.tree_util.tree_map(lambda a: jax.numpy.asarray(a) if isinstance(a, np.ndarray) else a,
+                                             setup)
+                data, impl = job.pop("key_data"), job.pop("key_impl")
+                job["key"] = data if impl is None else jax.random.wrap_key_data(data, impl=impl)
+                jobs[token] = job
                 result = None
             elif msg[0] == "fit":
-                _, token, weights, seeds = msg
-                s = jobs[token]
-                t = fit_trees(s["prep"], s["y"], weights, s["cfg"], seeds=seeds, trunk=s["trunk"],
-                              trunk_row_node=s["trunk_row_node"], y_shift=s["y_shift"], y_scale=s["y_scale"],
-                              presorted=s["presorted"])
-                result = jax.tree_util.tree_map(np.asarray, t)
+                _, token, c = msg
+                result = jax.tree_util.tree_map(np.asarray, fit_chunk(jobs[token], c))
             else:
                 raise ValueError(f"unknown message {msg[0]!r}")
             reply = ("ok", result)
