@@ -107,7 +107,7 @@ def _render(sig, names):
 
 
 def trunk_stability(X, y, *, trunk_min_samples_leaf: int, n_draws: int = 100, levels: int | None = None,
-                    task: str = "regression", max_bins: int = 255, random_state=None,
+                    task: str = "regression", max_bins: int = 1024, random_state=None,
                     n_jobs: int | None = None) -> TrunkStability:
     """Trunk-stability analysis of Taddy et al. (2015), Section 4.
 

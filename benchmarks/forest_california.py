@@ -12,9 +12,9 @@ Every forest has 100 trees and ``min_samples_leaf=2``:
     EBF   empirical Bayesian forest            EmpiricalBayesianForestRegressor(trunk_min_samples_leaf=3000)
     sklearn-RF  sklearn.ensemble.RandomForestRegressor(min_samples_leaf=2, n_estimators=100, n_jobs=2)
 
-``--max-bins`` sets the library's feature binning (default 255: California's
-features have more distinct values than that, so they are quantile-binned);
-``--extra-bins 1024`` adds a ``BF-bins1024`` row fitted in the same run.
+``--max-bins`` sets the library's feature binning (default 1024, the library default; most of
+California's features have more distinct values than that, so they are quantile-binned);
+``--extra-bins 255`` adds a ``BF-bins255`` row (the same BF with 255 bins) fitted in the same run.
 ``--methods`` may also name ``sklearn-BF``: the same Bayesian forest built from
 scikit-learn's ``DecisionTreeRegressor`` with Exp(1) ``sample_weight`` (exact
 thresholds, float64), a reference that separates the method from the engine;
@@ -108,7 +108,7 @@ def main(argv=None):
     p.add_argument("--folds", default=None, help="comma-separated fold indices to run (default all 10)")
     p.add_argument("--methods", default=",".join(ORDER), help="comma-separated methods, in run order")
     p.add_argument("--extra-bins", type=int, default=None, help="also fit BF with this max_bins (row BF-bins<N>)")
-    p.add_argument("--max-bins", type=int, default=255)
+    p.add_argument("--max-bins", type=int, default=1024, help="the library default")
     p.add_argument("--n-trees", type=int, default=100)
     p.add_argument("--min-samples-leaf", type=int, default=2)
     p.add_argument("--n-jobs", type=int, default=2)

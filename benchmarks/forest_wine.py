@@ -55,7 +55,7 @@ def main(argv=None):
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--folds", default=None, help="comma-separated fold indices (default all 10)")
     p.add_argument("--methods", default=",".join(ORDER))
-    p.add_argument("--max-bins", type=int, default=255)
+    p.add_argument("--max-bins", type=int, default=1024, help="the library default")
     p.add_argument("--n-trees", type=int, default=100)
     p.add_argument("--min-samples-leaf", type=int, default=2)
     p.add_argument("--n-jobs", type=int, default=2)

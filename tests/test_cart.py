@@ -1,4 +1,6 @@
 """The weighted CART engine against scikit-learn's CART (exact split choices) and its own invariants."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,6 +47,34 @@ def test_classification_matches_sklearn(rng, criterion):
     sk = DecisionTreeClassifier(criterion=criterion, min_samples_leaf=2, random_state=0).fit(X, yc, sample_weight=w)
     assert int(T.n_leaves(tr)[0]) == sk.get_n_leaves()
     np.testing.assert_allclose(proba, sk.predict_proba(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("msl, n_classes", [(1, 0), (3, 0), (2, 3)])
+def test_positive_weights_shortcut_gives_the_same_trees(rng, msl, n_classes):
+    """Row counts read off positions (``positive_weights``) equal summed counts, with weightless
+    MISSING-coded padding rows as the estimators add them; and the trees are scikit-learn's."""
+    X, y = _data(rng, n=300)
+    if n_classes:
+        y = np.digitize(y, np.quantile(y, [0.4, 0.75]))
+    codes = Binner().fit_transform(X)
+    miss = missing_code(codes.dtype)
+    pad = 37
+    codes_p = np.vstack([codes, np.full((pad, codes.shape[1]), miss, codes.dtype)])
+    y_p = np.concatenate([y, np.zeros(pad, y.dtype)])
+    W = np.concatenate([rng.exponential(size=(3, len(y))), np.zeros((3, pad))], 1)
+    with jax.enable_x64(True):
+        base = CARTConfig(criterion="gini" if n_classes else "squared_error", n_classes=n_classes,
+                          min_samples_leaf=msl, capacity=default_capacity(len(y_p), msl), missing=miss)
+        a = fit_trees(codes_p, y_p, jnp.asarray(W), base)
+        b = fit_trees(codes_p, y_p, jnp.asarray(W), dataclasses.replace(base, positive_weights=True))
+        pred = np.asarray(T.predict(b, codes))[0, :, 0]
+    assert int(a.n_nodes.min()) > 20
+    for f in a._fields:
+        np.testing.assert_allclose(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)), rtol=1e-12, err_msg=f)
+    if not n_classes:
+        sk = DecisionTreeRegressor(min_samples_leaf=msl, random_state=0).fit(X, y, sample_weight=W[0, :len(y)])
+        assert int(b.n_nodes[0]) == sk.tree_.node_count
+        np.testing.assert_allclose(pred, sk.predict(X), rtol=1e-10, atol=1e-10)
 
 
 def test_max_depth_and_min_weight_fraction_match_sklearn(rng):

@@ -199,7 +199,8 @@ def test_tree_exports(bf):
 
 
 def test_no_recompilation_within_a_shape_bucket():
-    """New data sizes in one bucket, other forest sizes and other forest kinds reuse the compiled program.
+    """New data sizes in one bucket, other forest sizes, and BF/EBF (trunk fit included) reuse the compiled
+    program; the sub-sample forest (rows of weight 0: no ``positive_weights`` shortcut) has one of its own.
 
     (The node capacity is static and depends on ``min_samples_leaf``, so that one is kept fixed.)
     """
@@ -210,6 +211,10 @@ def test_no_recompilation_within_a_shape_bucket():
     bt.BayesianForestRegressor(3, min_samples_leaf=2, random_state=0).fit(X[:100], y[:100])
     size = cart._fit_batch._cache_size()
     bt.BayesianForestRegressor(5, min_samples_leaf=2, random_state=1).fit(X[:110], y[:110])
-    bt.SubSampleForestRegressor(4, n_blocks=2, min_samples_leaf=2, random_state=0).fit(X[:120], y[:120])
     bt.EmpiricalBayesianForestRegressor(3, trunk_min_samples_leaf=30, min_samples_leaf=2, random_state=0).fit(X[:105], y[:105])
     assert cart._fit_batch._cache_size() == size
+    bt.SubSampleForestRegressor(4, n_blocks=2, min_samples_leaf=2, random_state=0).fit(X[:120], y[:120])
+    size_ssf = cart._fit_batch._cache_size()
+    assert size_ssf <= size + 1
+    bt.SubSampleForestRegressor(6, n_blocks=3, min_samples_leaf=2, random_state=1).fit(X[:101], y[:101])
+    assert cart._fit_batch._cache_size() == size_ssf

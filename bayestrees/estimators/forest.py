@@ -251,8 +251,11 @@ _COMMON_DOC = """
         Fraction of a draw's total weight required in each leaf.
     splitter : {"best", "random"}
         "random" draws one threshold per feature per node (extra trees).
-    max_bins : int, default 255
-        Bins per feature; features with at most this many distinct values are binned exactly.
+    max_bins : int, default 1024
+        Bins per feature; features with at most this many distinct values are binned exactly
+        (one bin per value, so splits are exact CART splits), others by quantiles. The fit's
+        cost does not depend on the number of bins (the engine works on sorted rows, not
+        histograms); codes are uint8 up to 255 bins and uint16 above.
     categorical_features : list of int, optional
         Columns to treat as categorical (DataFrame category/object columns are automatic).
     max_nodes : int, optional
@@ -316,7 +319,7 @@ class BayesianForestRegressor(_RegressorForest):
     _kind = "bf"
 
     def __init__(self, n_estimators=100, *, weights="exponential", min_samples_leaf=1, max_depth=None,
-                 max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=255,
+                 max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
                  random_state=None, progressbar=False):
         _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
@@ -331,7 +334,7 @@ class BayesianForestClassifier(_ClassifierForest):
     _kind = "bf"
 
     def __init__(self, n_estimators=100, *, criterion="gini", weights="exponential", min_samples_leaf=1,
-                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=255,
+                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
                  random_state=None, progressbar=False):
         self.criterion = criterion
@@ -348,7 +351,7 @@ class EmpiricalBayesianForestRegressor(_RegressorForest):
     _kind = "ebf"
 
     def __init__(self, n_estimators=100, *, trunk_min_samples_leaf=1000, weights="exponential", min_samples_leaf=1,
-                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=255,
+                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
                  random_state=None, progressbar=False):
         self.trunk_min_samples_leaf = trunk_min_samples_leaf
@@ -365,7 +368,7 @@ class EmpiricalBayesianForestClassifier(_ClassifierForest):
 
     def __init__(self, n_estimators=100, *, trunk_min_samples_leaf=1000, criterion="gini", weights="exponential",
                  min_samples_leaf=1, max_depth=None, max_features=None, min_weight_fraction_leaf=0.0,
-                 splitter="best", max_bins=255, categorical_features=None, max_nodes=None, dtype="float32",
+                 splitter="best", max_bins=1024, categorical_features=None, max_nodes=None, dtype="float32",
                  chunk_size=None, n_jobs=None, random_state=None, progressbar=False):
         self.trunk_min_samples_leaf = trunk_min_samples_leaf
         self.criterion = criterion
@@ -381,7 +384,7 @@ class SubSampleForestRegressor(_RegressorForest):
     _kind = "ssf"
 
     def __init__(self, n_estimators=100, *, n_blocks=5, weights="exponential", min_samples_leaf=1, max_depth=None,
-                 max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=255,
+                 max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
                  random_state=None, progressbar=False):
         self.n_blocks = n_blocks
@@ -397,7 +400,7 @@ class SubSampleForestClassifier(_ClassifierForest):
     _kind = "ssf"
 
     def __init__(self, n_estimators=100, *, n_blocks=5, criterion="gini", weights="exponential", min_samples_leaf=1,
-                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=255,
+                 max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
                  random_state=None, progressbar=False):
         self.n_blocks = n_blocks

@@ -43,7 +43,9 @@ WEIGHT_KINDS = ("exponential", "multinomial", "none")
 def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None) -> jax.Array:
     """One weight vector of length ``n`` (times ``mask`` if given)."""
     if kind == "exponential":
-        w = jax.random.exponential(key, (n,), dtype)
+        # floored at the smallest normal float: a draw of exactly 0 (probability 2^-24 per row in
+        # float32) would drop a row that the Bayesian bootstrap keeps
+        w = jnp.maximum(jax.random.exponential(key, (n,), dtype), jnp.finfo(dtype).tiny)
     elif kind == "multinomial":
         idx = jax.random.randint(key, (n,), 0, n)
         w = jnp.zeros(n, dtype).at[idx].add(1.0)
@@ -141,7 +143,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         (:mod:`~bayestrees.inference.workers`; ``BAYESTREES_PARALLEL=threads`` uses threads);
         on accelerators, in threads
     n_valid : only the first ``n_valid`` rows are data; the rest are padding (weight 0, code
-        ``MISSING``) so that data sizes share compiled shapes
+        ``MISSING`` in every feature: required) so that data sizes share compiled shapes
 
     Returns
     -------
@@ -151,6 +153,8 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     d, n = prep.codes_t.shape
     if weights not in WEIGHT_KINDS:
         raise ValueError(f"weights must be one of {WEIGHT_KINDS}, got {weights!r}")
+    if weights != "multinomial" and (block_of_row is None or int(n_blocks) == 1):
+        cfg = positive_config(cfg)  # every real row has a positive weight
     chunk = chunk_size or choose_chunk(n, d, cfg.n_stats, n_trees)
     n_chunks = -(-n_trees // chunk)
     blocks = None if block_of_row is None else jnp.asarray(block_of_row, jnp.int32)
@@ -183,6 +187,18 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     if return_weights:
         return trees, jnp.asarray(np.concatenate([r[1] for r in results])[:n_trees])
     return trees
+
+
+def positive_config(cfg: CARTConfig, prep: Prepared | None = None, weights=None) -> CARTConfig:
+    """``cfg`` with ``positive_weights`` on when it holds: no missing values, and every row of zero
+    weight (padding) has the ``MISSING`` code in every feature (checked when ``weights`` is given)."""
+    if cfg.has_missing:
+        return cfg
+    if weights is not None:
+        zero = np.asarray(weights) <= 0
+        if zero.any() and not np.all(np.asarray(prep.codes_t)[:, zero] == cfg.missing):
+            return cfg
+    return dataclasses.replace(cfg, positive_weights=True)
 
 
 def resolve_n_jobs(n_jobs) -> int:
@@ -259,6 +275,7 @@ def fit_trunk(codes_or_prep, y, cfg: CARTConfig, trunk_min_samples_leaf: int, *,
     tcfg = dataclasses.replace(cfg, min_samples_leaf=int(trunk_min_samples_leaf), max_depth=None, max_features=None,
                                extra=False, min_weight_fraction_leaf=0.0)
     w = jnp.ones(n, dtype) if weights is None else jnp.asarray(weights, dtype)
+    tcfg = positive_config(tcfg, prep, w)  # as the forest grown from it, so the compilation is shared
     B = choose_chunk(n, d, cfg.n_stats, 1)  # the forest's chunk size, so the compilation is shared
     t = fit_trees(prep, y, jnp.tile(w[None], (B, 1)), tcfg, y_shift=y_shift, y_scale=y_scale,
                   trunk=root_trunk(cfg, dtype), trunk_row_node=jnp.zeros(n, jnp.int32))

@@ -80,6 +80,10 @@ class CARTConfig:
     capacity : node slots per tree
     has_missing : the codes contain ``MISSING``
     missing : value of the missing code
+    positive_weights : every row whose code is not ``MISSING`` has a positive weight (and
+        ``has_missing`` is False, so ``MISSING`` rows are weightless padding). Row counts are
+        then read off positions instead of being summed: one statistic fewer to gather and
+        prefix-sum per level. Set by the forests for Exp(1) and unit weights.
     """
 
     criterion: str = "squared_error"
@@ -92,6 +96,7 @@ class CARTConfig:
     capacity: int = 1023
     has_missing: bool = False
     missing: int = 255
+    positive_weights: bool = False
 
     @property
     def n_stats(self) -> int:
@@ -192,11 +197,14 @@ def prefix_sum(x, block: int = 32):
 
 def _proxy(st, cfg: CARTConfig):
     """The criterion proxy of a child from its statistics, stats axis first: (s, ...)."""
-    W = st[1]
+    return _proxy_parts(st[1], st[2:], cfg)
+
+
+def _proxy_parts(W, Wk, cfg: CARTConfig):
+    """The criterion proxy from a child's weight ``W`` and its other statistics ``Wk`` (w*y or w*onehot)."""
     Wsafe = jnp.where(W > 0, W, 1.0)
     if not cfg.n_classes:
-        return st[2] ** 2 / Wsafe
-    Wk = st[2:]
+        return Wk[0] ** 2 / Wsafe
     if cfg.criterion == "gini":
         return jnp.sum(Wk * Wk, 0) / Wsafe
     xlogx = lambda v: jnp.where(v > 0, v * jnp.log(jnp.where(v > 0, v, 1.0)), 0.0)  # noqa: E731
@@ -288,14 +296,29 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
     start_p = seg_start[pos_node]  # (n,)
     end_p = seg_end[pos_node]
     codes_sorted = jnp.take_along_axis(codes_t, order, axis=1)  # (d, n)
-    G = stats.T[:, order]  # (s, d, n)
+    p_idx = jnp.arange(n)
+    # with positive weights, channel 0 (rows of positive weight) is not summed: a valid split
+    # position p has only weighted rows before it in its segment, so its left count is p - start + 1
+    # (weightless MISSING padding sorts last), and a node's count is already in the tree
+    k0 = 1 if cfg.positive_weights else 0
+    G = stats.T[k0:, order]  # (s - k0, d, n)
     C = prefix_sum(G)
     L = C - _at(C, start_p - 1)
 
     # -- node totals (from feature 0's prefix sums) and which open nodes may split
     C0 = C[:, 0]
-    tot = (_at(C0, seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s)
-    R = tot.T[:, pos_node][:, None, :] - L  # (s, d, n)
+    tot = (_at(C0, seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s - k0)
+    if k0:
+        tot = jnp.concatenate([tree.count.astype(dtype)[:, None], tot], 1)  # (cap, s): small
+    R = tot.T[k0:, pos_node][:, None, :] - L  # (s - k0, d, n)
+    # left/right row counts (d, n) or (1, n), weights (d, n), and the remaining statistics
+    if k0:
+        L_cnt = (p_idx - start_p + 1).astype(dtype)[None, :]
+        R_cnt = tot[:, 0][pos_node][None, :] - L_cnt
+    else:
+        L_cnt, R_cnt = L[0], R[0]
+    L_w, R_w = L[1 - k0], R[1 - k0]
+    L_k, R_k = L[2 - k0:], R[2 - k0:]
     pos_w = stats[:, 0] > 0
     ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
     ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
@@ -303,7 +326,6 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
     can = can & (tree.depth < max_depth)
 
     nxt_code = jnp.concatenate([codes_sorted[:, 1:], jnp.full((d, 1), -1, codes_sorted.dtype)], axis=1)
-    p_idx = jnp.arange(n)
     in_seg = (p_idx + 1 < end_p)[None, :]
     valid = in_seg & (codes_sorted != nxt_code) & (codes_sorted != miss) & can[pos_node][None, :]
 
@@ -328,8 +350,8 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
         valid = valid & (codes_sorted <= thr_p) & (nxt_code > thr_p)
 
     min_w = min_weight
-    ok_r = valid & (L[0] >= msl) & (R[0] >= msl) & (L[1] >= min_w) & (R[1] >= min_w)
-    gain = jnp.where(ok_r, _proxy(L, cfg) + _proxy(R, cfg), _NEG)  # (d, n)
+    ok_r = valid & (L_cnt >= msl) & (R_cnt >= msl) & (L_w >= min_w) & (R_w >= min_w)
+    gain = jnp.where(ok_r, _proxy_parts(L_w, L_k, cfg) + _proxy_parts(R_w, R_k, cfg), _NEG)  # (d, n)
     mleft = None
     if cfg.has_missing:
         is_m = (codes_sorted == miss)
@@ -357,7 +379,11 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
     Cb = flat[:, base + bp]
     Cs = jnp.where(seg_start > 0, flat[:, base + jnp.maximum(seg_start - 1, 0)], 0)
     Ce = jnp.where(seg_end > 0, flat[:, base + jnp.clip(seg_end - 1, 0, n - 1)], 0)
-    Lc, Rc = Cb - Cs, Ce - Cb  # (s, cap)
+    Lc, Rc = Cb - Cs, Ce - Cb  # (s - k0, cap)
+    if k0:
+        n_l = (bp - seg_start + 1).astype(dtype)
+        Lc = jnp.concatenate([n_l[None], Lc], 0)
+        Rc = jnp.concatenate([(tree.count.astype(dtype) - n_l)[None], Rc], 0)
     if cfg.has_missing:
         bml = mleft[bf, bp]
         fm = Cm.reshape(C.shape[0], d * n)
