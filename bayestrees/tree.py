@@ -101,23 +101,27 @@ def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
     )
 
 
-def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
-    """Leaf index (int32[n]) of every row of ``codes`` (uint[n, d]) in one tree.
+@jax.jit
+def pack(tree: Tree) -> tuple[jax.Array, jax.Array]:
+    """The two per-node words the traversal reads, for a tree or a batch of trees.
 
-    Each step reads two packed per-node words (split word and child pair) instead of five
-    fields: ``info = threshold << 16 | feature << 1 | missing_left`` and ``children[2 node + go_right]``,
-    where a leaf's children are itself, so rows that reached a leaf stay there.
+    ``info = threshold << 16 | feature << 1 | missing_left`` (uint32, shape ``S + (capacity,)``) and
+    the child pair ``children[2 node + go_right]`` (int32, ``S + (2 capacity,)``), where a leaf's
+    children are itself, so a row that has reached its leaf stays there.
     """
-    n = codes.shape[0]
-    rows = jnp.arange(n)
     idx = jnp.arange(tree.capacity, dtype=jnp.int32)
     leaf = tree.left < 0
-    children = jnp.stack([jnp.where(leaf, idx, tree.left), jnp.where(leaf, idx, tree.right)], -1).reshape(-1)
+    children = jnp.stack([jnp.where(leaf, idx, tree.left), jnp.where(leaf, idx, tree.right)], -1)
+    children = children.reshape(tree.left.shape[:-1] + (2 * tree.capacity,))
     info = ((tree.threshold.astype(jnp.uint32) << 16) | (jnp.maximum(tree.feature, 0).astype(jnp.uint32) << 1)
             | tree.missing_left.astype(jnp.uint32))
+    return info, children
 
-    def cond(state):
-        return state[1]
+
+def _traverse_one(info, children, codes: jax.Array, missing: int) -> jax.Array:
+    """Leaf index (int32[n]) of every row of ``codes`` (uint[n, d]) in one packed tree."""
+    n = codes.shape[0]
+    rows = jnp.arange(n)
 
     def body(state):
         node, _ = state
@@ -128,8 +132,23 @@ def _apply_one(tree: Tree, codes: jax.Array, missing: int) -> jax.Array:
         nxt = children[2 * node + go_right.astype(jnp.int32)]
         return nxt, jnp.any(nxt != node)
 
-    node, _ = jax.lax.while_loop(cond, body, (jnp.zeros(n, jnp.int32), jnp.array(True)))
+    node, _ = jax.lax.while_loop(lambda s: s[1], body, (jnp.zeros(n, jnp.int32), jnp.array(True)))
     return node
+
+
+def _sequential(capacity: int) -> bool:
+    """Walk a batch of trees one tree at a time (CPU, large trees: one tree's nodes stay in cache,
+    and no tree waits for the deepest one) rather than all at once (accelerators, small trees)."""
+    return jax.default_backend() == "cpu" and capacity >= 4096
+
+
+@partial(jax.jit, static_argnames=("missing", "sequential"))
+def _traverse(info, children, codes, missing: int, sequential: bool):
+    batch = info.shape[:-1]
+    info2, ch2 = info.reshape((-1, info.shape[-1])), children.reshape((-1, children.shape[-1]))
+    one = lambda i, c: _traverse_one(i, c, codes, missing)  # noqa: E731
+    leaves = jax.lax.map(lambda t: one(*t), (info2, ch2)) if sequential else jax.vmap(one)(info2, ch2)
+    return leaves.reshape(batch + (codes.shape[0],))
 
 
 def apply(tree: Tree, codes, missing: int | None = None) -> jax.Array:
@@ -145,11 +164,17 @@ def apply(tree: Tree, codes, missing: int | None = None) -> jax.Array:
     -------
     int32 array of shape ``S + (n,)``.
     """
+    return apply_packed(pack(tree), codes, missing)
+
+
+def apply_packed(packed, codes, missing: int | None = None) -> jax.Array:
+    """:func:`apply` on trees already :func:`pack`-ed (callers that predict often pack once)."""
     codes = jnp.asarray(codes)
     _check_codes(codes)
     if missing is None:
         missing = int(np.iinfo(np.dtype(codes.dtype)).max)
-    return _apply_jit(tree, codes, int(missing))
+    info, children = packed
+    return _traverse(info, children, codes, int(missing), _sequential(info.shape[-1]))
 
 
 def _check_codes(codes) -> None:
@@ -158,27 +183,15 @@ def _check_codes(codes) -> None:
         raise ValueError(f"codes must be (n, d) with d < 32768, got shape {codes.shape}")
 
 
-@partial(jax.jit, static_argnames=("missing",))
-def _apply_jit(tree: Tree, codes, missing: int):
-    fn = lambda t: _apply_one(t, codes, missing)  # noqa: E731
-    for _ in range(tree.feature.ndim - 1):
-        fn = jax.vmap(fn)
-    return fn(tree)
+def predict(tree: Tree, codes, missing: int | None = None, packed=None) -> jax.Array:
+    """Leaf values for each row: float array of shape ``S + (n, V)`` (``packed``: :func:`pack` of ``tree``)."""
+    leaves = apply_packed(pack(tree) if packed is None else packed, codes, missing)
+    return _gather_values(tree.value, leaves)
 
 
-def predict(tree: Tree, codes, missing: int | None = None) -> jax.Array:
-    """Leaf values for each row: float array of shape ``S + (n, V)``."""
-    codes = jnp.asarray(codes)
-    _check_codes(codes)
-    if missing is None:
-        missing = int(np.iinfo(np.dtype(codes.dtype)).max)
-    return _predict_jit(tree, codes, int(missing))
-
-
-@partial(jax.jit, static_argnames=("missing",))
-def _predict_jit(tree: Tree, codes, missing: int):
-    leaves = _apply_jit(tree, codes, missing)
-    return jnp.take_along_axis(tree.value, leaves[..., None], axis=-2)
+@jax.jit
+def _gather_values(value, leaves):
+    return jnp.take_along_axis(value, leaves[..., None], axis=-2)
 
 
 def n_leaves(tree: Tree) -> jax.Array:

@@ -218,3 +218,15 @@ def test_no_recompilation_within_a_shape_bucket():
     assert size_ssf <= size + 1
     bt.SubSampleForestRegressor(6, n_blocks=3, min_samples_leaf=2, random_state=1).fit(X[:101], y[:101])
     assert cart._fit_batch._cache_size() == size_ssf
+
+
+def test_extra_trees_thresholds_stay_within_the_present_codes():
+    """uint16 codes (more than 255 distinct values) and weightless MISSING padding rows: every random
+    threshold must fall between a node's smallest and largest present code, so with min_samples_leaf=1
+    and distinct values an extra tree splits until every leaf holds one row."""
+    r = np.random.default_rng(5)
+    X = r.permutation(700).astype(float)[:, None] + 0.5
+    y = r.normal(size=700)
+    et = bt.BayesianForestRegressor(3, weights="none", splitter="random", min_samples_leaf=1, random_state=0).fit(X, y)
+    assert et.binner_.dtype_ == np.uint16
+    np.testing.assert_array_equal(et.n_leaves_, [700, 700, 700])

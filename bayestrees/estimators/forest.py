@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from ..data import bucket_size, missing_code, pad_rows
 from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
 from ..inference.cart import CARTConfig, default_capacity, prepare_codes
-from ..tree import Tree, index_tree, max_depth, n_leaves, predict
+from ..tree import Tree, index_tree, max_depth, n_leaves, pack, predict
 from ..convert import trees_to_inferencedata
 from .base import ClassifierBase, RegressorBase
 
@@ -161,7 +161,7 @@ class _ForestMixin:
             kwargs.update(block_of_row=block, n_blocks=k)
         trees = fit_forest(k_forest, prep, ytrain, cfg, int(self.n_estimators), self.weights, **kwargs)
         self.trees_ = jax.tree_util.tree_map(np.asarray, trees)
-        self._dev_trees = (self.trees_, trees)
+        self._dev_trees = (self.trees_, trees, pack(trees))
         self.config_ = cfg
         self._idata = None
         return self
@@ -173,20 +173,23 @@ class _ForestMixin:
         miss = self.config_.missing
         out = []
         step = max(64, 2_000_000 // max(1, int(self.trees_.feature.shape[0])))
+        trees, packed = self._device_trees()
         for s in range(0, n, step):
             c = codes[s:s + step]
             m = c.shape[0]
             c = jnp.asarray(pad_rows(c, bucket_size(m), miss))  # bucketed: no recompile per row count
-            out.append(np.asarray(predict(self._device_trees(), c, miss))[:, :m])
+            out.append(np.asarray(predict(trees, c, miss, packed=packed))[:, :m])
         return np.concatenate(out, axis=1)  # (T, n, V)
 
     def _device_trees(self) -> Tree:
-        """The trees as device arrays: made once by ``fit`` (not saved with the model; a loaded
-        model converts on each call, since prediction must not change the estimator's state)."""
+        """The trees as device arrays and :func:`~bayestrees.tree.pack`-ed: made once by ``fit`` (not
+        saved with the model; a loaded model converts on each call, since prediction must not change
+        the estimator's state)."""
         dev = self.__dict__.get("_dev_trees")
         if dev is None or dev[0] is not self.trees_:
-            return jax.tree_util.tree_map(jnp.asarray, self.trees_)
-        return dev[1]
+            trees = jax.tree_util.tree_map(jnp.asarray, self.trees_)
+            return trees, pack(trees)
+        return dev[1], dev[2]
 
     def predict_draws(self, X) -> np.ndarray:
         """Posterior draws of the CART functional at ``X``: one prediction per tree.

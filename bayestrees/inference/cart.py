@@ -334,7 +334,10 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
         nodes = jnp.arange(cap)
         feats = jnp.arange(d)
         lo = jnp.take(codes_sorted, jnp.clip(seg_start, 0, n - 1), axis=1).T  # (cap, d)
-        hi = jnp.take(codes_sorted, jnp.clip(seg_end - 1, 0, n - 1), axis=1).T
+        # the largest code present (MISSING, which sorts last, excluded: missing values and
+        # weightless padding rows must not widen the range thresholds are drawn from)
+        present = jnp.where(codes_sorted != miss, codes_sorted, -1)
+        hi = jax.vmap(lambda r: jax.ops.segment_max(r, pos_node, cap))(present).T  # (cap, d)
         nonconst = hi > lo
     if cfg.max_features is not None and cfg.max_features < d:
         prio = _uniform_hash(seed, nodes[:, None], feats[None, :] + 7919)  # (cap, d)
@@ -344,8 +347,7 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
         valid = valid & allowed[pos_node].T
     if cfg.extra:
         u = _uniform_hash(seed, nodes[:, None], feats[None, :] + 104729)
-        hi_nm = jnp.where(hi == miss, jnp.maximum(lo, hi - 1), hi)  # a split point among present codes
-        thr = lo + jnp.floor(u * (hi_nm - lo).astype(jnp.float32)).astype(jnp.int32)
+        thr = lo + jnp.floor(u * jnp.maximum(hi - lo, 0).astype(jnp.float32)).astype(jnp.int32)
         thr_p = thr[pos_node].T  # (d, n)
         valid = valid & (codes_sorted <= thr_p) & (nxt_code > thr_p)
 
