@@ -75,3 +75,25 @@ def test_n_jobs_convention():
     assert resolve_n_jobs(-1) == n and resolve_n_jobs(-(n + 5)) == 1
     with pytest.raises(ValueError, match="n_jobs == 0"):
         resolve_n_jobs(0)
+
+
+def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
+    """A reply left unread (Ctrl-C while waiting) must not be taken for the answer to a later message."""
+    X, y = data
+    workers.get_workers(2)
+    load = workers.pickle.load
+    seen = {"n": 0}
+
+    def interrupted_once(f):
+        seen["n"] += 1
+        if seen["n"] == 1:
+            raise KeyboardInterrupt
+        return load(f)
+
+    monkeypatch.setattr(workers.pickle, "load", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    monkeypatch.undo()
+    one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
+    two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    assert _same_trees(one, two)

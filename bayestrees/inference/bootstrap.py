@@ -177,7 +177,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     jobs = min(resolve_n_jobs(n_jobs), n_chunks)
     if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
-    elif workers.use_processes(jobs):
+    elif workers.use_processes(jobs) and workers.get_workers(jobs, quiet=True) is not None:
         results = _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job)
     else:
         with ThreadPoolExecutor(max_workers=jobs) as ex:
@@ -239,18 +239,29 @@ def _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job):
     next_chunk = iter(range(n_chunks))
     take = threading.Lock()
 
+    stop = threading.Event()
+
     def serve(worker):
-        while True:
+        while not stop.is_set():
             with take:
                 c = next(next_chunk, None)
             if c is None:
                 return
-            results[c] = remote.fit(worker, c)
+            try:
+                results[c] = remote.fit(worker, c)
+            except BaseException:
+                stop.set()  # the other workers finish their chunk and stop
+                raise
             prog.update(min(chunk, n_trees - c * chunk))
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        for f in [ex.submit(serve, w) for w in pool]:
-            f.result()
+        futures = [ex.submit(serve, w) for w in pool]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:  # an error in a worker, or KeyboardInterrupt here: stop handing out chunks
+            stop.set()
+            raise
     return results
 
 

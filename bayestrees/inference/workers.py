@@ -84,8 +84,12 @@ class _Worker:
                 pickle.dump(msg, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
                 self.proc.stdin.flush()
                 status, payload = pickle.load(self.proc.stdout)
-            except (EOFError, BrokenPipeError, OSError) as e:
+            except BaseException as e:
+                # a reply not read would be taken for the answer to the next message: never reuse
                 code = self.proc.poll()
+                self.proc.kill()
+                if not isinstance(e, (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError)):
+                    raise
                 raise WorkerError(
                     f"worker process on CPU {self.cpu} stopped (exit code {code}); its error, if any, was "
                     f"printed above. Out of memory is the usual cause: use fewer n_jobs or a smaller "
@@ -104,14 +108,25 @@ class _Worker:
             self.proc.kill()
 
 
-def get_workers(n_jobs: int) -> list[_Worker]:
-    """``n_jobs`` running workers (started if needed), pinned one per CPU when there are enough CPUs."""
+def get_workers(n_jobs: int, quiet: bool = False) -> list[_Worker] | None:
+    """``n_jobs`` running workers (started if needed), pinned one per CPU when there are enough CPUs.
+
+    With ``quiet``, a failure to start them gives a warning and ``None`` (callers then use threads).
+    """
     with _LOCK:
         _WORKERS[:] = [w for w in _WORKERS if w.proc.poll() is None]
         cpus = available_cpus()
-        while len(_WORKERS) < n_jobs:
-            i = len(_WORKERS)
-            _WORKERS.append(_Worker(cpus[i] if n_jobs <= len(cpus) else -1))
+        try:
+            while len(_WORKERS) < n_jobs:
+                i = len(_WORKERS)
+                _WORKERS.append(_Worker(cpus[i] if n_jobs <= len(cpus) else -1))
+        except WorkerError as e:
+            if not quiet:
+                raise
+            import warnings
+
+            warnings.warn(f"{e}; fitting in threads instead", RuntimeWarning, stacklevel=3)
+            return None
         return _WORKERS[:n_jobs]
 
 
