@@ -97,3 +97,19 @@ def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
     two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     assert _same_trees(one, two)
+
+
+def test_workers_share_a_compilation_cache_that_shutdown_removes(data):
+    import os
+
+    X, y = data
+    bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        pytest.skip("the user's own compilation cache is used")
+    folder = workers._CACHE[0]
+    assert os.path.isdir(folder) and os.listdir(folder)  # the compiled programs, written by one worker
+    workers.shutdown()
+    assert not os.path.exists(folder) and not workers._WORKERS
+    one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
+    two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    assert _same_trees(one, two)

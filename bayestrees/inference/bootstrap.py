@@ -236,7 +236,18 @@ def _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job):
     pool = workers.get_workers(jobs)
     remote = workers.RemoteFit(pool, job)
     results: list = [None] * n_chunks
-    next_chunk = iter(range(n_chunks))
+    # a program no worker has run yet is compiled by one worker first; the others then load it from
+    # the workers' compilation cache instead of compiling it too (time and memory)
+    sig = (job["cfg"], job["n"], job["chunk"], str(job["dtype"]), job["weights"], job["trunk"] is None,
+           job["blocks"] is None, tuple(job["prep"].codes_t.shape), bool(jax.config.jax_enable_x64))
+    first = 0
+    if not any(sig in w.seen for w in pool):
+        results[0] = remote.fit(pool[0], 0)
+        prog.update(min(chunk, n_trees))
+        first = 1
+    for w in pool:
+        w.seen.add(sig)
+    next_chunk = iter(range(first, n_chunks))
     take = threading.Lock()
 
     stop = threading.Event()
