@@ -66,6 +66,8 @@ def test_a_dead_worker_is_reported_and_replaced(data):
         pool[0].call("setup", "x", {"x64": False})
     fresh = workers.get_workers(2)  # the dead one is dropped and a new one started
     assert all(w.proc.poll() is None for w in fresh)
+    if len(workers.available_cpus()) >= 2:
+        assert len({w.cpu for w in fresh}) == 2  # the new one takes the free core
     bt.BayesianForestRegressor(n_estimators=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
 
 

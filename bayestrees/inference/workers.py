@@ -129,8 +129,8 @@ def get_workers(n_jobs: int, quiet: bool = False) -> list[_Worker] | None:
         cpus = available_cpus()
         try:
             while len(_WORKERS) < n_jobs:
-                i = len(_WORKERS)
-                _WORKERS.append(_Worker(cpus[i] if n_jobs <= len(cpus) else -1))
+                free = [c for c in cpus if c not in {w.cpu for w in _WORKERS}]
+                _WORKERS.append(_Worker(free[0] if n_jobs <= len(cpus) and free else -1))
         except WorkerError as e:
             if not quiet:
                 raise
