@@ -28,12 +28,13 @@ def _say(msg: str) -> None:
 
 
 def make_estimator(model: str, task: str, n_estimators: int, min_samples_leaf: int, seed: int | None,
-                   trunk_min_samples_leaf: int = 1000, n_blocks: int = 5, progressbar: bool = True):
+                   trunk_min_samples_leaf: int = 1000, n_blocks: int = 5, progressbar: bool = True,
+                   n_jobs: int | None = None):
     """The estimator for a ``--model`` choice and a task ("regression"/"classification")."""
     import bayestrees as bt
 
     reg = task == "regression"
-    common = dict(min_samples_leaf=min_samples_leaf, random_state=seed, progressbar=progressbar)
+    common = dict(min_samples_leaf=min_samples_leaf, random_state=seed, progressbar=progressbar, n_jobs=n_jobs)
     if model in ("bf", "rf", "dt", "et"):
         cls = bt.BayesianForestRegressor if reg else bt.BayesianForestClassifier
         kw = {"bf": dict(weights="exponential"), "rf": dict(weights="multinomial"),
@@ -159,7 +160,7 @@ def cmd_fit(args) -> int:
         task = "regression" if y.dtype.kind == "f" and y.nunique() > 10 else "classification"
     yv = y.to_numpy()
     est = make_estimator(args.model, task, args.n_estimators, args.min_samples_leaf, args.seed,
-                         args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet)
+                         args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet, n_jobs=args.n_jobs)
     _say(f"fitting {args.model} ({MODELS[args.model]}) for {task} on {len(df)} rows x {df.shape[1]} features")
     t0 = time.perf_counter()
     est.fit(df, yv)
@@ -214,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--trunk-min-samples-leaf", type=int, default=1000, help="EBF trunk leaf size")
     f.add_argument("--n-blocks", type=int, default=5, help="SSF blocks")
     f.add_argument("--seed", type=int, default=0, help="random seed")
+    f.add_argument("--n-jobs", type=int, default=1,
+                   help="trees fitted at the same time by forests (-1: one per CPU core; default 1)")
     f.add_argument("--out", default="bayestrees-fit", help="output folder")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_fit)

@@ -23,13 +23,14 @@ def test_fit_writes_summary_posterior_and_model(tmp_path):
     df.to_csv(csv, index=False)
     out = tmp_path / "fit"
     rc = main(["fit", str(csv), "--target", "price", "--model", "bf", "--n-estimators", "6",
-               "--min-samples-leaf", "3", "--out", str(out), "--quiet"])
+               "--min-samples-leaf", "3", "--n-jobs", "2", "--out", str(out), "--quiet"])
     assert rc == 0
     summary = (out / "summary.txt").read_text()
     assert "in-sample RMSE" in summary and "n_leaves" in summary
     idata = az.from_netcdf(str(out / "posterior.nc"))
     assert idata.posterior.sizes["draw"] == 6
     model = bt.load(out / "model.pkl")
+    assert model.n_jobs == 2
     pred = model.predict(df.drop(columns="price"))
     assert np.sqrt(np.mean((pred - df["price"]) ** 2)) < 1.0
 
