@@ -19,6 +19,17 @@ def data():
     return X, y
 
 
+def _wait(worker, timeout=10.0):
+    """Whether the worker's process ends within ``timeout`` seconds."""
+    import subprocess
+
+    try:
+        worker.proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def _same_trees(a, b):
     return all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(a.trees_, b.trees_))
 
@@ -82,7 +93,7 @@ def test_n_jobs_convention():
 def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     """A reply left unread (Ctrl-C while waiting) must not be taken for the answer to a later message."""
     X, y = data
-    workers.get_workers(2)
+    pool = workers.get_workers(2)
     load = workers.pickle.load
     seen = {"n": 0}
 
@@ -96,6 +107,9 @@ def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     monkeypatch.undo()
+    assert seen["n"] >= 1
+    # the worker whose reply went unread (the first one, at the set-up message) was stopped; the other is kept
+    assert _wait(pool[0]) and pool[1].proc.poll() is None
     one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
     two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     assert _same_trees(one, two)
