@@ -90,24 +90,29 @@ def test_n_jobs_convention():
         resolve_n_jobs(0)
 
 
+class _InterruptedOnce:
+    """``pickle.load`` that raises KeyboardInterrupt on its first call (Ctrl-C while waiting for a reply)."""
+
+    def __init__(self, load):
+        self.load, self.calls = load, 0
+
+    def __call__(self, f):
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return self.load(f)
+
+
 def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     """A reply left unread (Ctrl-C while waiting) must not be taken for the answer to a later message."""
     X, y = data
     pool = workers.get_workers(2)
-    load = workers.pickle.load
-    seen = {"n": 0}
-
-    def interrupted_once(f):
-        seen["n"] += 1
-        if seen["n"] == 1:
-            raise KeyboardInterrupt
-        return load(f)
-
-    monkeypatch.setattr(workers.pickle, "load", interrupted_once)
+    flaky = _InterruptedOnce(workers.pickle.load)
+    monkeypatch.setattr(workers.pickle, "load", flaky)
     with pytest.raises(KeyboardInterrupt):
         bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     monkeypatch.undo()
-    assert seen["n"] >= 1
+    assert flaky.calls >= 1
     # the worker whose reply went unread (the first one, at the set-up message) was stopped; the other is kept
     assert _wait(pool[0]) and pool[1].proc.poll() is None
     one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
