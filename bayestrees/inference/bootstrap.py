@@ -165,9 +165,10 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         prep = sort_by_trunk(prep, trunk_row_node)  # once per forest, not once per tree
         presorted = True
     prog = Progress(n_trees, "fitting trees", progressbar)
-    job = dict(prep=prep, y=y, y_rank=response_ranks(y, cfg), cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node, y_shift=y_shift,
-               y_scale=y_scale, presorted=presorted, key=key, n=n, weights=weights, dtype=jnp.dtype(dtype),
-               chunk=chunk, blocks=blocks, n_blocks=nb, n_valid=n_valid, return_weights=return_weights)
+    job = dict(prep=prep, y=y, y_rank=response_ranks(y, cfg), cfg=cfg, trunk=trunk, trunk_row_node=trunk_row_node,
+               y_shift=y_shift, y_scale=y_scale, presorted=presorted, key=key, n=n, weights=weights,
+               dtype=jnp.dtype(dtype), chunk=chunk, blocks=blocks, n_blocks=nb, n_valid=n_valid,
+               return_weights=return_weights)
 
     def run(c):
         out = jax.block_until_ready(fit_chunk(job, c))
@@ -175,10 +176,11 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         return out
 
     jobs = min(resolve_n_jobs(n_jobs), n_chunks)
+    pool = workers.get_workers(jobs, quiet=True) if jobs > 1 and workers.use_processes(jobs) else None
     if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
-    elif workers.use_processes(jobs) and workers.get_workers(jobs, quiet=True) is not None:
-        results = _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job)
+    elif pool is not None:
+        results = _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job)
     else:
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             results = list(ex.map(run, range(n_chunks)))
@@ -227,13 +229,12 @@ def fit_chunk(job: dict, c: int):
     return t, (W if job["return_weights"] else None)
 
 
-def _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job):
+def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
     """Fit the chunks in ``jobs`` worker processes, one core each.
 
     The workers draw the weights and seeds themselves, with the same key and function as
     in-process, so the trees are the same; this process only waits.
     """
-    pool = workers.get_workers(jobs)
     remote = workers.RemoteFit(pool, job)
     results: list = [None] * n_chunks
     # a program no worker has run yet is compiled by one worker first; the others then load it from
@@ -265,7 +266,7 @@ def _run_in_workers(jobs, n_chunks, chunk, n_trees, prog, job):
                 raise
             prog.update(min(chunk, n_trees - c * chunk))
 
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
+    with ThreadPoolExecutor(max_workers=len(pool)) as ex:
         futures = [ex.submit(serve, w) for w in pool]
         try:
             for f in futures:

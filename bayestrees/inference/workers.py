@@ -162,7 +162,6 @@ class RemoteFit:
         import jax
         import numpy as np
 
-        self.workers = workers
         self.token = uuid.uuid4().hex
         job = dict(job)
         key = job.pop("key")
