@@ -72,7 +72,8 @@ def plot_tree(tree, ax=None, *, binner=None, class_colors=None, title=None, max_
     t = tree_to_numpy(tree)
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
-    n = int(t.n_nodes)
+    n = t.left.shape[0]
+    used = t.left != -2  # FREE slots are not drawn
     # x positions: in-order rank of the leaves; internal nodes centred over their children
     x = np.zeros(n)
     counter = [0]
@@ -93,12 +94,12 @@ def plot_tree(tree, ax=None, *, binner=None, class_colors=None, title=None, max_
         cmap = plt.get_cmap("tab10")
         class_colors = [cmap(c % 10) for c in range(C)]
     rgb = np.array([plt.matplotlib.colors.to_rgb(c) for c in class_colors]) if C > 1 else None
-    labels = n <= max_nodes
-    for i in range(n):
+    labels = int(used.sum()) <= max_nodes
+    for i in np.flatnonzero(used):
         if t.left[i] >= 0:
             for ch in (int(t.left[i]), int(t.right[i])):
                 ax.plot([x[i], x[ch]], [-depth[i], -depth[ch]], color="0.6", lw=0.8, zorder=1)
-    for i in range(n):
+    for i in np.flatnonzero(used):
         if t.left[i] >= 0:
             if labels:
                 f, th = int(t.feature[i]), int(t.threshold[i])

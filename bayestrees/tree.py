@@ -4,8 +4,13 @@ Every family produces and consumes :class:`Tree`.  A tree is a pytree of
 arrays with a trailing ``node`` axis of fixed length (the *capacity*); a batch
 of trees is the same pytree with leading batch axes (``vmap`` over it).
 
-Nodes are stored in creation order; node 0 is the root.  A node is a leaf when
-``left == -1``; slots at index ``>= n_nodes`` are unused (``feature == -1``).
+Node 0 is the root; other nodes sit in any slot.  Every slot is marked
+explicitly by its ``left`` entry: ``left >= 0`` an internal node (the index of
+its left child), ``left == LEAF`` (-1) a leaf, ``left == FREE`` (-2) an unused
+slot.  ``n_nodes`` is the number of used slots, not a bound on their indices:
+after :func:`prune_node` the used slots need not be a prefix, and
+:func:`grow_leaf` reuses free slots.  Summaries, export, traversal and
+conversion read the marks, never ``n_nodes``.
 Splits act on binned feature codes (see :mod:`bayestrees.data`): a row goes to
 the left child when ``code[feature] <= threshold``, or when its code is the
 missing code and ``missing_left`` is set.
@@ -20,7 +25,7 @@ value : float[N, V]      node prediction (regression: mean; classes: probabiliti
 weight : float[N]        total row weight in the node (training)
 count : int32[N]         number of training rows with positive weight in the node
 depth : int32[N]         depth of the node (root 0)
-n_nodes : int32[]        number of used slots
+n_nodes : int32[]        number of used slots (a count)
 """
 from __future__ import annotations
 
@@ -33,6 +38,13 @@ import numpy as np
 
 __all__ = [
     "Tree",
+    "LEAF",
+    "FREE",
+    "mark_unused",
+    "grow_leaf",
+    "prune_node",
+    "parents",
+    "check_tree",
     "empty_tree",
     "apply",
     "predict",
@@ -48,6 +60,12 @@ __all__ = [
     "tree_to_numpy",
     "index_tree",
 ]
+
+
+#: ``left`` mark of a leaf
+LEAF = -1
+#: ``left`` mark of an unused slot
+FREE = -2
 
 
 class Tree(NamedTuple):
@@ -77,9 +95,16 @@ class Tree(NamedTuple):
         return tuple(self.feature.shape[:-1])
 
     def is_leaf(self) -> jax.Array:
-        """bool[..., N]: used slots that are leaves."""
-        used = jnp.arange(self.capacity) < self.n_nodes[..., None]
-        return used & (self.left < 0)
+        """bool[..., N]: slots that are leaves."""
+        return self.left == LEAF
+
+    def is_internal(self) -> jax.Array:
+        """bool[..., N]: slots that are internal (split) nodes."""
+        return self.left >= 0
+
+    def is_used(self) -> jax.Array:
+        """bool[..., N]: slots that hold a node (leaf or internal)."""
+        return self.left != FREE
 
 
 def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
@@ -87,11 +112,12 @@ def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
     if capacity < 1:
         raise ValueError(f"tree capacity must be >= 1, got {capacity}")
     neg = -jnp.ones(capacity, jnp.int32)
+    free = jnp.full(capacity, FREE, jnp.int32).at[0].set(LEAF)
     return Tree(
         feature=neg,
         threshold=jnp.zeros(capacity, jnp.int32),
-        left=neg,
-        right=neg,
+        left=free,
+        right=free,
         missing_left=jnp.zeros(capacity, bool),
         value=jnp.zeros((capacity, n_outputs), dtype),
         weight=jnp.zeros(capacity, dtype),
@@ -206,7 +232,7 @@ def max_depth(tree: Tree) -> jax.Array:
 
 def feature_counts(tree: Tree, n_features: int) -> jax.Array:
     """How many splits use each feature: int32 ``S + (n_features,)``."""
-    internal = (tree.left >= 0) & (jnp.arange(tree.capacity) < tree.n_nodes[..., None])
+    internal = tree.is_internal()
     onehot = jax.nn.one_hot(jnp.maximum(tree.feature, 0), n_features, dtype=jnp.int32)
     return jnp.sum(onehot * internal[..., None], axis=-2)
 
@@ -218,6 +244,140 @@ def leaf_counts(tree: Tree, codes, weights=None) -> jax.Array:
     w = jnp.ones(n) if weights is None else jnp.asarray(weights)
     onehot = jax.nn.one_hot(leaves, tree.capacity, dtype=w.dtype)
     return jnp.einsum("...nk,n->...k", onehot, w)
+
+
+def mark_unused(tree: Tree) -> Tree:
+    """Mark the slots at index ``>= n_nodes`` as :data:`FREE`.
+
+    For producers that fill slots as a prefix (CART, the PCFG sampler, the
+    code-string prior): they call this once on their output.  Works on a batch.
+    """
+    free = jnp.arange(tree.capacity) >= jnp.asarray(tree.n_nodes)[..., None]
+    return tree._replace(
+        left=jnp.where(free, FREE, tree.left).astype(jnp.int32),
+        right=jnp.where(free, FREE, tree.right).astype(jnp.int32),
+        feature=jnp.where(free, -1, tree.feature).astype(jnp.int32),
+    )
+
+
+def parents(tree: Tree) -> jax.Array:
+    """Parent slot of every slot of one tree: int32[N], -1 for the root and free slots."""
+    n = tree.capacity
+    idx = jnp.arange(n, dtype=jnp.int32)
+    internal = tree.is_internal()
+    tgt_l = jnp.where(internal, tree.left, n)
+    tgt_r = jnp.where(internal, tree.right, n)
+    par = jnp.full(n, -1, jnp.int32)
+    return par.at[tgt_l].set(idx, mode="drop").at[tgt_r].set(idx, mode="drop")
+
+
+def grow_leaf(tree: Tree, node, feature, threshold, missing_left=False) -> tuple[Tree, jax.Array]:
+    """Split leaf ``node`` of one tree into two new leaves (jit-friendly, no Python branches).
+
+    The children take the two lowest free slots; their ``value``, ``weight`` and
+    ``count`` are zero (the caller refreshes leaf statistics).  When ``node`` is not
+    a leaf, or fewer than two slots are free, the tree comes back unchanged.
+
+    Returns
+    -------
+    (tree, ok) : the new tree and a bool scalar saying whether the split was made.
+    """
+    n = tree.capacity
+    idx = jnp.arange(n, dtype=jnp.int32)
+    free = tree.left == FREE
+    # the two lowest free slots (n when missing)
+    a = jnp.min(jnp.where(free, idx, n))
+    b = jnp.min(jnp.where(free & (idx != a), idx, n))
+    node = jnp.asarray(node, jnp.int32)
+    ok = (tree.left[node] == LEAF) & (b < n)
+    a_, b_ = jnp.where(ok, a, n), jnp.where(ok, b, n)  # out-of-range writes are dropped
+    node_ = jnp.where(ok, node, n)
+    d = tree.depth[node] + 1
+    zero_v = jnp.zeros(tree.value.shape[-1], tree.value.dtype)
+    new = tree._replace(
+        feature=tree.feature.at[node_].set(jnp.asarray(feature, jnp.int32), mode="drop")
+        .at[a_].set(-1, mode="drop").at[b_].set(-1, mode="drop"),
+        threshold=tree.threshold.at[node_].set(jnp.asarray(threshold, jnp.int32), mode="drop")
+        .at[a_].set(0, mode="drop").at[b_].set(0, mode="drop"),
+        left=tree.left.at[node_].set(a, mode="drop").at[a_].set(LEAF, mode="drop").at[b_].set(LEAF, mode="drop"),
+        right=tree.right.at[node_].set(b, mode="drop").at[a_].set(LEAF, mode="drop").at[b_].set(LEAF, mode="drop"),
+        missing_left=tree.missing_left.at[node_].set(jnp.asarray(missing_left, bool), mode="drop")
+        .at[a_].set(False, mode="drop").at[b_].set(False, mode="drop"),
+        value=tree.value.at[a_].set(zero_v, mode="drop").at[b_].set(zero_v, mode="drop"),
+        weight=tree.weight.at[a_].set(0, mode="drop").at[b_].set(0, mode="drop"),
+        count=tree.count.at[a_].set(0, mode="drop").at[b_].set(0, mode="drop"),
+        depth=tree.depth.at[a_].set(d, mode="drop").at[b_].set(d, mode="drop"),
+        n_nodes=tree.n_nodes + jnp.where(ok, 2, 0).astype(tree.n_nodes.dtype),
+    )
+    return new, ok
+
+
+def prune_node(tree: Tree, node) -> tuple[Tree, jax.Array]:
+    """Collapse internal ``node`` of one tree, whose two children are leaves, into a leaf.
+
+    The children's slots become :data:`FREE`.  When ``node`` is not internal or
+    a child is not a leaf, the tree comes back unchanged.
+
+    Returns
+    -------
+    (tree, ok) : the new tree and a bool scalar saying whether the node was collapsed.
+    """
+    n = tree.capacity
+    node = jnp.asarray(node, jnp.int32)
+    lc, rc = tree.left[node], tree.right[node]
+    internal = lc >= 0
+    ok = internal & (tree.left[jnp.clip(lc, 0, n - 1)] == LEAF) & (tree.left[jnp.clip(rc, 0, n - 1)] == LEAF)
+    l_, r_, node_ = jnp.where(ok, lc, n), jnp.where(ok, rc, n), jnp.where(ok, node, n)
+    zero_v = jnp.zeros(tree.value.shape[-1], tree.value.dtype)
+    new = tree._replace(
+        feature=tree.feature.at[node_].set(-1, mode="drop").at[l_].set(-1, mode="drop").at[r_].set(-1, mode="drop"),
+        threshold=tree.threshold.at[node_].set(0, mode="drop").at[l_].set(0, mode="drop").at[r_].set(0, mode="drop"),
+        left=tree.left.at[node_].set(LEAF, mode="drop").at[l_].set(FREE, mode="drop").at[r_].set(FREE, mode="drop"),
+        right=tree.right.at[node_].set(LEAF, mode="drop").at[l_].set(FREE, mode="drop").at[r_].set(FREE, mode="drop"),
+        missing_left=tree.missing_left.at[node_].set(False, mode="drop").at[l_].set(False, mode="drop")
+        .at[r_].set(False, mode="drop"),
+        value=tree.value.at[l_].set(zero_v, mode="drop").at[r_].set(zero_v, mode="drop"),
+        weight=tree.weight.at[l_].set(0, mode="drop").at[r_].set(0, mode="drop"),
+        count=tree.count.at[l_].set(0, mode="drop").at[r_].set(0, mode="drop"),
+        depth=tree.depth.at[l_].set(0, mode="drop").at[r_].set(0, mode="drop"),
+        n_nodes=tree.n_nodes - jnp.where(ok, 2, 0).astype(tree.n_nodes.dtype),
+    )
+    return new, ok
+
+
+def check_tree(tree: Tree) -> None:
+    """Raise ``ValueError`` unless one tree (NumPy or JAX arrays) is well formed.
+
+    Checks: the root is used; every internal node's children are used, distinct
+    and one level deeper; every used slot but the root has exactly one parent
+    and is reachable from the root; ``n_nodes`` equals the number of used slots.
+    """
+    t = tree_to_numpy(tree)
+    if t.left.ndim != 1:
+        raise ValueError("check_tree checks one tree; index the batch first")
+    used = t.left != FREE
+    if not used[0]:
+        raise ValueError("the root slot is free")
+    if int(t.n_nodes) != int(used.sum()):
+        raise ValueError(f"n_nodes={int(t.n_nodes)} but {int(used.sum())} slots are used")
+    seen = np.zeros(len(used), bool)
+    stack = [0]
+    while stack:
+        k = stack.pop()
+        if seen[k]:
+            raise ValueError(f"slot {k} is reached twice")
+        seen[k] = True
+        if t.left[k] >= 0:
+            for c in (int(t.left[k]), int(t.right[k])):
+                if not (0 <= c < len(used)) or not used[c]:
+                    raise ValueError(f"node {k} has child {c}, which is not a used slot")
+                if t.depth[c] != t.depth[k] + 1:
+                    raise ValueError(f"node {c} has depth {t.depth[c]}, its parent {k} depth {t.depth[k]}")
+                stack.append(c)
+        elif t.left[k] != LEAF or t.right[k] != LEAF:
+            raise ValueError(f"slot {k} has left={t.left[k]}, right={t.right[k]}: neither a split nor a leaf")
+    if not np.array_equal(seen, used):
+        raise ValueError(f"used slots {np.flatnonzero(used & ~seen).tolist()} are not reachable from the root")
 
 
 def tree_to_numpy(tree: Tree) -> Tree:
@@ -308,7 +468,7 @@ def to_dot(tree: Tree, binner=None, feature_names=None, class_names=None) -> str
     """Graphviz DOT source for one tree."""
     t = tree_to_numpy(tree)
     out = ["digraph Tree {", 'node [shape=box, fontname="helvetica"];']
-    for node in range(int(t.n_nodes)):
+    for node in np.flatnonzero(t.left != FREE):
         if t.left[node] < 0:
             lab = f"value = {_value_str(t.value[node], class_names)}\\nn = {int(t.count[node])}"
             out.append(f'{node} [label="{lab}", style=rounded];')

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..tree import Tree
+from ..tree import FREE, LEAF, Tree, mark_unused
 
 __all__ = ["CARTConfig", "CapacityError", "fit_trees", "default_capacity", "prepare_codes", "GrowState",
            "init_state", "grow", "sort_by_trunk"]
@@ -258,7 +258,11 @@ def init_state(prep: Prepared, stats, cfg: CARTConfig, dtype, y_shift, y_scale, 
     seg_len = jnp.zeros(cap, jnp.int32).at[row_node].add(1)
     seg_start = jnp.cumsum(seg_len) - seg_len
     tot = jax.ops.segment_sum(stats, row_node, cap)
+    # inside the engine the used slots are a prefix and free slots read as leaves (-1);
+    # ``fit_trees`` marks the free slots on the way out (``mark_unused``)
     is_leaf = trunk.is_leaf()
+    trunk = trunk._replace(left=jnp.where(trunk.left == FREE, LEAF, trunk.left),
+                           right=jnp.where(trunk.right == FREE, LEAF, trunk.right))
     tree = trunk._replace(
         value=jnp.where(is_leaf[:, None], _node_value(tot, cfg, y_shift, y_scale), trunk.value).astype(dtype),
         weight=jnp.where(is_leaf, tot[:, 1], trunk.weight).astype(dtype),
@@ -624,4 +628,4 @@ def fit_trees(codes_or_prep, y, weights, cfg: CARTConfig, *, seeds=None, trunk: 
             f"a tree needed more than capacity={cfg.capacity} node slots; raise the capacity "
             f"(max_nodes=...), or limit the tree with max_depth / a larger min_samples_leaf"
         )
-    return trees
+    return mark_unused(trees)

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..leaves import NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior
-from ..tree import Tree
+from ..tree import FREE, Tree
 from .pcfg_structure import PCFGStructure
 
 __all__ = [
@@ -223,7 +223,8 @@ def _to_tree(s, values, counts, capacity):
     sym = jnp.where(used, s["sym"], 0)
     val = jnp.where(used[:, None], values[sym], 0.0)
     cnt = jnp.where(used, counts[sym], 0)
-    return Tree(feature=s["feature"], threshold=s["threshold"], left=s["left"], right=s["right"],
+    return Tree(feature=jnp.where(used, s["feature"], -1), threshold=s["threshold"],
+                left=jnp.where(used, s["left"], FREE), right=jnp.where(used, s["right"], FREE),
                 missing_left=jnp.zeros(capacity, bool), value=val.astype(jnp.float32),
                 weight=cnt.astype(jnp.float32), count=cnt.astype(jnp.int32), depth=jnp.where(used, s["depth"], 0),
                 n_nodes=s["n_nodes"])

@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from ..tree import Tree
+from ..tree import Tree, mark_unused
 
 __all__ = [
     "PriorForest",
@@ -393,7 +393,7 @@ def prior_to_tree(prior: PriorForest, threshold, value, weight, count) -> Tree:
     weight : float (K, L)  training rows per node
     count : int32 (K, L)  training rows per node
     """
-    return Tree(
+    return mark_unused(Tree(
         feature=jnp.asarray(prior.feature, jnp.int32),
         threshold=jnp.asarray(threshold, jnp.int32),
         left=jnp.asarray(prior.left, jnp.int32),
@@ -404,4 +404,4 @@ def prior_to_tree(prior: PriorForest, threshold, value, weight, count) -> Tree:
         count=jnp.asarray(count, jnp.int32),
         depth=jnp.asarray(prior.depth, jnp.int32),
         n_nodes=jnp.asarray(prior.n_nodes, jnp.int32),
-    )
+    ))
