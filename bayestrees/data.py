@@ -49,6 +49,9 @@ __all__ = [
     "check_X",
     "check_y_regression",
     "check_y_classification",
+    "infer_task",
+    "check_dtype",
+    "MAX_INFERRED_CLASSES",
     "missing_code",
     "ecdf_transform",
     "bucket_size",
@@ -217,6 +220,74 @@ def check_y_regression(y, n: int | None = None, *, name: str = "y") -> np.ndarra
     if n is not None and arr.shape[0] != n:
         raise ValueError(f"X has {n} rows but {name} has {arr.shape[0]}; they must match")
     return arr
+
+
+#: a numeric target with whole values and at most this many distinct values is read as class labels
+MAX_INFERRED_CLASSES = 20
+
+TASKS = ("regression", "classification")
+
+
+def infer_task(y, task: str = "auto") -> str:
+    """The one task-inference rule, used by the model context, the estimators' helpers and the CLI.
+
+    Parameters
+    ----------
+    y : array-like (n,)
+    task : {"auto", "regression", "classification"}
+        Anything but ``"auto"`` is checked and returned.
+
+    Returns
+    -------
+    str
+        ``"classification"`` for labels: strings, booleans, categories, objects,
+        and numeric targets whose values are all whole numbers with at most
+        :data:`MAX_INFERRED_CLASSES` distinct values; ``"regression"`` for every
+        other numeric target (any non-integer value, or many distinct values).
+        Pass ``task=`` explicitly to override (integer labels with more than
+        20 classes, or a 0/1 target to be treated as a real response).
+    """
+    if task != "auto":
+        if task not in TASKS:
+            raise ValueError(f"task must be 'auto', 'regression' or 'classification', got {task!r}")
+        return task
+    if y is None:
+        raise ValueError("y is None; pass a 1-d array of targets")
+    dtype = getattr(y, "dtype", None)
+    if dtype is not None and str(dtype) == "category":
+        return "classification"
+    arr = np.asarray(y)
+    if arr.dtype.kind == "b":
+        return "classification"
+    if arr.dtype.kind not in "iuf":
+        return "classification"
+    vals = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
+    if vals.size and np.all(vals == np.round(vals)) and np.unique(vals).size <= MAX_INFERRED_CLASSES:
+        return "classification"
+    return "regression"
+
+
+def check_dtype(dtype) -> np.dtype:
+    """Validate a floating-point ``dtype`` argument ("float32" or "float64").
+
+    ``float64`` needs JAX's 64-bit mode; it is never switched on behind the
+    user's back, so this raises a ``ValueError`` saying how to turn it on.
+    """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}") from None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    if dt == np.float64:
+        import jax
+
+        if not jax.config.jax_enable_x64:
+            raise ValueError(
+                "dtype='float64' needs JAX's 64-bit mode: run jax.config.update('jax_enable_x64', True) "
+                "at the start of the program, before any JAX array is made"
+            )
+    return dt
 
 
 def check_y_classification(y, n: int | None = None, *, name: str = "y") -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,28 @@
-"""Conjugate leaf models: log marginal likelihoods and posterior predictives.
+"""Conjugate leaf models: log marginal likelihoods, posterior predictives and leaf draws.
+
+Leaf models (one interface, used by every family)
+-------------------------------------------------
+:class:`DirichletLeaves` (classes), :class:`NormalLeaves` (per-leaf mean and
+variance, Normal-inverse-gamma in every leaf) and
+:class:`CommonVarianceNormalLeaves` (per-leaf means, one variance shared by the
+tree: the mean-shift model of Chipman, George & McCulloch 1998).  Each gives
+
+* ``row_stats(y) -> float[n, k]``: the per-row sufficient statistics;
+  :func:`leaf_stats` sums them (optionally weighted) into the tree's slots;
+* ``log_marginal(stats, mask) -> float[...]``: ``log p(Y | T)`` with the leaf
+  parameters integrated out (``mask`` selects the leaf slots);
+* ``predictive(stats) -> float[..., S, V]``: the posterior predictive mean of
+  each leaf (class probabilities or the mean response), the ``Tree.value``;
+* ``log_predictive(y, leaf, stats, mask) -> float[n]``: ``log p(y_i | Y, T)``,
+  the posterior predictive density of ``y_i`` in its leaf;
+* ``draw(key, stats, mask) -> LeafDraw``: one draw of the leaf parameters from
+  their posterior given the tree;
+* ``log_likelihood(y, leaf, draw) -> float[n]``: ``log p(y_i | theta)`` at a
+  drawn ``theta`` (the pointwise log-likelihood that ``az.loo`` needs).
+
+Statistics may be weighted (fractional counts): a power likelihood with power
+``beta`` is ``weight = beta``.  All functions are pure ``jax.numpy`` and work
+on one tree; ``vmap`` them over a batch.
 
 All functions are pure ``jax.numpy`` code, vectorised over leading axes, and
 work in log space with ``gammaln`` so that leaves holding millions of rows
@@ -25,10 +49,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 __all__ = [
+    "LeafDraw",
+    "leaf_stats",
+    "DirichletLeaves",
+    "NormalLeaves",
+    "CommonVarianceNormalLeaves",
     "NIGPrior",
     "dirichlet_log_marginal",
     "dirichlet_predictive",
@@ -120,3 +150,233 @@ def nig_predictive_logpdf(y, n, s, ss, prior: NIGPrior):
     """log density of new ``y`` under the Student-t posterior predictive."""
     mn, kn, an, bn = nig_posterior(n, s, ss, prior)
     return student_t_logpdf(y, mn, bn * (kn + 1.0) / (an * kn), 2.0 * an)
+
+
+# ---------------------------------------------------------------------------------------------
+# one interface for every family
+# ---------------------------------------------------------------------------------------------
+def leaf_stats(leaf, row_stats, n_slots: int, weight=None):
+    """Sum per-row statistics into tree slots.
+
+    Parameters
+    ----------
+    leaf : int[..., n]  slot of each row (a batch of trees may lead)
+    row_stats : float[n, k]  from ``LeafModel.row_stats``
+    n_slots : int  tree capacity ``S``
+    weight : float[n] or float[..., n], optional  row weights (padding rows 0)
+
+    Returns
+    -------
+    float[..., S, k]
+    """
+    leaf = jnp.asarray(leaf)
+    row_stats = jnp.asarray(row_stats)
+    batch = leaf.shape[:-1]
+    n, k = row_stats.shape
+    w = jnp.ones(leaf.shape, row_stats.dtype) if weight is None else jnp.broadcast_to(
+        jnp.asarray(weight, row_stats.dtype), leaf.shape)
+    flat_leaf = leaf.reshape((-1, n))
+    B = flat_leaf.shape[0]
+    idx = (flat_leaf + jnp.arange(B)[:, None] * n_slots).reshape(-1)
+    vals = (row_stats[None] * w.reshape((B, n, 1))).reshape((-1, k))
+    out = jax.ops.segment_sum(vals, idx, B * n_slots)
+    return out.reshape(batch + (n_slots, k))
+
+
+def _take_rows(a, leaf):
+    """``a[..., leaf, :]`` for a per-slot array ``a`` (float[..., S, k]) and leaf (int[..., n])."""
+    return jnp.take_along_axis(a, leaf[..., None], axis=-2)
+
+
+class LeafDraw(NamedTuple):
+    """One draw of the leaf parameters of a tree.
+
+    value : float[..., S, V]  class probabilities, or the mean (V = 1)
+    sigma : float[..., S]     noise standard deviation (regression; 0 for classes)
+    """
+
+    value: jax.Array
+    sigma: jax.Array
+
+
+class DirichletLeaves(NamedTuple):
+    """Categorical responses with Dirichlet(alpha) leaf probabilities.
+
+    ``y_i | p ~ Categorical(p_leaf)``, ``p_leaf ~ Dirichlet(alpha)``;
+    ``log p(Y | T) = sum_leaves log B(n + alpha) - log B(alpha)``.
+    """
+
+    n_classes: int
+    alpha: float = 1.0
+
+    task = "classification"
+    common_sigma = False
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.n_classes)
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return jax.nn.one_hot(jnp.asarray(y), self.n_classes, dtype=dtype)
+
+    def _alpha(self, stats):
+        return jnp.broadcast_to(jnp.asarray(self.alpha, stats.dtype), stats.shape[-1:])
+
+    def log_marginal(self, stats, mask):
+        lm = dirichlet_log_marginal(stats, self._alpha(stats))
+        return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+    def predictive(self, stats):
+        return dirichlet_predictive(stats, self._alpha(stats))
+
+    def log_predictive(self, y, leaf, stats, mask=None):
+        p = _take_rows(self.predictive(stats), leaf)
+        return jnp.log(jnp.take_along_axis(p, jnp.asarray(y)[..., None], -1)[..., 0])
+
+    def draw(self, key, stats, mask=None):
+        conc = stats + self._alpha(stats)
+        g = jax.random.gamma(key, conc, dtype=stats.dtype)
+        # tiny concentrations can underflow every gamma draw of a leaf to 0: fall back to the mean
+        tot = jnp.sum(g, -1, keepdims=True)
+        p = jnp.where(tot > 0, g / jnp.where(tot > 0, tot, 1.0), conc / jnp.sum(conc, -1, keepdims=True))
+        return LeafDraw(p, jnp.zeros(stats.shape[:-1], stats.dtype))
+
+    def log_likelihood(self, y, leaf, draw: LeafDraw):
+        p = _take_rows(draw.value, leaf)
+        return jnp.log(jnp.take_along_axis(p, jnp.asarray(y)[..., None], -1)[..., 0])
+
+
+def _normal_row_stats(y, dtype):
+    y = jnp.asarray(y, dtype)
+    return jnp.stack([jnp.ones_like(y), y, y * y], -1)
+
+
+def _normal_logpdf(y, mean, sigma):
+    z = (y - mean) / sigma
+    return -0.5 * z * z - jnp.log(sigma) - 0.5 * jnp.log(2.0 * jnp.pi)
+
+
+def _inv_gamma(key, a, b, dtype):
+    """A draw of IG(a, b) (shape ``a``), i.e. ``b / Gamma(a, 1)``."""
+    return b / jax.random.gamma(key, a, dtype=dtype)
+
+
+class NormalLeaves(NamedTuple):
+    """Real responses with a mean and a variance per leaf (heteroskedastic leaves).
+
+    ``y_i ~ N(mu_leaf, s2_leaf)``, ``mu | s2 ~ N(m0, s2 / kappa0)``,
+    ``s2 ~ IG(a0, b0)`` independently in every leaf; the log marginal is the
+    sum of :func:`nig_log_marginal` over the leaves.  Standardise ``y`` first:
+    the sums of squares lose precision for targets far from 0.
+    """
+
+    prior: NIGPrior = NIGPrior()
+
+    task = "regression"
+    common_sigma = False
+    n_outputs = 1
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return _normal_row_stats(y, dtype)
+
+    def _prior(self, dtype):
+        return NIGPrior(*[jnp.asarray(v, dtype) for v in self.prior])
+
+    def log_marginal(self, stats, mask):
+        p = self._prior(stats.dtype)
+        lm = nig_log_marginal(stats[..., 0], stats[..., 1], stats[..., 2], p)
+        return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+    def predictive(self, stats):
+        mn, _, _, _ = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._prior(stats.dtype))
+        return mn[..., None]
+
+    def log_predictive(self, y, leaf, stats, mask=None):
+        st = _take_rows(stats, leaf)
+        return nig_predictive_logpdf(jnp.asarray(y, stats.dtype), st[..., 0], st[..., 1], st[..., 2],
+                                     self._prior(stats.dtype))
+
+    def draw(self, key, stats, mask=None):
+        k_s, k_m = jax.random.split(key)
+        mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._prior(stats.dtype))
+        s2 = _inv_gamma(k_s, an, bn, stats.dtype)
+        mu = mn + jnp.sqrt(s2 / kn) * jax.random.normal(k_m, mn.shape, stats.dtype)
+        return LeafDraw(mu[..., None], jnp.sqrt(s2))
+
+    def log_likelihood(self, y, leaf, draw: LeafDraw):
+        mu = _take_rows(draw.value, leaf)[..., 0]
+        sd = jnp.take_along_axis(draw.sigma, leaf, -1)
+        return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
+
+
+class CommonVarianceNormalLeaves(NamedTuple):
+    """Real responses with a mean per leaf and one variance per tree (Chipman et al. 1998).
+
+    ``y_i ~ N(mu_leaf, s2)``, ``mu_leaf | s2 ~ N(m0, s2 / kappa0)`` independently,
+    ``s2 ~ IG(a0, b0)``.
+
+    Notes
+    -----
+    Integrating each ``mu_leaf`` gives, per leaf with ``n_l`` rows, mean ``ybar_l``
+    and centred sum of squares ``S_l``,
+    ``(2 pi s2)^(-n_l/2) (kappa0 / kappa_l)^(1/2) exp(-Q_l / (2 s2))`` with
+    ``kappa_l = kappa0 + n_l`` and ``Q_l = S_l + kappa0 n_l (ybar_l - m0)^2 / kappa_l``.
+    Integrating ``s2 ~ IG(a0, b0)`` then gives, with ``N = sum n_l``,
+    ``A = a0 + N / 2`` and ``B = b0 + sum Q_l / 2``::
+
+        log p(Y | T) = -N/2 log(2 pi) + 1/2 sum_l log(kappa0 / kappa_l)
+                       + a0 log b0 - log Gamma(a0) + log Gamma(A) - A log B.
+
+    Given the tree, ``s2 | Y ~ IG(A, B)`` and ``mu_l | s2, Y ~ N(m_l, s2 / kappa_l)``;
+    the predictive of a new row in leaf ``l`` is Student-t with ``2 A`` degrees
+    of freedom, location ``m_l`` and squared scale ``B (kappa_l + 1) / (A kappa_l)``.
+    """
+
+    prior: NIGPrior = NIGPrior()
+
+    task = "regression"
+    common_sigma = True
+    n_outputs = 1
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return _normal_row_stats(y, dtype)
+
+    def _parts(self, stats, mask):
+        m0, k0, a0, b0 = NIGPrior(*[jnp.asarray(v, stats.dtype) for v in self.prior])
+        n, s, ss = stats[..., 0], stats[..., 1], stats[..., 2]
+        mn, kn, _, bn = nig_posterior(n, s, ss, NIGPrior(m0, k0, a0, jnp.zeros_like(b0)))
+        q = 2.0 * bn  # Q_l
+        N = jnp.sum(jnp.where(mask, n, 0.0), -1)
+        A = a0 + N / 2.0
+        B = b0 + 0.5 * jnp.sum(jnp.where(mask, q, 0.0), -1)
+        return m0, k0, a0, b0, n, mn, kn, N, A, B
+
+    def log_marginal(self, stats, mask):
+        m0, k0, a0, b0, n, mn, kn, N, A, B = self._parts(stats, mask)
+        return (-0.5 * N * jnp.log(2.0 * jnp.pi) + 0.5 * jnp.sum(jnp.where(mask, jnp.log(k0) - jnp.log(kn), 0.0), -1)
+                + a0 * jnp.log(b0) - gammaln(a0) + gammaln(A) - A * jnp.log(B))
+
+    def predictive(self, stats):
+        m0, k0 = self.prior.m0, self.prior.kappa0
+        n, s = stats[..., 0], stats[..., 1]
+        return ((k0 * m0 + s) / (k0 + n))[..., None]
+
+    def log_predictive(self, y, leaf, stats, mask):
+        m0, k0, a0, b0, n, mn, kn, N, A, B = self._parts(stats, mask)
+        loc = jnp.take_along_axis(mn, leaf, -1)
+        kl = jnp.take_along_axis(kn, leaf, -1)
+        scale2 = B[..., None] * (kl + 1.0) / (A[..., None] * kl)
+        return student_t_logpdf(jnp.asarray(y, stats.dtype), loc, scale2, 2.0 * A[..., None])
+
+    def draw(self, key, stats, mask):
+        k_s, k_m = jax.random.split(key)
+        m0, k0, a0, b0, n, mn, kn, N, A, B = self._parts(stats, mask)
+        s2 = _inv_gamma(k_s, A, B, stats.dtype)[..., None]
+        mu = mn + jnp.sqrt(s2 / kn) * jax.random.normal(k_m, mn.shape, stats.dtype)
+        return LeafDraw(mu[..., None], jnp.broadcast_to(jnp.sqrt(s2), mn.shape))
+
+    def log_likelihood(self, y, leaf, draw: LeafDraw):
+        mu = _take_rows(draw.value, leaf)[..., 0]
+        sd = jnp.take_along_axis(draw.sigma, leaf, -1)
+        return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
+

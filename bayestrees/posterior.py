@@ -19,7 +19,7 @@ import numpy as np
 from .data import Binner, check_y_classification, check_y_regression, missing_code
 from .inference.bootstrap import fit_forest
 from .inference.cart import CARTConfig, default_capacity, prepare_codes
-from .models.base import make_key
+from .keys import make_key
 from .tree import Tree, index_tree, trunk_signature
 
 __all__ = ["summarize_draws", "TrunkStability", "trunk_stability", "split_posterior"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import Binner, check_y_classification, check_y_regression
-from ..models.base import make_key
+from ..keys import make_key
 
 try:  # optional dependency
     from sklearn.base import BaseEstimator as _SkBase

@@ -19,8 +19,8 @@ import threading
 from typing import Any
 
 import arviz as az
-import jax
-import numpy as np
+
+from ..keys import make_key
 
 __all__ = ["Model", "Data", "set_data", "sample", "sample_posterior_predictive", "TreeRV", "DataContainer",
            "modelcontext", "make_key"]
@@ -32,22 +32,6 @@ def _stack() -> list:
     if not hasattr(_local, "stack"):
         _local.stack = []
     return _local.stack
-
-
-def make_key(random_seed) -> jax.Array:
-    """A PRNG key from ``None`` (fresh entropy), an int, a numpy Generator or a JAX key."""
-    if isinstance(random_seed, jax.Array):
-        if jax.dtypes.issubdtype(random_seed.dtype, jax.dtypes.prng_key):
-            return random_seed
-        if random_seed.shape == (2,) and random_seed.dtype == np.uint32:
-            return jax.random.wrap_key_data(random_seed)
-    if random_seed is None:
-        random_seed = int(np.random.SeedSequence().generate_state(1)[0])
-    elif isinstance(random_seed, np.random.Generator):
-        random_seed = int(random_seed.integers(2**31 - 1))
-    elif isinstance(random_seed, np.random.RandomState):
-        random_seed = int(random_seed.randint(2**31 - 1))
-    return jax.random.key(int(random_seed))
 
 
 class Model:

@@ -1,0 +1,133 @@
+"""The leaf models' one interface against closed forms and direct computation."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from bayestrees.leaves import (CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves, leaf_stats,
+                               nig_predictive_logpdf)
+
+PRIOR = NIGPrior(m0=0.3, kappa0=0.5, a0=2.0, b0=1.5)
+
+
+def _data(seed=0, n=12, slots=5):
+    rng = np.random.default_rng(seed)
+    leaf = rng.choice([0, 2, 3], size=n)        # slots 1 and 4 hold no leaf
+    y = rng.normal(size=n)
+    yc = rng.integers(0, 3, size=n)
+    mask = np.isin(np.arange(slots), [0, 2, 3])
+    return leaf, y, yc, mask, slots
+
+
+def test_leaf_stats_weights_and_batch():
+    leaf, y, _, _, S = _data()
+    m = NormalLeaves(PRIOR)
+    w = np.linspace(0.5, 2.0, len(y))
+    st = np.asarray(leaf_stats(leaf, m.row_stats(y, jnp.float32), S, w))
+    for s in range(S):
+        sel = leaf == s
+        np.testing.assert_allclose(st[s], [w[sel].sum(), (w * y)[sel].sum(), (w * y * y)[sel].sum()], rtol=1e-5,
+                                   atol=1e-6)
+    batch = np.stack([leaf, np.zeros_like(leaf)])
+    stb = np.asarray(leaf_stats(batch, m.row_stats(y), S))
+    np.testing.assert_allclose(stb[1, 0], [len(y), y.sum(), (y * y).sum()], rtol=1e-5)
+
+
+def _chain_rule(logpred_fn, n):
+    """log p(y_1..y_n) as the sum of sequential predictives log p(y_i | y_<i)."""
+    return sum(logpred_fn(i) for i in range(n))
+
+
+def test_dirichlet_marginal_is_product_of_sequential_predictives():
+    leaf, _, yc, mask, S = _data(1)
+    m = DirichletLeaves(3, alpha=0.7)
+    st = leaf_stats(leaf, m.row_stats(yc), S)
+    lm = float(m.log_marginal(st, mask))
+
+    def lp(i):
+        prev = leaf_stats(leaf[:i], m.row_stats(yc[:i]), S) if i else jnp.zeros((S, 3))
+        return float(m.log_predictive(yc[i:i + 1], leaf[i:i + 1], prev)[0])
+
+    assert lm == pytest.approx(_chain_rule(lp, len(yc)), abs=1e-4)
+
+
+def test_normal_marginal_is_product_of_sequential_predictives():
+    leaf, y, _, mask, S = _data(2)
+    m = NormalLeaves(PRIOR)
+    st = leaf_stats(leaf, m.row_stats(y), S)
+    lm = float(m.log_marginal(st, mask))
+
+    def lp(i):
+        prev = leaf_stats(leaf[:i], m.row_stats(y[:i]), S) if i else jnp.zeros((S, 3))
+        return float(m.log_predictive(y[i:i + 1], leaf[i:i + 1], prev)[0])
+
+    assert lm == pytest.approx(_chain_rule(lp, len(y)), abs=1e-4)
+
+
+def test_common_variance_marginal_against_quadrature():
+    leaf, y, _, mask, S = _data(3, n=9)
+    m = CommonVarianceNormalLeaves(PRIOR)
+    lm = float(m.log_marginal(leaf_stats(leaf, m.row_stats(y, jnp.float32), S), mask))
+    m0, k0, a0, b0 = PRIOR
+
+    def integrand(s2):
+        # product over leaves of the Normal-Normal marginal given s2, times the IG(a0, b0) density
+        total = stats.invgamma.logpdf(s2, a0, scale=b0)
+        for s in np.flatnonzero(mask):
+            yl = y[leaf == s]
+            if len(yl) == 0:
+                continue
+            cov = s2 * (np.eye(len(yl)) + np.ones((len(yl), len(yl))) / k0)
+            total += stats.multivariate_normal.logpdf(yl, np.full(len(yl), m0), cov)
+        return np.exp(total)
+
+    val, _ = integrate.quad(integrand, 0, np.inf, limit=200)
+    assert lm == pytest.approx(np.log(val), abs=1e-4)
+
+
+def test_common_variance_predictive_is_marginal_ratio():
+    leaf, y, _, mask, S = _data(4)
+    m = CommonVarianceNormalLeaves(PRIOR)
+    st = leaf_stats(leaf[:-1], m.row_stats(y[:-1]), S)
+    st_all = leaf_stats(leaf, m.row_stats(y), S)
+    ratio = float(m.log_marginal(st_all, mask) - m.log_marginal(st, mask))
+    lp = float(m.log_predictive(y[-1:], leaf[-1:], st, mask)[0])
+    assert lp == pytest.approx(ratio, abs=1e-4)
+
+
+@pytest.mark.parametrize("model", [NormalLeaves(PRIOR), CommonVarianceNormalLeaves(PRIOR)])
+def test_normal_draws_match_posterior_moments(model):
+    leaf, y, _, mask, S = _data(5, n=40)
+    st = leaf_stats(leaf, model.row_stats(y, jnp.float32), S)
+    draws = jax.vmap(lambda k: model.draw(k, st, mask))(jax.random.split(jax.random.key(0), 20000))
+    mean = np.asarray(draws.value[:, :, 0].mean(0))
+    np.testing.assert_allclose(mean[mask], np.asarray(model.predictive(st))[mask, 0], atol=0.03)
+    # the posterior predictive mean of y equals E[mu]; its variance is E[s2] + Var[mu]: check against the
+    # Student-t predictive through Monte Carlo draws of y
+    ys = draws.value[:, 0, 0] + draws.sigma[:, 0] * jax.random.normal(jax.random.key(1), (20000,))
+    grid = np.linspace(-2, 2, 5)
+    dens_mc = np.array([np.mean(np.abs(np.asarray(ys) - g) < 0.1) / 0.2 for g in grid])
+    dens = np.exp(np.asarray(model.log_predictive(jnp.asarray(grid), jnp.zeros(5, jnp.int32), st, mask)))
+    np.testing.assert_allclose(dens_mc, dens, atol=0.03)
+
+
+def test_dirichlet_draws_match_posterior_mean_and_loglik():
+    leaf, _, yc, mask, S = _data(6, n=30)
+    m = DirichletLeaves(3, alpha=1.0)
+    st = leaf_stats(leaf, m.row_stats(yc), S)
+    draws = jax.vmap(lambda k: m.draw(k, st))(jax.random.split(jax.random.key(0), 20000))
+    np.testing.assert_allclose(np.asarray(draws.value.mean(0))[mask], np.asarray(m.predictive(st))[mask], atol=0.01)
+    d0 = jax.tree_util.tree_map(lambda a: a[0], draws)
+    ll = np.asarray(m.log_likelihood(yc, leaf, d0))
+    np.testing.assert_allclose(ll, np.log(np.asarray(d0.value)[leaf, yc]), rtol=1e-6)
+
+
+def test_normal_predictive_matches_existing_closed_form():
+    leaf, y, _, mask, S = _data(7)
+    m = NormalLeaves(PRIOR)
+    st = leaf_stats(leaf, m.row_stats(y), S)
+    got = np.asarray(m.log_predictive(y, leaf, st))
+    sel = np.asarray(st)[leaf]
+    want = np.asarray(nig_predictive_logpdf(y, sel[:, 0], sel[:, 1], sel[:, 2], PRIOR))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
