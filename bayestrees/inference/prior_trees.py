@@ -17,6 +17,27 @@ a proper distribution (sum 1) for ``lam < 1/2`` with mean
 ``lam / (1 - 2 lam)`` internal nodes (9.5 at ``lam = 0.475``).  Its tail is
 heavy (``~ k^(-3/2) (4 lam (1 - lam))^k``).
 
+The root splits (``root_splits=True``, the default)
+-----------------------------------------------------
+The paper's Figure 1 generates codes "in depth-first order starting from 1
+at the root node": the first symbol is always internal and the rest of the
+string follows the rule above, i.e. the two subtrees of the root are
+independent trees of the prior above.  With ``I_L, I_R`` i.i.d. as above,
+``P(I_L + I_R = j) = (1 - lam)^2 (lam (1 - lam))^j sum_{a+b=j} Catalan(a)
+Catalan(b)`` and ``sum_{a+b=j} Catalan(a) Catalan(b) = Catalan(j + 1)``, so
+for ``I = 1 + I_L + I_R``
+
+    P(I = k) = Catalan(k) lam^(k - 1) (1 - lam)^(k + 1),   k >= 1,   P(I = 0) = 0,
+
+which is the prior above conditioned on ``I >= 1`` (divided by
+``P(I >= 1) = lam``).  Its mean is ``1 / (1 - 2 lam)`` (20 at
+``lam = 0.475``), its tail mass ``P(I > k)`` is the one above divided by
+``lam``, and, given ``k``, all ``Catalan(k)`` strings are still equally
+likely (each has probability ``lam^(k - 1) (1 - lam)^(k + 1)``), so the
+sampler below only changes the distribution of ``k``.  ``root_splits=False``
+gives the prior above, in which a tree is a single leaf with probability
+``1 - lam`` (52.5% at ``lam = 0.475``).
+
 Fixed capacity and exact truncation
 -----------------------------------
 Trees are stored in the shared :class:`bayestrees.tree.Tree` with capacity
@@ -29,8 +50,9 @@ symbols has exactly one cyclic rotation whose proper prefix sums are all
 >= 0; that rotation is a valid pre-order code string, uniformly
 distributed).  No tree is cut short, so the only change from the untruncated
 prior is the conditioning; its total-variation distance from the prior is
-the truncated mass :func:`truncated_mass` (at ``lam = 0.475``: 0.6% for
-``max_internal = 255``, 0.15% for 511, 0.019% for 1023, 6e-6 for 2047).
+the truncated mass :func:`truncated_mass` (at ``lam = 0.475`` with the root
+split: 1.3% for ``max_internal = 255``, 0.32% for 511, 0.040% for 1023,
+1.3e-5 for 2047; ``lam`` times that with ``root_splits=False``).
 
 Node layout: node ``i`` is the ``i``-th symbol of the code string, so the
 left child of an internal node ``i`` is ``i + 1``; the right child follows the
@@ -62,6 +84,7 @@ from ..tree import Tree, mark_unused
 __all__ = [
     "PriorForest",
     "n_internal_log_prob",
+    "mean_n_internal",
     "truncated_mass",
     "sample_n_internal",
     "uniform_code_string",
@@ -113,13 +136,19 @@ def _check_split_prob(split_prob) -> float:
     return lam
 
 
-def n_internal_log_prob(k, split_prob):
-    """log P(I = k) = log Catalan(k) + k log(lam) + (k + 1) log(1 - lam).
+def n_internal_log_prob(k, split_prob, root_splits: bool = True):
+    """log P(I = k), the number of internal nodes under the code-string prior.
 
     Parameters
     ----------
     k : int array of any shape
     split_prob : float in (0, 0.5)
+        Probability ``lam`` that a symbol of the code string is internal.
+    root_splits : bool, default True
+        ``True``: the root is always internal (the paper's Figure 1),
+        ``log P(I = k) = log Catalan(k) + (k - 1) log(lam) + (k + 1) log(1 - lam)``
+        for ``k >= 1`` and ``-inf`` at ``k = 0``.  ``False``:
+        ``log Catalan(k) + k log(lam) + (k + 1) log(1 - lam)``.
 
     Returns
     -------
@@ -128,36 +157,57 @@ def n_internal_log_prob(k, split_prob):
     k = jnp.asarray(k, jnp.float32)
     lam = split_prob
     log_catalan = gammaln(2 * k + 1) - gammaln(k + 1) - gammaln(k + 2)
-    return log_catalan + k * jnp.log(lam) + (k + 1) * jnp.log1p(-lam)
+    lp = log_catalan + k * jnp.log(lam) + (k + 1) * jnp.log1p(-lam)
+    if root_splits:
+        lp = jnp.where(k >= 1, lp - jnp.log(lam), -jnp.inf)
+    return lp
 
 
-def _n_internal_log_prob_np(lam: float, max_internal: int) -> np.ndarray:
+def _n_internal_log_prob_np(lam: float, max_internal: int, root_splits: bool = True) -> np.ndarray:
+    """float64 ``log P(I = k)`` for ``k = 0..max_internal`` (see :func:`n_internal_log_prob`)."""
     from scipy.special import gammaln as sgammaln
 
     k = np.arange(int(max_internal) + 1, dtype=np.float64)
-    return sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2) + k * np.log(lam) + (k + 1) * np.log1p(-lam)
+    lp = sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2) + k * np.log(lam) + (k + 1) * np.log1p(-lam)
+    if root_splits:
+        lp = np.where(k >= 1, lp - np.log(lam), -np.inf)
+    return lp
 
 
-def truncated_mass(split_prob: float, max_internal: int) -> float:
+def mean_n_internal(split_prob: float, root_splits: bool = True) -> float:
+    """Mean number of internal nodes of the untruncated prior.
+
+    ``lam / (1 - 2 lam)`` with ``root_splits=False``; ``1 / (1 - 2 lam)`` with
+    ``root_splits=True`` (``E[I | I >= 1] = E[I] / P(I >= 1)``, ``P(I >= 1) = lam``;
+    equivalently ``1 + 2 E[I]`` for the root and two independent subtrees).
+    """
+    lam = _check_split_prob(split_prob)
+    return (1.0 if root_splits else lam) / (1.0 - 2.0 * lam)
+
+
+def truncated_mass(split_prob: float, max_internal: int, root_splits: bool = True) -> float:
     """P(I > max_internal) under the code-string prior, in float64 (numpy).
 
     Computed as ``1 - sum_{k <= max_internal} P(I = k)`` with the terms in log
-    space; the untruncated sum is exactly 1 for ``lam < 1/2``.
+    space; the untruncated sum is exactly 1 for ``lam < 1/2``.  With
+    ``root_splits=True`` it is the ``root_splits=False`` value divided by ``lam``.
     """
     lam = _check_split_prob(split_prob)
-    lp = _n_internal_log_prob_np(lam, max_internal)
+    lp = _n_internal_log_prob_np(lam, max_internal, root_splits)
     return float(max(0.0, 1.0 - np.exp(lp).sum()))
 
 
-def sample_n_internal(key, split_prob, max_internal: int, logits=None):
+def sample_n_internal(key, split_prob, max_internal: int, logits=None, root_splits: bool = True):
     """Number of internal nodes drawn from P(I = k | I <= max_internal); int32[].
 
     ``logits`` (float (max_internal + 1,)), when given, are the log
-    probabilities ``log P(I = k)``; otherwise they are computed in float64
-    with numpy from the concrete ``split_prob``.
+    probabilities ``log P(I = k)`` (and ``split_prob``, ``root_splits`` are
+    ignored); otherwise they are computed in float64 with numpy from the
+    concrete ``split_prob`` and ``root_splits``.
     """
     if logits is None:
-        logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal)), jnp.float32)
+        logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal), root_splits),
+                             jnp.float32)
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
@@ -237,7 +287,7 @@ def _structure(internal, n_nodes):
 
 
 def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: int = 511,
-                      logits=None) -> PriorForest:
+                      logits=None, root_splits: bool = True) -> PriorForest:
     """One tree from the code-string prior conditioned on ``I <= max_internal``.
 
     Parameters
@@ -246,7 +296,9 @@ def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: 
     n_features : int (may be traced)  number of features ``D``
     split_prob : float in (0, 0.5)  probability ``lam`` that a node is internal
     max_internal : int  largest number of internal nodes (capacity ``2 max_internal + 1``)
-    logits : float (max_internal + 1,), optional  ``log P(I = k)`` (replaces ``split_prob``)
+    logits : float (max_internal + 1,), optional  ``log P(I = k)`` (replaces ``split_prob``
+        and ``root_splits``)
+    root_splits : bool, default True  the root is always internal (see the module docstring)
 
     Returns
     -------
@@ -254,7 +306,7 @@ def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: 
     """
     key_size, key_shape, key_feat, key_cut, key_miss = jax.random.split(key, 5)
     L = 2 * max_internal + 1
-    k = sample_n_internal(key_size, split_prob, max_internal, logits)
+    k = sample_n_internal(key_size, split_prob, max_internal, logits, root_splits)
     internal = uniform_code_string(key_shape, k, L)
     n_nodes = 2 * k + 1
     feature = jnp.where(internal, jax.random.randint(key_feat, (L,), 0, n_features), -1).astype(jnp.int32)
@@ -265,13 +317,26 @@ def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: 
 
 
 def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 0.475,
-                        max_internal: int = 511) -> PriorForest:
+                        max_internal: int = 511, root_splits: bool = True) -> PriorForest:
     """``n_trees`` independent prior trees (vmapped :func:`sample_prior_tree`).
 
-    The trees depend only on ``key``, ``n_features``, ``split_prob`` and
-    ``max_internal``, never on data: the same key gives the same trees for
-    every data set with ``n_features`` features.  One compilation serves
-    every ``n_features`` and ``split_prob`` for a given ``(n_trees, max_internal)``.
+    The trees depend only on ``key``, ``n_features``, ``split_prob``,
+    ``max_internal`` and ``root_splits``, never on data: the same key gives
+    the same trees for every data set with ``n_features`` features.  One
+    compilation serves every ``n_features``, ``split_prob`` and ``root_splits``
+    for a given ``(n_trees, max_internal)``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    n_trees : int >= 1
+    n_features : int >= 1
+    split_prob : float in (0, 0.5), default 0.475
+    max_internal : int, default 511  (>= 1 when ``root_splits``)
+    root_splits : bool, default True
+        The root is always internal (the code string starts with 1, as in the
+        paper's Figure 1); ``False`` lets the root be a leaf with probability
+        ``1 - split_prob``.
 
     Returns
     -------
@@ -282,9 +347,10 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
         raise ValueError(f"n_trees must be >= 1, got {n_trees}")
     if int(n_features) < 1:
         raise ValueError(f"n_features must be >= 1, got {n_features}")
-    if int(max_internal) < 0:
-        raise ValueError(f"max_internal must be >= 0, got {max_internal}")
-    logits = jnp.asarray(_n_internal_log_prob_np(lam, int(max_internal)), jnp.float32)
+    if int(max_internal) < (1 if root_splits else 0):
+        raise ValueError(f"max_internal must be >= {1 if root_splits else 0} (root_splits={bool(root_splits)}), "
+                         f"got {max_internal}")
+    logits = jnp.asarray(_n_internal_log_prob_np(lam, int(max_internal), bool(root_splits)), jnp.float32)
     return _sample_forest_jit(key, logits, jnp.int32(n_features), int(n_trees), int(max_internal))
 
 
