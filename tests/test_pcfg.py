@@ -235,3 +235,169 @@ def test_hyperparameter_gradient_and_ascent():
     assert fit["log_evidence"] >= ev0 - 1e-9
     assert fit["trace"][-1] >= fit["trace"][0]
     assert np.all(fit["alpha"] > 0)
+
+
+# --- precision: dtype="float32" (default) and dtype="float64" ------------------------------------------
+
+_X64_SCRIPT = r'''
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)        # before any array is made
+import jax.numpy as jnp
+import numpy as np
+import bayestrees as bt
+from bayestrees.inference import pcfg as P
+from bayestrees.inference.pcfg_posterior import fit_posterior
+from bayestrees.leaves import NIGPrior
+
+inp = json.loads(sys.argv[1])
+codes, nb, queries = np.array(inp["codes"]), np.array(inp["nb"]), np.array(inp["queries"])
+log_phi = inp["log_phi"]
+
+
+def run(post):
+    trees, logp = post.sample(jax.random.key(0), 8)
+    p0, ps = P.root_split_posterior(post.log_q, post.log_leaf, post.log_phi, post.ds, post.root)
+    paths, _ = post.sample_paths(jax.random.key(1), queries[0], 8)
+    pred = post.predict_exact(queries)
+    arrays = {"stats": post.ds.stats, "log_leaf": post.log_leaf, "log_q": post.log_q, "log_qmax": post.log_qmax,
+              "values": post.values, "evidence": P.log_evidence(post.log_leaf, post.log_phi, post.ds, post.root),
+              "sample_log_prob": logp, "tree_value": trees.value, "map_value": post.map_tree()[0].value,
+              "root_splits": ps, "path_values": paths, "predictive": pred,
+              "n_leaves": P.n_leaves_posterior(post.log_leaf, post.log_phi, post.ds, 4)}
+    return {"log_evidence": post.log_evidence, "pred": np.asarray(pred).tolist(),
+            "dtypes": {k: str(v.dtype) for k, v in arrays.items()}}
+
+
+out = {}
+for dt in ("float64", "float32"):
+    out["clf_" + dt] = run(fit_posterior(codes, nb, np.array(inp["y_clf"]), kind="classification", n_classes=2,
+                                         alpha=inp["alpha"], log_phi=log_phi, dtype=dt))
+    out["reg_" + dt] = run(fit_posterior(codes, nb, np.array(inp["y_reg"]), kind="regression",
+                                         prior=NIGPrior(*inp["prior"]), log_phi=log_phi, dtype=dt))
+out["jnp_float64"] = fit_posterior(codes, nb, np.array(inp["y_clf"]), kind="classification", n_classes=2,
+                                   alpha=inp["alpha"], log_phi=log_phi, dtype=jnp.float64).log_evidence
+
+# the public API: estimators and the model-context variable (X = the codes as numbers: exact binning)
+X, Xq = codes.astype(float), queries.astype(float)
+clf = bt.PCFGTreeClassifier(log_phi=log_phi, alpha=inp["alpha"], predict_with="posterior", n_samples=5,
+                            dtype="float64", random_state=0).fit(X, np.array(inp["y_clf"]))
+reg = bt.PCFGTreeRegressor(log_phi=log_phi, predict_with="posterior", n_samples=5, dtype="float64",
+                           random_state=0).fit(X, np.array(inp["y_reg"]))
+with bt.Model():
+    t = bt.PCFGTree("t", bt.Data("X", X), np.array(inp["y_reg"]), log_phi=log_phi, kind="regression",
+                    dtype="float64")
+    bt.sample(draws=5, random_seed=0)
+for name, est, pred in (("est_clf", clf, clf.predict_proba(Xq)), ("est_reg", reg, reg.predict(Xq)),
+                        ("rv_reg", t, t.posterior_.predict_exact(t.binner_.transform(Xq))[:, 0])):
+    out[name] = {"log_evidence": est.posterior_.log_evidence, "pred": np.asarray(pred).tolist(),
+                 "pred_dtype": str(np.asarray(pred).dtype), "dtype": str(est.posterior_.dtype),
+                 "codes": est.binner_.transform(X).tolist(), "query_codes": est.binner_.transform(Xq).tolist()}
+print(json.dumps(out))
+'''
+
+
+def _brute_posterior(codes, leaf_fn, leaf_value_fn, log_phi, queries):
+    """Brute-force log evidence and exact predictive at ``queries`` (``(m, V)``)."""
+    trees = brute_trees(codes, leaf_fn)
+    w = np.array([t[0] - (t[1] - 1) * log_phi for t in trees])
+    wz = np.array([-(t[1] - 1) * log_phi for t in trees])
+    prob = np.exp(w - logsumexp(w))
+    pred = sum(pr * np.array([leaf_value_fn(sorted(route(s, x))) for x in queries])
+               for pr, (_, _, s) in zip(prob, trees))
+    return logsumexp(w) - logsumexp(wz), pred
+
+
+def test_float64_matches_brute_force_in_subprocess():
+    """dtype="float64" (x64 on in a separate process): evidence and predictive equal brute force to 1e-9.
+
+    Covers ``fit_posterior`` (Dirichlet with a vector alpha, and NIG leaves),
+    ``PCFGTreeClassifier``/``PCFGTreeRegressor(dtype="float64")`` and
+    ``bt.PCFGTree(..., dtype="float64")``, and checks that every array of the
+    programme has the chosen dtype (also float32 chosen while x64 is on).
+    The subprocess keeps x64 out of this process and the other tests.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bayestrees.leaves import default_nig_prior
+
+    codes, nb, y = _data(4, n=8)
+    assert all(len(np.unique(codes[:, j])) == nb[j] for j in range(3)) and len(np.unique(y)) == 2
+    y_reg = np.random.default_rng(8).normal(size=8) + 3.0 * (codes[:, 0] > 0)
+    alpha, prior, log_phi = [0.7, 1.6], (0.2, 0.5, 2.0, 1.5), 1.1
+    queries = np.array([[a, b, c] for a in range(nb[0]) for b in range(nb[1]) for c in range(nb[2])])
+    inp = dict(codes=codes.tolist(), nb=nb.tolist(), y_clf=y.tolist(), y_reg=y_reg.tolist(), alpha=alpha,
+               prior=list(prior), log_phi=log_phi, queries=queries.tolist())
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    res = subprocess.run([sys.executable, "-c", _X64_SCRIPT, json.dumps(inp)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+
+    def clf_value(rows):
+        c = np.bincount(y[rows], minlength=2) + np.asarray(alpha)
+        return c / c.sum()
+
+    def reg_fns(pr):
+        m0, k0, _, _ = pr
+        return (lambda rows: _log_nig(y_reg[sorted(rows)], pr),
+                lambda rows: np.array([(k0 * m0 + y_reg[rows].sum()) / (k0 + len(rows))]))
+
+    ev_c, pred_c = _brute_posterior(codes, lambda rows: _log_dirichlet(np.bincount(y[list(rows)], minlength=2), alpha),
+                                    clf_value, log_phi, queries)
+    ev_r, pred_r = _brute_posterior(codes, *reg_fns(prior), log_phi, queries)
+    ev_rd, pred_rd = _brute_posterior(codes, *reg_fns(tuple(default_nig_prior(y_reg))), log_phi, queries)
+
+    for name, ev, pred in (("clf", ev_c, pred_c), ("reg", ev_r, pred_r)):
+        r64, r32 = out[name + "_float64"], out[name + "_float32"]
+        assert set(r64["dtypes"].values()) == {"float64"}, r64["dtypes"]
+        assert set(r32["dtypes"].values()) == {"float32"}, r32["dtypes"]
+        assert abs(r64["log_evidence"] - ev) <= 1e-9, (name, r64["log_evidence"], ev)
+        np.testing.assert_allclose(np.array(r64["pred"]), pred, rtol=0, atol=1e-9)
+        # float32 is the fast default: good to float32 rounding, not to 1e-9
+        assert abs(r32["log_evidence"] - ev) <= 1e-5 * abs(ev)
+        np.testing.assert_allclose(np.array(r32["pred"]), pred, rtol=0, atol=1e-5)
+    assert abs(out["jnp_float64"] - ev_c) <= 1e-9
+
+    # public API: the binning is exact (codes = values), so the same brute force applies
+    for name, ev, pred in (("est_clf", ev_c, pred_c), ("est_reg", ev_rd, pred_rd[:, 0]), ("rv_reg", ev_rd, pred_rd[:, 0])):
+        r = out[name]
+        np.testing.assert_array_equal(np.array(r["codes"]), codes)
+        np.testing.assert_array_equal(np.array(r["query_codes"]), queries)
+        assert r["dtype"] == "float64" and r["pred_dtype"] == "float64", r
+        assert abs(r["log_evidence"] - ev) <= 1e-9, (name, r["log_evidence"], ev)
+        np.testing.assert_allclose(np.array(r["pred"]), pred, rtol=0, atol=1e-9)
+
+
+def test_dtype_default_float32_and_float64_needs_x64():
+    """float32 by default; float64 without x64 is refused with a ValueError that says how to turn it on."""
+    import bayestrees as bt
+
+    codes, nb, y = _data(4, n=8)
+    X = codes.astype(float)
+    with jax.enable_x64(False):
+        post = fit_posterior(codes, nb, y, kind="classification", n_classes=2)
+        assert post.dtype == np.float32
+        assert {post.log_leaf.dtype, post.log_q.dtype, post.log_qmax.dtype, post.values.dtype} == {np.dtype("float32")}
+        assert post.predict_exact(codes).dtype == np.float32
+        for dt in ("float64", np.float64, jnp.float64):
+            with pytest.raises(ValueError, match=r"jax\.config\.update\('jax_enable_x64', True\)"):
+                fit_posterior(codes, nb, y, kind="classification", n_classes=2, dtype=dt)
+        with pytest.raises(ValueError, match="jax_enable_x64 is off"):
+            bt.PCFGTreeClassifier(dtype="float64").fit(X, y)
+        with pytest.raises(ValueError, match="jax_enable_x64 is off"):
+            bt.PCFGTreeRegressor(dtype="float64").fit(X, y + 0.5 * codes[:, 0])
+        with bt.Model():
+            with pytest.raises(ValueError, match="jax_enable_x64 is off"):
+                bt.PCFGTree("t", bt.Data("X", X), y, dtype="float64")
+        for bad in ("float16", "int32", "double-ish", int):
+            with pytest.raises(ValueError, match="dtype must be one of"):
+                fit_posterior(codes, nb, y, kind="classification", n_classes=2, dtype=bad)
+        with pytest.raises(ValueError, match="dtype must be one of"):
+            bt.PCFGTreeClassifier(dtype="float16").fit(X, y)
+        clf = bt.PCFGTreeClassifier(n_samples=3, random_state=0).fit(X, y)
+        assert clf.get_params()["dtype"] == "float32" and clf.posterior_.dtype == np.float32

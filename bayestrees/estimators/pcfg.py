@@ -16,6 +16,7 @@ import numpy as np
 
 from ..convert import trees_to_inferencedata
 from ..data import Binner, check_X
+from ..inference.pcfg import resolve_dtype
 from ..inference.pcfg_posterior import check_alpha, check_phi, fit_posterior, phi_to_log
 from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
@@ -68,6 +69,7 @@ class _PCFGBase:
     def _check_params(self):
         if self.predict_with not in _PREDICT_WITH:
             raise ValueError(f"predict_with must be one of {_PREDICT_WITH}, got {self.predict_with!r}")
+        resolve_dtype(self.dtype)
         if self.phi is not None:
             return phi_to_log(self.phi)
         return check_phi(self.log_phi)
@@ -85,7 +87,7 @@ class _PCFGBase:
         if kind == "classification":
             kw = dict(alpha=check_alpha(self.alpha, len(self.classes_)), n_classes=len(self.classes_))
         post = fit_posterior(codes, nb, yy, kind=kind, log_phi=log_phi, method=self.method,
-                             memory_budget=self.memory_budget, **kw)
+                             memory_budget=self.memory_budget, dtype=self.dtype, **kw)
         self.posterior_ = post
         self.map_tree_, self.map_log_prob_ = post.map_tree()
         self.log_evidence_ = post.log_evidence
@@ -161,6 +163,11 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         Bytes the dense programme may use; refused with ``ValueError`` beforehand.
     phi : float, optional
         Give phi itself (> 0) instead of ``log_phi``.
+    dtype : {"float32", "float64"}, default "float32"
+        Precision of the exact programme (evidence, sampling, MAP, exact
+        predictive). float32 is fast; float64 is for exact comparisons and
+        needs ``jax.config.update("jax_enable_x64", True)`` before any array
+        is made (``ValueError`` at ``fit`` otherwise).
     random_state : int, optional
 
     Attributes
@@ -170,7 +177,7 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
     """
 
     def __init__(self, log_phi=2.0, alpha=1.0, max_bins=10, predict_with="map", n_samples=100, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, random_state=None):
+                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
         self.log_phi = log_phi
         self.alpha = alpha
         self.max_bins = max_bins
@@ -179,6 +186,7 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         self.method = method
         self.memory_budget = memory_budget
         self.phi = phi
+        self.dtype = dtype
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -219,7 +227,7 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
     """
 
     def __init__(self, log_phi=2.0, max_bins=10, predict_with="map", n_samples=100, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, random_state=None):
+                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
         self.log_phi = log_phi
         self.max_bins = max_bins
         self.predict_with = predict_with
@@ -227,6 +235,7 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
         self.method = method
         self.memory_budget = memory_budget
         self.phi = phi
+        self.dtype = dtype
         self.random_state = random_state
 
     def fit(self, X, y):

@@ -26,8 +26,13 @@ MAP
 
 All functions take a :class:`~bayestrees.inference.pcfg_structure.PCFGStructure`
 (converted once to device arrays by :func:`device_structure`) and are pure.
-Precision: the programmes run in the dtype of ``log_leaf`` (float32 by default,
-float64 inside ``jax.enable_x64`` for exact comparisons).
+Precision
+    Every array of a programme (statistics, leaf marginals, inside values,
+    evidence, sampling logits, leaf values, predictive) has the dtype chosen
+    in :func:`device_structure` (see :func:`resolve_dtype`): float32 by
+    default (fast; log evidence good to about 1e-6 relative), or float64 for
+    exact comparisons, which needs ``jax_enable_x64`` on.  The library never
+    turns x64 on itself.
 """
 from __future__ import annotations
 
@@ -43,10 +48,60 @@ from ..tree import FREE, Tree
 from .pcfg_structure import PCFGStructure
 
 __all__ = [
-    "DeviceStructure", "device_structure", "log_leaf_marginals", "leaf_values", "log_inside",
+    "resolve_dtype", "DeviceStructure", "device_structure", "log_leaf_marginals", "leaf_values", "log_inside",
     "log_evidence", "sample_trees", "map_tree", "sample_paths", "exact_predictive",
     "root_split_posterior", "n_leaves_posterior", "fit_hyperparameters",
 ]
+
+
+_DTYPES = ("float32", "float64")
+
+
+def resolve_dtype(dtype="float32") -> np.dtype:
+    """The programme's float dtype, checked.
+
+    Parameters
+    ----------
+    dtype : {"float32", "float64"}, NumPy or JAX float dtype, or None
+        None means ``"float32"``.
+
+    Returns
+    -------
+    numpy.dtype
+        ``float32`` or ``float64``.
+
+    Raises
+    ------
+    ValueError
+        For any other dtype, or for float64 while ``jax_enable_x64`` is off
+        (JAX would silently compute in float32).
+
+    Notes
+    -----
+    float32 is the fast default.  float64 makes the programme's answers
+    agree with exact enumeration to about 1e-12; turn 64-bit JAX on first with
+    ``jax.config.update("jax_enable_x64", True)`` before any array is made
+    (or work inside ``with jax.enable_x64(True):``).
+
+    Examples
+    --------
+    >>> resolve_dtype("float32")
+    dtype('float32')
+    """
+    if dtype is None:
+        dtype = "float32"
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}") from None
+    if dt.name not in _DTYPES:
+        raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+    if dt == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype='float64' needs 64-bit JAX, but jax_enable_x64 is off: call "
+            "jax.config.update('jax_enable_x64', True) before any JAX array is made "
+            "(or run inside `with jax.enable_x64(True):`), or use dtype='float32'")
+    return dt
 
 
 class DeviceStructure(NamedTuple):
@@ -66,14 +121,21 @@ def _bucket(x: int) -> int:
     return 1 << max(0, int(x - 1).bit_length())
 
 
-def device_structure(st: PCFGStructure, dtype=None, pad: bool = True) -> tuple[DeviceStructure, int]:
+def device_structure(st: PCFGStructure, dtype="float32", pad: bool = True) -> tuple[DeviceStructure, int]:
     """Move a structure to the device; returns ``(DeviceStructure, root)``.
 
-    With ``pad`` the symbol rows and the chunk count are padded to powers of
-    two (extra rows are empty scratch symbols, extra chunks hold only the
-    scratch id), so that data sets of similar size share compiled programmes.
+    Parameters
+    ----------
+    st : PCFGStructure
+    dtype : {"float32", "float64"} or float dtype, default "float32"
+        dtype of ``stats`` and hence of every programme run on the structure
+        (checked by :func:`resolve_dtype`; float64 needs ``jax_enable_x64``).
+    pad : bool, default True
+        Pad the symbol rows and the chunk count to powers of two (extra rows
+        are empty scratch symbols, extra chunks hold only the scratch id), so
+        that data sets of similar size share compiled programmes.
     """
-    dtype = dtype or jnp.zeros(()).dtype
+    dtype = resolve_dtype(dtype)
     m = st.n_symbols
     rows = _bucket(m + 2) if pad else m + 2
     nch = _bucket(st.chunks.shape[0]) if pad else st.chunks.shape[0]
@@ -100,21 +162,31 @@ def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = Non
     stats : float[M + 2, K]  class counts (``kind="classification"``) or ``(n, sum y, sum y^2)``
     alpha : float or float[K]  Dirichlet concentration
     prior : NIGPrior  regression leaf prior
+
+    The result has the dtype of ``stats`` (``alpha`` and ``prior`` are cast to it).
     """
     if kind == "classification":
-        ll = dirichlet_log_marginal(stats, alpha)
+        ll = dirichlet_log_marginal(stats, jnp.asarray(alpha, stats.dtype))
         rows = jnp.sum(stats, -1)
     else:
-        ll = nig_log_marginal(stats[:, 0], stats[:, 1], stats[:, 2], prior)
+        ll = nig_log_marginal(stats[:, 0], stats[:, 1], stats[:, 2], _cast_prior(prior, stats.dtype))
         rows = stats[:, 0]
     return jnp.where(rows > 0, ll, -jnp.inf)
 
 
+def _cast_prior(prior: NIGPrior, dtype) -> NIGPrior:
+    """The NIG prior's four numbers as arrays of ``dtype`` (so a float64 prior cannot promote a float32 programme)."""
+    return NIGPrior(*(jnp.asarray(v, dtype) for v in prior))
+
+
 def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
-    """Leaf prediction per symbol: class probabilities ``float[M+2, K]`` or posterior mean ``float[M+2, 1]``."""
+    """Leaf prediction per symbol: class probabilities ``float[M+2, K]`` or posterior mean ``float[M+2, 1]``.
+
+    The result has the dtype of ``stats``.
+    """
     if kind == "classification":
-        return dirichlet_predictive(stats, alpha)
-    mn, _, _, _ = nig_posterior(stats[:, 0], stats[:, 1], stats[:, 2], prior)
+        return dirichlet_predictive(stats, jnp.asarray(alpha, stats.dtype))
+    mn, _, _, _ = nig_posterior(stats[:, 0], stats[:, 1], stats[:, 2], _cast_prior(prior, stats.dtype))
     return mn[:, None]
 
 
@@ -225,7 +297,7 @@ def _to_tree(s, values, counts, capacity):
     cnt = jnp.where(used, counts[sym], 0)
     return Tree(feature=jnp.where(used, s["feature"], -1), threshold=s["threshold"],
                 left=jnp.where(used, s["left"], FREE), right=jnp.where(used, s["right"], FREE),
-                missing_left=jnp.zeros(capacity, bool), value=val.astype(jnp.float32),
+                missing_left=jnp.zeros(capacity, bool), value=val.astype(values.dtype),
                 weight=cnt.astype(jnp.float32), count=cnt.astype(jnp.int32), depth=jnp.where(used, s["depth"], 0),
                 n_nodes=s["n_nodes"])
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data import check_X, check_y_classification, check_y_regression
 from ..estimators.pcfg import bin_for_pcfg, pcfg_idata
+from ..inference.pcfg import resolve_dtype
 from ..inference.pcfg_posterior import check_alpha, check_phi, fit_posterior
 from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
 from ..tree import predict as tree_predict
@@ -42,15 +43,19 @@ class PCFGTree(TreeRV):
     kind : {"classification", "regression", None}
     method : {"box", "row"}, default "box"
     memory_budget : int or None, default 4 GB
+    dtype : {"float32", "float64"}, default "float32"
+        Precision of the exact programme; float64 needs
+        ``jax.config.update("jax_enable_x64", True)`` first (``ValueError`` otherwise).
     """
 
     family = "pcfg"
 
     def __init__(self, name, X, y, *, log_phi=2.0, alpha=1.0, max_bins=10, kind=None, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, model=None):
+                 memory_budget=DEFAULT_MEMORY_BUDGET, dtype="float32", model=None):
         super().__init__(name, X, y, model=model, log_phi=log_phi, alpha=alpha, max_bins=max_bins, kind=kind,
-                         method=method, memory_budget=memory_budget)
+                         method=method, memory_budget=memory_budget, dtype=dtype)
         check_phi(log_phi)
+        resolve_dtype(dtype)
         if kind not in (None, "classification", "regression"):
             raise ValueError(f"kind must be 'classification', 'regression' or None, got {kind!r}")
         self.posterior_ = None
@@ -79,7 +84,7 @@ class PCFGTree(TreeRV):
         binner, codes, nb = bin_for_pcfg(X, p["max_bins"], codes_y, kind == "classification")
         self.binner_ = binner
         post = fit_posterior(codes, nb, codes_y, kind=kind, log_phi=p["log_phi"], method=p["method"],
-                             memory_budget=p["memory_budget"], **kw)
+                             memory_budget=p["memory_budget"], dtype=p["dtype"], **kw)
         self.posterior_ = post
         self.kind_ = kind
         names = None if self.classes_ is None else [str(c) for c in self.classes_]
