@@ -8,7 +8,10 @@ Held-out accuracy (MAP tree and exact posterior predictive) is compared with
 
 Usage::
 
-    python benchmarks/pcfg_hyper.py [--repeats 1] [--steps 150]
+    python benchmarks/pcfg_hyper.py [--repeats 1] [--steps 150] [--data-dir DIR]
+
+Data as in ``pcfg_paper.py`` (``--data-dir``, else ``$BAYESTREES_DATA``, else
+``../shared/data`` relative to the repository root).
 
 Prints a table and writes benchmarks/results/pcfg_hyper.json.
 """
@@ -24,7 +27,8 @@ import numpy as np
 import bayestrees as bt
 from bayestrees.inference import pcfg as P
 
-from pcfg_paper import load  # noqa: E402  (same directory)
+import pcfg_paper  # noqa: E402  (same directory)
+from pcfg_paper import load  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -58,7 +62,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--only", default="iris,caesarian,haberman,vertebral")
+    ap.add_argument("--data-dir", default=str(pcfg_paper.DATA),
+                    help="folder of the public data files (default: $BAYESTREES_DATA, else ../shared/data "
+                         "relative to the repository root)")
     args = ap.parse_args()
+    pcfg_paper.DATA = Path(args.data_dir)
     rows = {}
     for name in args.only.split(","):
         t0 = time.perf_counter()

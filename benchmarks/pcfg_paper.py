@@ -11,14 +11,19 @@ rows replace CV).
 
 Usage::
 
-    python benchmarks/pcfg_paper.py [--repeats 5] [--xor-n 128] [--only iris,xor]
+    python benchmarks/pcfg_paper.py [--repeats 5] [--xor-n 128] [--only iris,xor] [--data-dir DIR]
+                                    [--dtype float64]
 
-Prints a table and writes benchmarks/results/pcfg_paper.json.
+The public data files (Caesarian, Haberman, Vertebral) are read from
+``--data-dir``, default ``$BAYESTREES_DATA`` if set, else ``../shared/data``
+relative to the repository root (found from this file's location).
+Prints a table and writes benchmarks/results/pcfg_paper.json (or ``--out``).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -26,10 +31,23 @@ import numpy as np
 
 import bayestrees as bt
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
-OUT = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "results"
+
+
+def data_dir() -> Path:
+    """The folder of the public data files.
+
+    Returns
+    -------
+    Path
+        ``$BAYESTREES_DATA`` if set, else ``../shared/data`` relative to the
+        repository root (from this file's location, not the working directory).
+    """
+    return Path(os.environ.get("BAYESTREES_DATA", REPO.parent / "shared" / "data"))
+
+
+DATA = data_dir()   # set from --data-dir in main(); pcfg_hyper.py sets it too
 
 PAPER = {"iris": (0.967, 7.0), "caesarian": (0.562, 3.2), "haberman": (0.719, 5.6),
          "vertebral": (0.716, 15.6), "xor": (1.0, 31.0)}
@@ -72,7 +90,7 @@ def equal_width(Xtr, Xte, bins):
     return out_tr, out_te
 
 
-def cv_real(name, repeats, binning="equal-width"):
+def cv_real(name, repeats, binning="equal-width", dtype="float32"):
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.model_selection import StratifiedKFold
     from sklearn.tree import DecisionTreeClassifier
@@ -87,7 +105,7 @@ def cv_real(name, repeats, binning="equal-width"):
             else:                       # the library's quantile Binner
                 Btr, Bte = X[tr], X[te]
             t0 = time.perf_counter()
-            clf = bt.PCFGTreeClassifier(max_bins=bins, n_samples=10, random_state=r).fit(Btr, y[tr])
+            clf = bt.PCFGTreeClassifier(max_bins=bins, n_samples=10, random_state=r, dtype=dtype).fit(Btr, y[tr])
             res["fit_s"].append(time.perf_counter() - t0)
             res["map"].append(clf.score(Bte, y[te]))
             clf.set_params(predict_with="posterior")
@@ -99,7 +117,7 @@ def cv_real(name, repeats, binning="equal-width"):
             rf = RandomForestClassifier(100, random_state=r, n_jobs=1).fit(X[tr], y[tr])
             res["rf"].append(rf.score(X[te], y[te]))
     return {k: float(np.mean(v)) for k, v in res.items()} | {"n": int(len(y)), "bins": bins, "folds": 10,
-                                                            "repeats": repeats, "binning": binning}
+                                                            "repeats": repeats, "binning": binning, "dtype": dtype}
 
 
 def xor_data(n, rng):
@@ -107,7 +125,7 @@ def xor_data(n, rng):
     return X, (X[:, :4].sum(1) % 2).astype(int)
 
 
-def run_xor(n, repeats):
+def run_xor(n, repeats, dtype="float32"):
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
@@ -117,7 +135,7 @@ def run_xor(n, repeats):
         X, y = xor_data(n, rng)
         Xt, yt = xor_data(2000, rng)
         t0 = time.perf_counter()
-        clf = bt.PCFGTreeClassifier(method="row", n_samples=10, random_state=r).fit(X, y)
+        clf = bt.PCFGTreeClassifier(method="row", n_samples=10, random_state=r, dtype=dtype).fit(X, y)
         res["fit_s"].append(time.perf_counter() - t0)
         res["symbols"].append(clf.posterior_.structure.n_symbols)
         res["map"].append(clf.score(Xt, yt))
@@ -130,10 +148,11 @@ def run_xor(n, repeats):
         rf = RandomForestClassifier(100, random_state=r, n_jobs=1).fit(X, y)
         res["rf"].append(rf.score(Xt, yt))
     return {k: float(np.mean(v)) for k, v in res.items()} | {"n": n, "bins": 2, "repeats": repeats,
-                                                            "test_rows": 2000}
+                                                            "test_rows": 2000, "dtype": dtype}
 
 
 def main():
+    global DATA
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--xor-n", type=int, default=128)
@@ -141,11 +160,22 @@ def main():
     ap.add_argument("--out", default="pcfg_paper.json", help="file name under benchmarks/results/")
     ap.add_argument("--binning", default="equal-width", choices=["equal-width", "quantile"],
                     help="equal-width buckets as in the paper (default) or the library's quantile Binner")
+    ap.add_argument("--data-dir", default=str(DATA),
+                    help="folder of the public data files (default: $BAYESTREES_DATA, else ../shared/data "
+                         "relative to the repository root)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                    help="precision of the PCFG programme (float64 turns on jax_enable_x64 in this process)")
     args = ap.parse_args()
+    DATA = Path(args.data_dir)
+    if args.dtype == "float64":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
     rows = {}
     for name in args.only.split(","):
         t0 = time.perf_counter()
-        rows[name] = run_xor(args.xor_n, args.repeats) if name == "xor" else cv_real(name, args.repeats, args.binning)
+        rows[name] = (run_xor(args.xor_n, args.repeats, args.dtype) if name == "xor"
+                      else cv_real(name, args.repeats, args.binning, args.dtype))
         rows[name]["wall_s"] = time.perf_counter() - t0
         rows[name]["paper_acc"], rows[name]["paper_nodes"] = PAPER[name]
         print(name, json.dumps(rows[name]), flush=True)

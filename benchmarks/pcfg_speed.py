@@ -15,8 +15,12 @@ Usage::
 
     python benchmarks/pcfg_speed.py            # both binnings
     python benchmarks/pcfg_speed.py --skip-python
+    python benchmarks/pcfg_speed.py --dtype float64 --out pcfg_speed_float64.json
 
-Prints a table and writes benchmarks/results/pcfg_speed.json.
+``--dtype float64`` runs the programmes in float64 (turning on
+``jax_enable_x64`` in the measuring subprocesses).  Prints a table and writes
+benchmarks/results/pcfg_speed.json (or ``--out``, a file name under
+benchmarks/results/).
 """
 from __future__ import annotations
 
@@ -91,19 +95,22 @@ def python_recursion(codes, y, n_classes, alpha, log_phi):
     return out, len(memo)
 
 
-def run_config(binning, skip_python):
+def run_config(binning, skip_python, dtype="float32"):
     import jax
+
+    if dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
 
     from bayestrees.inference import pcfg as P
     from bayestrees.inference.pcfg_structure import build_box_structure
 
     codes, nb, y = iris_codes(binning)
-    res = {"binning": binning, "n_bins": nb}
+    res = {"binning": binning, "n_bins": nb, "dtype": dtype}
     t0 = time.perf_counter()
     st = build_box_structure(codes, nb, np.eye(3)[y])
     res["build_s"] = time.perf_counter() - t0
     res.update(boxes=st.n_boxes, symbols=st.n_symbols, splits=st.n_splits, slots=st.n_slots)
-    ds, root = P.device_structure(st)
+    ds, root = P.device_structure(st, dtype)
     ll = P.log_leaf_marginals(ds.stats, "classification", 1.0)
     for mode in ("sum", "max"):
         t0 = time.perf_counter()
@@ -146,13 +153,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=None)
     ap.add_argument("--skip-python", action="store_true")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--out", default="pcfg_speed.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
     if args.config:
-        print(json.dumps(run_config(args.config, args.skip_python)))
+        print(json.dumps(run_config(args.config, args.skip_python, args.dtype)))
         return
     rows = []
     for cfg in ("binner", "rank10"):
-        cmd = [sys.executable, __file__, "--config", cfg] + (["--skip-python"] if args.skip_python else [])
+        cmd = [sys.executable, __file__, "--config", cfg, "--dtype", args.dtype] + (
+            ["--skip-python"] if args.skip_python else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         rows.append(json.loads(out))
         print(out, flush=True)
@@ -163,7 +173,7 @@ def main():
               f"{r['log_q_max_s']:>7.3f} {r['sample_10000_s']:>11.3f} {r['peak_rss_gb']:>8.2f} "
               f"{r.get('python_s', float('nan')):>9.2f} {r.get('ratio_python_over_jax', float('nan')):>7.0f}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "pcfg_speed.json").write_text(json.dumps(rows, indent=1))
+    (OUT / args.out).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
