@@ -3,7 +3,8 @@ import warnings as _warnings
 
 _warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
 
-from . import data, tree, leaves, convert  # noqa: E402
+from . import data, tree, leaves, convert, priors  # noqa: E402
+from .diagnostics import compare, loo  # noqa: E402
 from .models import Data, Model, set_data, sample, sample_posterior_predictive  # noqa: E402
 from .estimators.base import load  # noqa: E402
 
@@ -23,7 +24,7 @@ from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegr
 __version__ = "0.1.0"
 
 __all__ = [
-    "data", "tree", "leaves", "convert", "posterior", "load",
+    "data", "tree", "leaves", "convert", "priors", "posterior", "load", "loo", "compare",
     "Model", "Data", "set_data", "sample", "sample_posterior_predictive",
     "BayesianForest", "BayesianForestRegressor", "BayesianForestClassifier",
     "EmpiricalBayesianForestRegressor", "EmpiricalBayesianForestClassifier",

@@ -1,0 +1,50 @@
+"""Model comparison across families: ``az.loo`` and ``az.compare`` with clear errors.
+
+ArviZ needs a ``log_likelihood`` group.  Families whose model defines a
+likelihood write one (BCART-PCFG, safe-Bayes, Bayesian CART, BET); the
+Bayesian-bootstrap forests define none (their draws are of the CART
+functional under a Bayesian bootstrap of the data, not of a likelihood's
+parameters), so these helpers refuse them with a message, never a bare
+ArviZ ``TypeError``.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import arviz as az
+
+__all__ = ["check_log_likelihood", "loo", "compare"]
+
+_NO_LIKELIHOOD = {
+    "bayesian_forest": "the Bayesian forest family draws trees by a Bayesian bootstrap of the data, which "
+                       "defines no likelihood",
+}
+
+
+def check_log_likelihood(idata: az.InferenceData, name: str = "model") -> None:
+    """Raise ``ValueError`` unless ``idata`` has a pointwise ``log_likelihood`` group."""
+    if not isinstance(idata, az.InferenceData):
+        raise TypeError(f"{name}: expected arviz.InferenceData, got {type(idata).__name__}")
+    if "log_likelihood" in idata.groups():
+        return
+    family = idata.posterior.attrs.get("family", "") if "posterior" in idata.groups() else ""
+    why = _NO_LIKELIHOOD.get(family, f"this InferenceData (family {family or 'unknown'!r}) has no "
+                                     "log_likelihood group")
+    raise ValueError(
+        f"{name}: {why}, so LOO and model comparison are not defined for it. Compare such models on held-out "
+        "data instead (e.g. RMSE or log loss), or fit a family with a likelihood (PCFGTree, SafeBayesForest, "
+        "BayesianCART, BETMixture)."
+    )
+
+
+def loo(idata: az.InferenceData, **kwargs):
+    """``az.loo`` after :func:`check_log_likelihood`; keyword arguments go to ``az.loo``."""
+    check_log_likelihood(idata)
+    return az.loo(idata, **kwargs)
+
+
+def compare(models: Mapping[str, az.InferenceData], **kwargs):
+    """``az.compare`` after checking every model has a ``log_likelihood`` group."""
+    for k, v in models.items():
+        check_log_likelihood(v, name=k)
+    return az.compare(dict(models), **kwargs)

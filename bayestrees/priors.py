@@ -1,0 +1,215 @@
+"""Tree priors as objects (``bt.priors``).
+
+Every prior is a frozen (hashable) dataclass, checked when made, usable as a
+constant or static argument inside ``jit``, giving, for a
+node at depth ``d``,
+
+* ``log_split(d)`` / ``log_stop(d)``: the log prior weight of the node being
+  internal / a leaf, so that the structure part of the log prior of a tree is
+  ``sum_internal log_split(d) + sum_leaves log_stop(d)``;
+* ``rule_in_prior``: whether the choice of split rule (variable and threshold)
+  is part of the prior (``log p(rule) = -log(#variables) - log(#thresholds)``,
+  counted over the valid choices at the node) or not (the PCFG prior puts its
+  weight on trees, each distinct tree once);
+
+and :meth:`log_prior` of a :class:`~bayestrees.tree.Tree`.  ``node_split_prob(d)``
+is ``exp(log_split(d))`` where the prior is a per-node split probability.
+
+=======================  =========================================  ======================
+prior                    split probability of a node at depth d      rule
+=======================  =========================================  ======================
+``ChipmanPrior``         ``alpha (1 + d)^-beta``                     uniform, in the prior
+``DepthDecayPrior``      ``exp(-d / delta)`` (BET)                   in the prior
+``CodeStringPrior``      ``split_prob`` (root always, by default)    uniform, in the prior
+``LeafCountPrior``       none: ``Pr[T] ∝ phi^-leaves``               not in the prior
+=======================  =========================================  ======================
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import jax.numpy as jnp
+
+from .tree import Tree
+
+__all__ = ["ChipmanPrior", "DepthDecayPrior", "CodeStringPrior", "LeafCountPrior", "TreePrior"]
+
+
+def _finite(name, v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {v!r}") from None
+    if not math.isfinite(f):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    return f
+
+
+class _Base:
+    """Shared :meth:`log_prior` of the node-wise priors."""
+
+    def __post_init__(self):
+        self.check()
+
+    def log_prior(self, tree: Tree, log_rule_prob=None):
+        """Log prior of one tree (or a batch).
+
+        Parameters
+        ----------
+        tree : Tree
+        log_rule_prob : float[..., N], optional
+            ``log p(rule)`` of every internal node (for priors with
+            ``rule_in_prior``); without it only the structure part is returned.
+
+        Returns
+        -------
+        float[...]
+        """
+        d = tree.depth
+        internal = tree.is_internal()
+        leaf = tree.is_leaf()
+        lp = jnp.where(internal, self.log_split(d), 0.0) + jnp.where(leaf, self.log_stop(d), 0.0)
+        if log_rule_prob is not None and self.rule_in_prior:
+            lp = lp + jnp.where(internal, log_rule_prob, 0.0)
+        return jnp.sum(lp, -1)
+
+    def node_split_prob(self, depth):
+        """Probability that a node at ``depth`` splits."""
+        return jnp.exp(self.log_split(depth))
+
+
+@dataclass(frozen=True)
+class ChipmanPrior(_Base):
+    """Chipman, George & McCulloch (1998): a node at depth ``d`` splits with probability ``alpha (1 + d)^-beta``.
+
+    The split variable is uniform over the variables with a valid split at the
+    node and the threshold uniform over that variable's valid thresholds.
+
+    Parameters
+    ----------
+    alpha : float in (0, 1), default 0.95
+    beta : float >= 0, default 2.0
+    """
+
+    alpha: float = 0.95
+    beta: float = 2.0
+
+    rule_in_prior: ClassVar[bool] = True
+
+    def check(self) -> "ChipmanPrior":
+        a, b = _finite("alpha", self.alpha), _finite("beta", self.beta)
+        if not 0.0 < a < 1.0:
+            raise ValueError(f"ChipmanPrior alpha must be in (0, 1), got {self.alpha!r}")
+        if b < 0:
+            raise ValueError(f"ChipmanPrior beta must be >= 0, got {self.beta!r}")
+        return self
+
+    def log_split(self, depth):
+        return jnp.log(self.alpha) - self.beta * jnp.log1p(jnp.asarray(depth, jnp.float32))
+
+    def log_stop(self, depth):
+        return jnp.log1p(-jnp.exp(self.log_split(depth)))
+
+
+@dataclass(frozen=True)
+class DepthDecayPrior(_Base):
+    """BET (Duan et al.): a node at depth ``d`` splits with probability ``exp(-d / delta)``.
+
+    The root (``d = 0``) always splits.  The split variable follows the
+    model's variable weights ``xi`` and the threshold is uniform.
+
+    Parameters
+    ----------
+    delta : float > 0
+    """
+
+    delta: float = 1.0
+
+    rule_in_prior: ClassVar[bool] = True
+
+    def check(self) -> "DepthDecayPrior":
+        if _finite("delta", self.delta) <= 0:
+            raise ValueError(f"DepthDecayPrior delta must be > 0, got {self.delta!r}")
+        return self
+
+    def log_split(self, depth):
+        return -jnp.asarray(depth, jnp.float32) / self.delta
+
+    def log_stop(self, depth):
+        p = jnp.exp(self.log_split(depth))
+        return jnp.where(p >= 1.0, -jnp.inf, jnp.log1p(-jnp.minimum(p, 1.0 - 1e-7)))
+
+
+@dataclass(frozen=True)
+class CodeStringPrior(_Base):
+    """Safe-Bayes (Quadrianto & Ghahramani 2015): each code-string symbol is internal with probability ``split_prob``.
+
+    With ``root_splits=True`` (the paper's Figure 1: the string starts with a 1)
+    the root always splits.  Variables are uniform over all features and cuts
+    uniform on the probability-integral transform, independent of the data.
+
+    Parameters
+    ----------
+    split_prob : float in (0, 0.5)
+    root_splits : bool, default True
+    """
+
+    split_prob: float = 0.475
+    root_splits: bool = True
+
+    rule_in_prior: ClassVar[bool] = True
+
+    def check(self) -> "CodeStringPrior":
+        p = _finite("split_prob", self.split_prob)
+        if not 0.0 < p < 0.5:
+            raise ValueError(f"CodeStringPrior split_prob must be in (0, 0.5), got {self.split_prob!r}")
+        return self
+
+    def log_split(self, depth):
+        d = jnp.asarray(depth)
+        base = jnp.full(d.shape, math.log(self.split_prob), jnp.float32)
+        return jnp.where((d == 0) & self.root_splits, 0.0, base)
+
+    def log_stop(self, depth):
+        d = jnp.asarray(depth)
+        base = jnp.full(d.shape, math.log1p(-self.split_prob), jnp.float32)
+        return jnp.where((d == 0) & self.root_splits, -jnp.inf, base)
+
+
+@dataclass(frozen=True)
+class LeafCountPrior(_Base):
+    """The BCART-PCFG prior (Sullivan et al. 2023): ``Pr[T] ∝ phi^-leaves(T)`` over trees whose nodes are non-empty.
+
+    Every distinct tree is counted once, so the split rules are not part of the
+    prior (``rule_in_prior = False``); growing a leaf multiplies the prior by
+    ``1 / phi``.  The normalising constant depends on the data (which trees
+    have non-empty nodes); the PCFG programme computes it, samplers never need it.
+
+    Parameters
+    ----------
+    log_phi : float, finite
+    """
+
+    log_phi: float = 2.0
+
+    rule_in_prior: ClassVar[bool] = False
+
+    def check(self) -> "LeafCountPrior":
+        _finite("log_phi", self.log_phi)
+        return self
+
+    def log_split(self, depth):
+        # an internal node has two children where a leaf had one: one more leaf, one more factor 1/phi
+        return jnp.full(jnp.shape(depth), -self.log_phi, jnp.float32)
+
+    def log_stop(self, depth):
+        return jnp.zeros(jnp.shape(depth), jnp.float32)
+
+    def log_prior(self, tree: Tree, log_rule_prob=None):
+        """Unnormalised ``-log_phi * leaves(T)``."""
+        return -self.log_phi * jnp.sum(tree.is_leaf(), -1).astype(jnp.float32)
+
+
+TreePrior = ChipmanPrior | DepthDecayPrior | CodeStringPrior | LeafCountPrior

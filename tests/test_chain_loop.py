@@ -1,0 +1,83 @@
+"""The shared chain loop (bayestrees.inference.loop) on kernels with known stationary laws."""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayestrees.inference.loop import Kernel, run_chains
+
+
+class RWState(NamedTuple):
+    x: jax.Array
+    logp: jax.Array
+
+
+class RWInfo(NamedTuple):
+    accepted: jax.Array
+
+
+MU, SD = 2.0, 0.5
+
+
+def _logp(x):
+    return -0.5 * ((x - MU) / SD) ** 2
+
+
+def _init(key):
+    x = jax.random.normal(key) * 3.0
+    return RWState(x, _logp(x))
+
+
+def _step(key, state):
+    k_prop, k_acc = jax.random.split(key)
+    prop = state.x + 0.8 * jax.random.normal(k_prop)
+    lp = _logp(prop)
+    acc = jnp.log(jax.random.uniform(k_acc)) < lp - state.logp
+    return RWState(jnp.where(acc, prop, state.x), jnp.where(acc, lp, state.logp)), RWInfo(acc)
+
+
+RW = Kernel(_init, _step)
+
+
+def test_random_walk_metropolis_reaches_target_moments():
+    res = run_chains(jax.random.key(0), RW, chains=8, draws=4000, tune=500, thin=2)
+    x = np.asarray(res.samples.x)
+    assert x.shape == (8, 4000)
+    assert res.info.accepted.shape == (8, 4000)
+    # 32,000 correlated draws: the Monte Carlo error of the mean is about 0.01; tolerance 0.04
+    assert abs(x.mean() - MU) < 0.04
+    assert abs(x.std() - SD) < 0.03
+    assert 0.2 < float(res.info.accepted.mean()) < 0.9
+
+
+def test_blocks_and_progress_do_not_change_the_draws(capsys):
+    a = run_chains(jax.random.key(3), RW, chains=3, draws=50, tune=7, thin=3)
+    b = run_chains(jax.random.key(3), RW, chains=3, draws=50, tune=7, thin=3, blocks=4, progressbar=True)
+    np.testing.assert_array_equal(np.asarray(a.samples.x), np.asarray(b.samples.x))
+    np.testing.assert_array_equal(np.asarray(a.last_state.x), np.asarray(b.last_state.x))
+    err = capsys.readouterr().err
+    assert "sampling" in err and f"{7 + 50 * 3}/{7 + 50 * 3}" in err  # the bar reached the total number of steps
+
+
+def test_collect_picks_what_is_stored_and_chains_differ():
+    res = run_chains(jax.random.key(1), RW, chains=2, draws=5, tune=0, collect=lambda s: s.x)
+    assert res.samples.shape == (2, 5)
+    assert not np.array_equal(np.asarray(res.samples[0]), np.asarray(res.samples[1]))
+
+
+@pytest.mark.parametrize("bad", [dict(chains=0), dict(draws=0), dict(tune=-1), dict(thin=0), dict(draws=2.5)])
+def test_bad_arguments(bad):
+    with pytest.raises(ValueError):
+        run_chains(jax.random.key(0), RW, **bad)
+
+
+def test_no_recompilation_for_a_second_run():
+    from bayestrees.inference import loop
+
+    run_chains(jax.random.key(0), RW, chains=2, draws=10, tune=4)
+    n_block, n_tune = loop._block._cache_size(), loop._tune_block._cache_size()
+    run_chains(jax.random.key(1), RW, chains=2, draws=10, tune=4)
+    assert loop._block._cache_size() == n_block
+    assert loop._tune_block._cache_size() == n_tune
