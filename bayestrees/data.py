@@ -51,6 +51,8 @@ __all__ = [
     "check_y_classification",
     "infer_task",
     "check_dtype",
+    "TrainingData",
+    "prepare_data",
     "MAX_INFERRED_CLASSES",
     "missing_code",
     "ecdf_transform",
@@ -557,3 +559,76 @@ def pad_rows(a, size: int, value=0) -> np.ndarray:
         return a
     pad = np.full((size - a.shape[0],) + a.shape[1:], value, dtype=a.dtype)
     return np.concatenate([a, pad], axis=0)
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Validated, binned training data: what every ``fit_<family>`` function takes.
+
+    Attributes
+    ----------
+    codes : uint (n, d)  feature codes (:class:`Binner`)
+    y : float64 (n,) responses (regression) or int32 (n,) class codes in ``[0, C)``
+    task : "regression" or "classification"
+    binner : the fitted :class:`Binner` (codes new rows the same way)
+    classes : (C,) labels (classification) or None
+    y_observed : (n,) the response as given (labels or values), for ``observed_data``
+    """
+
+    codes: np.ndarray
+    y: np.ndarray
+    task: str
+    binner: "Binner"
+    classes: np.ndarray | None
+    y_observed: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.codes.shape[1])
+
+    @property
+    def n_classes(self) -> int:
+        return 0 if self.classes is None else int(len(self.classes))
+
+    @property
+    def feature_names(self) -> list:
+        return [str(f) for f in self.binner.feature_names_in_]
+
+    @property
+    def n_bins(self) -> np.ndarray:
+        return self.binner.n_bins_
+
+
+def prepare_data(X, y, *, task: str = "auto", max_bins: int = 255, categorical=None,
+                 order_categories_by_response: bool = True, allow_nan: bool = True) -> TrainingData:
+    """Validate ``(X, y)``, infer the task (:func:`infer_task`) and bin ``X``.
+
+    Parameters
+    ----------
+    X : array-like (n, d) or DataFrame
+    y : array-like (n,)
+    task : "auto", "regression" or "classification"
+    max_bins : bins per feature (exact binning when a feature has at most this many values)
+    categorical : indices of categorical columns of an array ``X``
+    order_categories_by_response : order categories by the response (Breiman); False keeps
+        their sorted order (a prior that must not look at the response)
+    allow_nan : accept missing values (their own code) or raise ``ValueError``
+
+    Returns
+    -------
+    TrainingData
+    """
+    cols, _, _ = check_X(X, allow_nan=allow_nan)
+    n = int(cols[0].shape[0])
+    task = infer_task(y, task)
+    if task == "regression":
+        yy, classes = check_y_regression(y, n), None
+    else:
+        yy, classes = check_y_classification(y, n)
+    binner = Binner(max_bins=max_bins, categorical=categorical)
+    binner.fit(X, yy if order_categories_by_response else None, classification=task == "classification")
+    return TrainingData(binner.transform(X), yy, task, binner, classes, np.asarray(y))
