@@ -155,9 +155,9 @@ def cmd_fit(args) -> int:
         if missing:
             raise SystemExit(f"feature columns not in the file: {missing}")
         df = df[args.features]
-    task = args.task
-    if task == "auto":
-        task = "regression" if y.dtype.kind == "f" and y.nunique() > 10 else "classification"
+    from .data import infer_task
+
+    task = infer_task(y, args.task)  # the library's one task-inference rule
     yv = y.to_numpy()
     est = make_estimator(args.model, task, args.n_estimators, args.min_samples_leaf, args.seed,
                          args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet, n_jobs=args.n_jobs)
@@ -173,7 +173,7 @@ def cmd_fit(args) -> int:
     else:
         fit_line = f"in-sample accuracy: {np.mean(pred == yv):.4f}"
     idata = est.idata_
-    scalars = [v for v in ("n_leaves", "depth") if v in idata.posterior]
+    scalars = [v for v in ("n_leaves", "depth", "sigma") if v in idata.posterior]
     summary = az.summary(idata, var_names=scalars, kind="stats") if scalars else None
     lines = [f"model: {args.model} ({MODELS[args.model]})", f"task: {task}", f"data: {args.data}",
              f"rows: {len(df)}, features: {list(df.columns)}", f"fit time: {el:.2f}s", fit_line]
