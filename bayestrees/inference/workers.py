@@ -18,7 +18,9 @@ later fits (their compiled programs stay warm) and stopped at interpreter exit
 or by :func:`shutdown`.
 
 Only the forest fit uses them (:func:`bayestrees.inference.bootstrap.fit_forest`
-with ``n_jobs > 1`` on the CPU backend).  Set the environment variable
+with ``n_jobs > 1`` on the CPU backend).  A worker runs
+:func:`bayestrees.inference.forest_chunk.fit_chunk`, the function the calling
+process runs for a chunk of trees; this module never imports ``bootstrap``.  Set the environment variable
 ``BAYESTREES_PARALLEL=threads`` to use threads in the calling process instead.
 """
 from __future__ import annotations
@@ -195,7 +197,7 @@ def _serve() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-    from .bootstrap import fit_chunk
+    from .forest_chunk import fit_chunk
 
     jobs: dict = {}
     while True:
