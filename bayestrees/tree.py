@@ -271,12 +271,15 @@ def parents(tree: Tree) -> jax.Array:
     return par.at[tgt_l].set(idx, mode="drop").at[tgt_r].set(idx, mode="drop")
 
 
-def grow_leaf(tree: Tree, node, feature, threshold, missing_left=False) -> tuple[Tree, jax.Array]:
+def grow_leaf(tree: Tree, node, feature, threshold, missing_left=False, heap: bool = False) -> tuple[Tree, jax.Array]:
     """Split leaf ``node`` of one tree into two new leaves (jit-friendly, no Python branches).
 
-    The children take the two lowest free slots; their ``value``, ``weight`` and
-    ``count`` are zero (the caller refreshes leaf statistics).  When ``node`` is not
-    a leaf, or fewer than two slots are free, the tree comes back unchanged.
+    The children take the two lowest free slots, or with ``heap=True`` the heap
+    slots ``2 node + 1`` and ``2 node + 2`` (samplers use the heap layout: a node's
+    slot is a function of its path, so every tree has exactly one labelling); their
+    ``value``, ``weight`` and ``count`` are zero (the caller refreshes leaf
+    statistics).  When ``node`` is not a leaf, or the slots are not free (or
+    beyond the capacity), the tree comes back unchanged.
 
     Returns
     -------
@@ -286,10 +289,15 @@ def grow_leaf(tree: Tree, node, feature, threshold, missing_left=False) -> tuple
     idx = jnp.arange(n, dtype=jnp.int32)
     free = tree.left == FREE
     # the two lowest free slots (n when missing)
-    a = jnp.min(jnp.where(free, idx, n))
-    b = jnp.min(jnp.where(free & (idx != a), idx, n))
     node = jnp.asarray(node, jnp.int32)
-    ok = (tree.left[node] == LEAF) & (b < n)
+    if heap:
+        a, b = 2 * node + 1, 2 * node + 2
+        ok_slots = (b < n) & free[jnp.clip(a, 0, n - 1)] & free[jnp.clip(b, 0, n - 1)]
+    else:
+        a = jnp.min(jnp.where(free, idx, n))
+        b = jnp.min(jnp.where(free & (idx != a), idx, n))
+        ok_slots = b < n
+    ok = (tree.left[node] == LEAF) & ok_slots
     a_, b_ = jnp.where(ok, a, n), jnp.where(ok, b, n)  # out-of-range writes are dropped
     node_ = jnp.where(ok, node, n)
     d = tree.depth[node] + 1
