@@ -14,30 +14,61 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
 
+def data_dir() -> Path:
+    """The folder of the public data files.
+
+    Returns
+    -------
+    Path
+        ``$BAYESTREES_DATA`` if set, else ``../shared/data`` relative to the repository root
+        (found from this file's location, not from the working directory).
+    """
+    return Path(os.environ.get("BAYESTREES_DATA", REPO.parent / "shared" / "data"))
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"),
-                   help="folder holding the public data files (default: ../shared/data from the repo root)")
+    p.add_argument("--data-dir", default=str(data_dir()),
+                   help="folder holding the public data files (default: $BAYESTREES_DATA, else ../shared/data "
+                        "relative to the repository root)")
     p.add_argument("--quick", action="store_true", help="small smoke run (few trees / folds / rows)")
     p.add_argument("--out", default=None, help="JSON-lines results file (default: benchmarks/results/<name>.jsonl)")
     return p
 
 
 def machine() -> dict:
-    """Where and with which library the numbers were obtained."""
+    """Where and with which library the numbers were obtained.
+
+    Returns
+    -------
+    dict
+        Machine, CPU count and Python version; ``bayestrees_path``, the imported library's folder
+        relative to the repository root (or ``"outside the repository"`` for an installed copy,
+        with its version); ``repo_head``, the repository's commit; and ``repo_dirty``, whether
+        ``bayestrees/`` had uncommitted changes.
+    """
     import subprocess
 
     import bayestrees
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-    except Exception:  # pragma: no cover - git missing
-        head = ""
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except Exception:  # pragma: no cover - git missing
+            return ""
+
     lib = Path(bayestrees.__file__).resolve().parent
+    try:
+        where = lib.relative_to(REPO).as_posix()
+    except ValueError:
+        where = "outside the repository"
     rec = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-           "bayestrees_path": str(lib), "repo_head": head}
-    if (lib.parent / "COMMIT").exists():  # a library snapshot (git archive <commit>) run via PYTHONPATH
-        rec["bayestrees_commit"] = (lib.parent / "COMMIT").read_text().strip()
+           "bayestrees_path": where, "repo_head": git("rev-parse", "--short", "HEAD")}
+    if where == "outside the repository":
+        rec["bayestrees_version"] = getattr(bayestrees, "__version__", "")
+    else:
+        rec["repo_dirty"] = bool(git("status", "--porcelain", "--", where))
     return rec
 
 

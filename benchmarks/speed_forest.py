@@ -34,6 +34,10 @@ Usage::
 
     python benchmarks/speed_forest.py                  # full run (California + scaling)
     python benchmarks/speed_forest.py --sizes 20000    # quicker scaling part
+
+Run it from the repository root against the installed library. The data are read
+from ``--data-dir`` (default: ``$BAYESTREES_DATA``, else ``../shared/data``
+relative to the repository root).
 """
 from __future__ import annotations
 
@@ -51,15 +55,16 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("BAYESTREES_DATA", "/work/shared/data")) / "california_housing.csv"
+# the public data sets: ../shared/data relative to the repository root unless BAYESTREES_DATA or --data-dir says
+DATA_DIR = Path(os.environ.get("BAYESTREES_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = ROOT / "benchmarks" / "results" / "speed_forest.jsonl"
 
 
-def california_fold(fold: int = 0):
+def california_fold(fold: int = 0, data_dir=DATA_DIR):
     import pandas as pd
     from sklearn.model_selection import KFold
 
-    df = pd.read_csv(DATA)
+    df = pd.read_csv(Path(data_dir) / "california_housing.csv")
     y = df.pop("medianHouseValue").to_numpy(float)
     X = df.to_numpy(float)
     tr, te = list(KFold(10, shuffle=True, random_state=0).split(X))[fold]
@@ -150,9 +155,9 @@ def _hwm_mb(pid="self"):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_child(side: str, n_trees: int, msl: int) -> dict:
+def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR) -> dict:
     """Run in a fresh process: peak RSS growth of one fit (ours includes compilation)."""
-    X, y, Xte, _ = california_fold()
+    X, y, Xte, _ = california_fold(data_dir=data_dir)
     if side == "ours":
         import bayestrees  # noqa: F401  (imports before the baseline)
     else:
@@ -168,9 +173,21 @@ def memory_child(side: str, n_trees: int, msl: int) -> dict:
             "workers_peak_rss_mb": round(workers_peak, 1), "peak_growth_mb": round(peak - base + workers_peak, 1)}
 
 
-def _memory(side, n_trees, msl):
+def _library_commit() -> dict:
+    """The repository commit the library was run from and whether ``bayestrees/`` had changes."""
+    def git(*a):
+        try:
+            return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, timeout=10).stdout.strip()
+        except Exception:  # pragma: no cover - git missing
+            return ""
+
+    return {"repo_head": git("rev-parse", "--short", "HEAD"),
+            "repo_dirty": bool(git("status", "--porcelain", "--", "bayestrees"))}
+
+
+def _memory(side, n_trees, msl, data_dir=DATA_DIR):
     out = subprocess.run([sys.executable, __file__, "--memory-child", side, "--trees", str(n_trees),
-                          "--msl", str(msl)], capture_output=True, text=True, check=True)
+                          "--msl", str(msl), "--data-dir", str(data_dir)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -182,20 +199,26 @@ def main():
     ap.add_argument("--sizes", default="20000,200000,2000000")
     ap.add_argument("--size-trees", default="10,4,2", help="trees per size in the scaling part")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--data-dir", default=str(DATA_DIR),
+                    help="folder holding california_housing.csv (default: $BAYESTREES_DATA, else ../shared/data "
+                         "relative to the repository root)")
+    ap.add_argument("--out", default=str(RESULTS), help="JSON-lines file the record is appended to "
+                    "(default: benchmarks/results/speed_forest.jsonl)")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_child:
-        print(json.dumps(memory_child(args.memory_child, args.trees, args.msl)))
+        print(json.dumps(memory_child(args.memory_child, args.trees, args.msl, args.data_dir)))
         return
 
     import jax
 
-    X, y, Xte, yte = california_fold()
+    X, y, Xte, yte = california_fold(data_dir=args.data_dir)
     T, msl = args.trees, args.msl
     rec = {"benchmark": "speed_forest", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": platform.node(),
            "cpus": os.cpu_count(), "jax": jax.__version__, "backend": jax.default_backend(),
            "n_train": len(y), "n_test": len(yte), "n_features": X.shape[1], "n_trees": T,
-           "min_samples_leaf": msl, "n_jobs": 2, "ours_parallel": "processes", "binning_in_fit_time": True}
+           "min_samples_leaf": msl, "n_jobs": 2, "ours_parallel": "processes", "binning_in_fit_time": True,
+           **_library_commit()}
     print(f"California housing fold 0: {len(y)} train / {len(yte)} test rows, {X.shape[1]} features; "
           f"{T} trees, min_samples_leaf={msl}, 2 workers each side; backend {jax.default_backend()}, "
           f"{os.cpu_count()} CPUs", flush=True)
@@ -241,7 +264,7 @@ def main():
                    np.arange(mo.trees_.left.shape[1]) < mo.trees_.n_nodes[:, None])).sum(1))),
                               "sklearn": float(np.mean([t.get_n_leaves() for t in ms]))})
     if not args.no_memory:
-        rec["memory"] = {s: _memory(s, T, msl) for s in ("ours", "sklearn")}
+        rec["memory"] = {s: _memory(s, T, msl, args.data_dir) for s in ("ours", "sklearn")}
 
     # scaling with n
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -283,10 +306,11 @@ def main():
     for row in rec["scaling"]:
         print(f"| Friedman-1 n={row['n']:,}, {row['trees']} trees: wall s (CPU s) | {row['ours_s']:.2f} "
               f"({row['ours_cpu_s']:.1f}) | {row['sklearn_s']:.2f} ({row['sklearn_cpu_s']:.1f}) | {row['ratio']:.2f} |")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS, "a") as fh:
+    out = Path(args.out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a") as fh:
         fh.write(json.dumps(rec) + "\n")
-    print(f"\nappended to {RESULTS.relative_to(ROOT)}")
+    print(f"\nappended to {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 
 
 if __name__ == "__main__":
