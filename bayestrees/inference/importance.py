@@ -57,6 +57,8 @@ __all__ = [
     "operating_curve_classification",
     "operating_curve_regression",
     "default_m_grid",
+    "auto_m_grid",
+    "pool_curves",
     "choose_m",
     "apply_trees",
     "bucket_size",
@@ -297,6 +299,62 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
     return jax.lax.map(one, betas, batch_size=batch_size)
 
 
+def auto_m_grid(n_train: int, max_points: int = 1000, max_beta: float = 1000.0, n_beyond: int = 31) -> np.ndarray:
+    """Candidate effective sample sizes for ``effective_sample_size="auto"``.
+
+    :func:`default_m_grid` (``m = 1..N``, ``m = N`` being BMA) extended past
+    ``N`` by ``n_beyond`` log-spaced values up to ``max_beta * N``: ``beta = m / N > 1``
+    sharpens the weights beyond BMA towards the single best tree (``beta -> inf``;
+    at ``beta = 1000`` two trees whose log weights differ by 0.01 nats already
+    differ by a factor ``e^10``).  So the candidates span the whole family from
+    the prior average (``m -> 0``) through BMA to the best tree.
+
+    Parameters
+    ----------
+    n_train : int  ``N``
+    max_points : int  size of the grid on ``[1, N]``
+    max_beta : float  largest ``m / N``
+    n_beyond : int  values on ``(N, max_beta N]``
+
+    Returns
+    -------
+    int64 (M,) sorted, unique.
+    """
+    base = default_m_grid(n_train, max_points)
+    n_train = int(n_train)
+    beyond = np.round(np.geomspace(n_train, max_beta * n_train, int(n_beyond) + 1)[1:]).astype(np.int64)
+    return np.unique(np.concatenate([base, beyond]))
+
+
+def pool_curves(curves, weights) -> dict:
+    """Pool operating curves computed on disjoint evaluation sets (cross-validation folds).
+
+    Parameters
+    ----------
+    curves : list of dict  each with ``m`` (the same grid) and any of ``accuracy``,
+        ``log_predictive`` (row means) and ``rmse``
+    weights : list of int  evaluation rows behind each curve
+
+    Returns
+    -------
+    dict: the row-weighted mean of ``accuracy`` and ``log_predictive`` and the root of the
+    row-weighted mean of ``rmse ** 2`` (the pooled RMSE), i.e. the curve over all
+    evaluation rows together.
+    """
+    w = np.asarray(weights, np.float64)
+    w = w / w.sum()
+    out = {"m": np.asarray(curves[0]["m"])}
+    for key in ("accuracy", "log_predictive"):
+        if key in curves[0]:
+            out[key] = np.sum([wi * np.asarray(c[key], np.float64) for wi, c in zip(w, curves)], axis=0)
+    if "rmse" in curves[0]:
+        r = np.stack([np.asarray(c["rmse"], np.float64) for c in curves])
+        big = np.max(r, axis=0)
+        big = np.where(big > 0, big, 1.0)  # divide first: squares of huge errors would overflow
+        out["rmse"] = big * np.sqrt(np.einsum("f,fm->m", w, (r / big) ** 2))
+    return out
+
+
 def choose_m(m_grid, log_predictive, score=None, *, higher_is_better: bool = True) -> int:
     """The effective sample size with the best ``score`` (ties: best log predictive, then smallest m).
 
@@ -331,10 +389,31 @@ def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
     Returns
     -------
     Tree with batch shape (K,), zero values, weights and counts.
+
+    Notes
+    -----
+    A cut below the PIT of a feature's smallest value (``c < cum_0 / n``; frequent on
+    features with many ties at their minimum, e.g. binary ones) sends every present
+    value right: :func:`bayestrees.inference.prior_trees.cut_thresholds` gives
+    ``t = -1``.  Such a node is stored as the equivalent split ``code <= n_bins - 1``
+    (every present value goes left) with its two children exchanged and
+    ``missing_left`` negated, so every threshold is a valid code ``>= 0``: the packed
+    traversal of :mod:`bayestrees.tree` stores thresholds as unsigned 16-bit numbers,
+    in which ``-1`` reads as 65535 (everything left).  The rows reach the same leaf
+    slots either way (binned codes never exceed ``n_bins - 1``).
     """
     cum, n_present = bin_cum_counts(np.asarray(codes), n_bins)
-    thr = cut_thresholds(np.asarray(prior.feature), np.asarray(prior.cut), cum, n_present)
+    feature = np.asarray(prior.feature)
+    thr = cut_thresholds(feature, np.asarray(prior.cut), cum, n_present)
     K, L = thr.shape
+    flip = (feature >= 0) & (thr < 0)
+    if flip.any():
+        top = np.maximum(np.asarray(n_bins, np.int64) - 1, 0).astype(np.int32)
+        left, right = np.asarray(prior.left), np.asarray(prior.right)
+        prior = prior._replace(left=np.where(flip, right, left), right=np.where(flip, left, right),
+                               missing_left=np.where(flip, ~np.asarray(prior.missing_left),
+                                                     np.asarray(prior.missing_left)))
+        thr = np.where(flip, top[np.maximum(feature, 0)], thr).astype(np.int32)
     dtype = jnp.zeros(()).dtype
     return prior_to_tree(prior, thr, jnp.zeros((K, L, n_outputs), dtype), jnp.zeros((K, L), dtype),
                          jnp.zeros((K, L), jnp.int32))
