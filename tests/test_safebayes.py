@@ -26,8 +26,14 @@ K, KMAX = 40, 31  # one (trees, capacity) shape for most tests: one compilation
 
 @pytest.fixture(scope="module")
 def big_prior():
-    """10000 prior trees at lam = 0.475, max_internal = 31 (shared by the statistical tests)."""
+    """10000 prior trees at lam = 0.475, max_internal = 31, root always split (the default)."""
     return pt.sample_prior_forest(jax.random.key(0), 10000, 3, LAM, KMAX)
+
+
+@pytest.fixture(scope="module")
+def big_prior_root_leaf():
+    """10000 prior trees at lam = 0.475, max_internal = 31, ``root_splits=False``."""
+    return pt.sample_prior_forest(jax.random.key(0), 10000, 3, LAM, KMAX, root_splits=False)
 
 
 def _parse(code):
@@ -53,30 +59,80 @@ def _parse(code):
 # ---------------------------------------------------------------- prior trees
 
 
-def test_size_distribution_matches_closed_form(big_prior):
+def _catalan(k):
+    return np.exp(sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2))
+
+
+@pytest.mark.parametrize("root_splits", [True, False])
+def test_size_distribution_matches_closed_form(big_prior, big_prior_root_leaf, root_splits):
+    """Sampled numbers of internal nodes against the closed form (10000 trees, seed 0):
+    every frequency within 5 binomial standard errors (+1e-4), the sample mean within
+    5 standard errors of the truncated closed-form mean."""
     kmax = KMAX
-    pf = big_prior
+    pf = big_prior if root_splits else big_prior_root_leaf
     k = (np.asarray(pf.n_nodes) - 1) // 2
     assert k.max() <= kmax
-    lp = np.asarray(pt._n_internal_log_prob_np(LAM, kmax))
+    lp = np.asarray(pt._n_internal_log_prob_np(LAM, kmax, root_splits))
+    # closed forms: P(I=k) = Catalan(k) lam^k (1-lam)^(k+1), divided by lam for k >= 1 and 0 at k = 0
+    # when the root always splits
+    kk = np.arange(6)
+    ref = _catalan(kk) * LAM ** kk * (1 - LAM) ** (kk + 1)
+    if root_splits:
+        ref = np.where(kk >= 1, ref / LAM, 0.0)
+    np.testing.assert_allclose(np.exp(lp[:6]), ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.exp(np.asarray(pt.n_internal_log_prob(kk, LAM, root_splits))), ref, rtol=1e-5)
     p = np.exp(lp) / np.exp(lp).sum()
-    # closed form: P(I=k) = Catalan(k) lam^k (1-lam)^(k+1)
-    cat = np.array([1, 1, 2, 5, 14, 42])
-    np.testing.assert_allclose(np.exp(lp[:6]), cat * LAM ** np.arange(6) * (1 - LAM) ** np.arange(1, 7), rtol=1e-12)
     freq = np.bincount(k, minlength=kmax + 1) / k.size
     se = np.sqrt(p * (1 - p) / k.size)
     assert np.all(np.abs(freq - p) <= 5 * se + 1e-4), (freq, p)
-    # number of internal symbols equals (n_nodes - 1) / 2
-    assert np.all(np.asarray(pf.internal).sum(1) == k)
+    kv = np.arange(kmax + 1)
+    mean = np.sum(kv * p)
+    sd = np.sqrt(np.sum((kv - mean) ** 2 * p))
+    assert abs(k.mean() - mean) <= 5 * sd / np.sqrt(k.size), (k.mean(), mean)
+    # number of internal symbols equals (n_nodes - 1) / 2; the root is internal exactly when k >= 1
+    internal = np.asarray(pf.internal)
+    assert np.all(internal.sum(1) == k)
+    np.testing.assert_array_equal(internal[:, 0], k >= 1)
+    if root_splits:
+        assert k.min() >= 1
+    else:  # a single leaf with probability P(I = 0) / P(I <= kmax)
+        assert abs(np.mean(k == 0) - p[0]) <= 5 * se[0]
+
+
+def test_root_split_prior_closed_forms():
+    """Root always split: I = 1 + I_L + I_R with I_L, I_R i.i.d. under the root_splits=False prior,
+    i.e. that prior conditioned on I >= 1; mean 1 / (1 - 2 lam); tail mass divided by lam."""
+    for lam in (0.2, 0.4, LAM):
+        q = np.exp(pt._n_internal_log_prob_np(lam, 80, root_splits=False))
+        p = np.exp(pt._n_internal_log_prob_np(lam, 80, root_splits=True))
+        np.testing.assert_allclose(p[1:], np.convolve(q, q)[:80], rtol=1e-10, atol=1e-300)
+        assert p[0] == 0.0
+        np.testing.assert_allclose(p[1:], q[1:] / lam, rtol=1e-12)
+        # means: the series (to a negligible tail) against the closed forms
+        kk = np.arange(200001, dtype=float)
+        for rs, closed in ((True, 1 / (1 - 2 * lam)), (False, lam / (1 - 2 * lam))):
+            pk = np.exp(pt._n_internal_log_prob_np(lam, 200000, rs))
+            assert pk.sum() == pytest.approx(1.0, abs=1e-9)
+            assert np.sum(kk * pk) == pytest.approx(closed, rel=1e-6)
+            assert pt.mean_n_internal(lam, rs) == pytest.approx(closed, rel=1e-12)
+        assert pt.truncated_mass(lam, 40) == pytest.approx(pt.truncated_mass(lam, 40, root_splits=False) / lam,
+                                                           rel=1e-6)
+    assert pt.mean_n_internal(LAM) == pytest.approx(20.0)
+    assert pt.mean_n_internal(LAM, root_splits=False) == pytest.approx(9.5)
 
 
 def test_truncated_mass_values():
-    # untruncated mean and tail from the closed form
-    assert pt.truncated_mass(LAM, 511) == pytest.approx(0.0015227383, rel=1e-6)
-    assert pt.truncated_mass(LAM, 1023) == pytest.approx(1.88796e-4, rel=1e-4)
+    # tails of the closed forms (float64 sums)
+    assert pt.truncated_mass(LAM, 511, root_splits=False) == pytest.approx(0.0015227383, rel=1e-6)
+    assert pt.truncated_mass(LAM, 1023, root_splits=False) == pytest.approx(1.88796e-4, rel=1e-4)
+    assert pt.truncated_mass(LAM, 511) == pytest.approx(0.0015227383 / LAM, rel=1e-6)
     assert pt.truncated_mass(0.3, 200) < 1e-12
     with pytest.raises(ValueError, match="split_prob"):
         pt.truncated_mass(0.5, 10)
+    with pytest.raises(ValueError, match="max_internal"):
+        pt.sample_prior_forest(jax.random.key(0), 3, 2, LAM, 0)
+    one = pt.sample_prior_forest(jax.random.key(0), 3, 2, LAM, 0, root_splits=False)
+    assert np.all(np.asarray(one.n_nodes) == 1)
 
 
 def test_code_strings_valid_uniform_and_structure_exact(big_prior):
@@ -141,6 +197,33 @@ def test_cut_thresholds_equal_pit_comparison():
         np.testing.assert_array_equal(left_pit, left_code)
 
 
+def test_cuts_below_the_smallest_value_send_rows_right():
+    """On a feature with many ties at its minimum a cut c < F(min) sends every row right
+    (threshold -1 in cut_thresholds).  The trees route every row as the PIT walk does."""
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.integers(0, 2, 60), rng.integers(0, 3, 60), rng.normal(size=60)]).astype(float)
+    X[::7, 1] = np.nan
+    y = rng.integers(0, 2, 60)
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=2).fit(X, y)
+    prior = pt.PriorForest(*[np.asarray(a) for a in clf.prior_trees_])
+    cum, npres = pt.bin_cum_counts(clf._codes(X), clf.binner_.n_bins_)
+    assert np.sum(pt.cut_thresholds(prior.feature, prior.cut, cum, npres)[prior.feature >= 0] < 0) >= 10
+    u = np.column_stack([ecdf_transform(X[:, j], np.sort(X[~np.isnan(X[:, j]), j])) for j in range(3)])
+    leaves = np.asarray(imp.apply_trees(clf.trees_, jnp.asarray(clf._codes(X))))
+    for i in range(K):
+        for r in range(60):
+            node = 0
+            while prior.left[i, node] >= 0:
+                f = prior.feature[i, node]
+                if np.isnan(X[r, f]):
+                    go_left = prior.missing_left[i, node]
+                else:
+                    go_left = u[r, f] <= prior.cut[i, node]
+                node = prior.left[i, node] if go_left else prior.right[i, node]
+            assert leaves[i, r] == node, (i, r)
+    assert np.all(np.asarray(clf.trees_.threshold) >= 0)
+
+
 # ---------------------------------------------------------------- weights
 
 
@@ -187,7 +270,13 @@ def test_class_weights_and_predictions_against_direct_numpy():
         w = np.exp(z - z.max())
         w /= w.sum()
         np.testing.assert_allclose(clf.predict_proba(Xt, method), np.einsum("k,knc->nc", w, probs), atol=1e-5)
-        np.testing.assert_allclose(clf.tree_weights(method), w, atol=1e-6)
+        # tempering and normalisation exactly, from the library's own (float32) log weights ...
+        z_lib = beta * np.asarray(clf.log_weights_, np.float64)
+        w_lib = np.exp(z_lib - z_lib.max())
+        np.testing.assert_allclose(clf.tree_weights(method), w_lib / w_lib.sum(), atol=1e-6)
+        # ... and against the direct weights: float32 log weights near -30 are rounded by up to
+        # 2e-6 nats (one ulp), a relative error of about beta * 4e-6 in the weights
+        np.testing.assert_allclose(clf.tree_weights(method), w, rtol=1e-5, atol=1e-7)
     best = int(np.argmax(lw))
     np.testing.assert_allclose(clf.predict_proba(Xt, "best"), probs[best], atol=1e-6)
 
@@ -205,16 +294,18 @@ def test_log_weights_huge_leaves_no_overflow():
     assert np.exp(tw).sum() == pytest.approx(1.0, abs=1e-6)
 
 
-def _exact_bma(x_codes_counts, lam, kmax, alpha, n_classes):
+def _exact_bma(x_codes_counts, lam, kmax, alpha, n_classes, root_splits=True):
     """Exact BMA marginal under the code-string prior (one feature), truncated to I <= kmax.
 
     Bins b = 0..n-1 at PIT (b + 1) / n hold class counts ``counts[b]``; a cut
     c in [b / n, (b + 1) / n) sends bins 0..b-1 left.  Z_k(i, j) = E[p(Y_i..j | T); I = k]
-    by recursion on k; empty regions give the prior mass P(I = k).
+    under the root_splits=False prior by recursion on k; empty regions give the prior
+    mass P(I = k).  With the root always split the prior is that one conditioned on
+    I >= 1, so the sums below start at k = 1.
     """
     counts = np.asarray(x_codes_counts, float)
     n = counts.shape[0]
-    pk = np.exp(pt._n_internal_log_prob_np(lam, kmax))
+    pk = np.exp(pt._n_internal_log_prob_np(lam, kmax, root_splits=False))
 
     def leaf(i, j):
         c = counts[i:j].sum(0)
@@ -238,25 +329,27 @@ def _exact_bma(x_codes_counts, lam, kmax, alpha, n_classes):
                     for a in range(k):
                         tot += Z[a, i, m] * Z[k - 1 - a, m, j]
                 Z[k, i, j] = lam / n * tot
-    return sum(Z[k, 0, n] for k in range(kmax + 1)) / pk.sum()
+    k0 = 1 if root_splits else 0
+    return sum(Z[k, 0, n] for k in range(k0, kmax + 1)) / pk[k0:].sum()
 
 
-def test_bma_beta_one_matches_exact_model_average():
+@pytest.mark.parametrize("root_splits", [True, False])
+def test_bma_beta_one_matches_exact_model_average(root_splits):
     x = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]])
     y = np.array([0, 0, 1, 1, 0])
     kmax, alpha = KMAX, 1.0
     clf = bt.SafeBayesForestClassifier(20000, split_prob=0.4, effective_sample_size=5, alpha=alpha,
-                                       max_internal=kmax, random_state=0).fit(x, y)
+                                       root_splits=root_splits, max_internal=kmax, random_state=0).fit(x, y)
     p = clf.predict_proba(x, "bma")
     assert clf.beta_ == 1.0
     base = np.eye(2)[y]
-    z0 = _exact_bma(base, 0.4, kmax, alpha, 2)
+    z0 = _exact_bma(base, 0.4, kmax, alpha, 2, root_splits)
     for r in range(5):
         ref = []
         for c in range(2):
             cc = base.copy()
             cc[r, c] += 1
-            ref.append(_exact_bma(cc, 0.4, kmax, alpha, 2) / z0)
+            ref.append(_exact_bma(cc, 0.4, kmax, alpha, 2, root_splits) / z0)
         assert sum(ref) == pytest.approx(1.0, abs=1e-9)
         # importance sampling with 20000 prior trees: Monte Carlo error about 0.004
         np.testing.assert_allclose(p[r], ref, atol=0.015)
@@ -292,18 +385,25 @@ def test_regression_weights_against_direct_numpy():
 # ---------------------------------------------------------------- operating curve, auto m
 
 
-def test_operating_curve_and_auto():
+def test_operating_curve_and_auto_cross_validation():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(120, 3))
     y = (X[:, 0] > 0).astype(int)
-    clf = bt.SafeBayesForestClassifier(K, effective_sample_size="auto", max_internal=KMAX,
-                                       random_state=0).fit(X, y)
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)  # default: auto, 5-fold CV
     oc = clf.operating_curve_
-    assert oc["on"] == "validation" and oc["n_train"] == 96
-    np.testing.assert_array_equal(oc["m"], np.arange(1, 97))
-    assert oc["accuracy"].shape == oc["log_predictive"].shape == (96,)
-    best = oc["m"][np.argmax(oc["log_predictive"])]
+    assert oc["on"] == "cross-validation" and oc["n_folds"] == 5 and oc["n_train"] == 120
+    grid = imp.auto_m_grid(120)
+    np.testing.assert_array_equal(oc["m"], grid)
+    assert grid[0] == 1 and 120 in grid and grid[-1] == 120 * 1000  # prior average .. BMA .. towards the best tree
+    assert oc["accuracy"].shape == oc["log_predictive"].shape == grid.shape
+    # default criterion: largest CV accuracy, ties by log predictive, then smallest m
+    top = oc["accuracy"] == oc["accuracy"].max()
+    best = oc["m"][top][np.argmax(oc["log_predictive"][top])]
     assert clf.effective_sample_size_ == best and clf.beta_ == best / 120
+    lp_clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, auto_criterion="log_predictive",
+                                          random_state=0).fit(X, y)
+    np.testing.assert_allclose(lp_clf.operating_curve_["log_predictive"], oc["log_predictive"])
+    assert lp_clf.effective_sample_size_ == oc["m"][np.argmax(oc["log_predictive"])]
     # curve on given data: m = N is BMA, and matches predict_proba
     Xt = rng.normal(size=(30, 3))
     yt = (Xt[:, 0] > 0).astype(int)
@@ -311,26 +411,162 @@ def test_operating_curve_and_auto():
     assert cur["log_predictive"][1] == pytest.approx(clf.log_predictive(Xt, yt, "bma"), abs=1e-5)
     acc_bma = np.mean(clf.predict(Xt, "bma") == yt)
     assert cur["accuracy"][1] == pytest.approx(acc_bma)
+    # one hold-out split (validation_fraction), and the in-sample curve (validation_fraction=0)
+    ho = bt.SafeBayesForestClassifier(K, max_internal=KMAX, validation_fraction=0.2, random_state=0).fit(X, y)
+    assert ho.operating_curve_["on"] == "validation" and ho.operating_curve_["n_train"] == 96
+    tr = bt.SafeBayesForestClassifier(K, max_internal=KMAX, validation_fraction=0.0, random_state=0).fit(X, y)
+    assert tr.operating_curve_["on"] == "training"
     # fixed m: training-set curve
-    clf2 = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=0,
-                                        validation_fraction=0.0).fit(X, y)
+    clf2 = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=0).fit(X, y)
     assert clf2.operating_curve_["on"] == "training"
     assert clf2.effective_sample_size_ == 5.0
+    # m > N is allowed: beta > 1 sharpens the weights towards the best tree
+    sharp = bt.SafeBayesForestClassifier(K, effective_sample_size=120 * 1000, max_internal=KMAX,
+                                         random_state=0).fit(X, y)
+    np.testing.assert_allclose(sharp.tree_weights(), sharp.tree_weights("best"), atol=1e-3)
+
+
+def test_cross_validation_folds_and_pooled_curve():
+    """Stratified folds of near-equal size; the pooled curve equals a direct computation
+    from per-fold fits with a fixed m on the same prior trees.
+
+    The features take 8 values, each present in every fold's fitting rows: held-out rows
+    then meet the same cuts whether they are coded by the full data's bins (as in the
+    cross-validation) or by the fold's own bins (as new rows are)."""
+    rng = np.random.default_rng(16)
+    X = rng.integers(0, 8, size=(90, 2)).astype(float)
+    y = np.r_[np.zeros(63, int), np.ones(27, int)]
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=4).fit(X, y)
+    key_split = jax.random.split(clf._key())[1]
+    fold = clf._fold_ids(y, 5, key_split)
+    for f in range(5):
+        assert np.sum(fold == f) == 18
+        assert all(len(np.unique(X[fold != f, j])) == 8 for j in range(2))
+        assert abs(np.sum(y[fold == f]) - 27 / 5) < 1  # 5 or 6 positives per fold
+    grid = imp.auto_m_grid(90)
+    acc, lp = np.zeros(grid.size), np.zeros(grid.size)
+    for f in range(5):
+        tr, va = fold != f, fold == f
+        sub = bt.SafeBayesForestClassifier(K, effective_sample_size=1, max_internal=KMAX,
+                                           random_state=4).fit(X[tr], y[tr])
+        c = sub.operating_curve(X[va], y[va], m_grid=grid)
+        acc += c["accuracy"] * va.sum() / 90
+        lp += c["log_predictive"] * va.sum() / 90
+    oc = clf.operating_curve_
+    np.testing.assert_allclose(oc["accuracy"], acc, atol=1e-6)
+    np.testing.assert_allclose(oc["log_predictive"], lp, atol=1e-5)
+
+
+def test_pool_curves_equals_curve_on_union():
+    rng = np.random.default_rng(17)
+    X = rng.uniform(size=(70, 2))
+    y = 2 * X[:, 0] + 0.3 * rng.normal(size=70)
+    reg = bt.SafeBayesForestRegressor(K, effective_sample_size=7, max_internal=KMAX, random_state=0).fit(X, y)
+    Xt = rng.uniform(size=(50, 2))
+    yt = 2 * Xt[:, 0] + 0.3 * rng.normal(size=50)
+    grid = [1, 7, 70, 700]
+    whole = reg.operating_curve(Xt, yt, m_grid=grid)
+    parts = [reg.operating_curve(Xt[:20], yt[:20], m_grid=grid), reg.operating_curve(Xt[20:], yt[20:], m_grid=grid)]
+    pooled = imp.pool_curves(parts, [20, 30])
+    np.testing.assert_allclose(pooled["rmse"], whole["rmse"], rtol=1e-5)
+    np.testing.assert_allclose(pooled["log_predictive"], whole["log_predictive"], rtol=1e-5)
+
+
+def test_auto_not_majority_class_on_imbalanced_data():
+    """On imbalanced data with a clear signal m = 5 predicts the majority class; the default
+    ("auto", 5-fold CV on the training rows) does not, and is at least as accurate as the
+    better of BMA and the best tree on fresh rows (up to 2 rows in 400)."""
+    rng = np.random.default_rng(18)
+
+    def draw(n):  # about 25% positives: x0 > 0.8 among 6 features, 5% of labels flipped
+        X = rng.uniform(size=(n, 6))
+        y = ((X[:, 0] > 0.8) ^ (rng.uniform(size=n) < 0.05)).astype(int)
+        return X, y
+
+    X, y = draw(300)
+    Xt, yt = draw(400)
+    m5 = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=0).fit(X, y)
+    auto = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
+    acc = {name: np.mean(est.predict(Xt, method) == yt)
+           for name, est, method in (("m5", m5, "safe"), ("auto", auto, "safe"), ("bma", m5, "bma"),
+                                     ("best", m5, "best"))}
+    majority = max(np.mean(yt), 1 - np.mean(yt))
+    assert np.all(m5.predict(Xt) == 0), acc
+    assert acc["auto"] >= majority + 0.1, acc
+    assert acc["auto"] >= max(acc["bma"], acc["best"]) - 2 / 400, acc
 
 
 def test_regressor_auto_and_log_predictive():
     rng = np.random.default_rng(8)
     X = rng.uniform(size=(80, 1))
     y = 3 * (X[:, 0] > 0.5) + 0.3 * rng.normal(size=80)
-    reg = bt.SafeBayesForestRegressor(K, effective_sample_size="auto", max_internal=KMAX, random_state=3).fit(X, y)
+    reg = bt.SafeBayesForestRegressor(K, max_internal=KMAX, random_state=3).fit(X, y)
     oc = reg.operating_curve_
-    assert set(oc) >= {"m", "rmse", "log_predictive"}
-    assert 1 <= reg.effective_sample_size_ <= 64
+    assert set(oc) >= {"m", "rmse", "log_predictive"} and oc["on"] == "cross-validation"
+    assert reg.effective_sample_size_ == oc["m"][np.argmax(oc["log_predictive"])]
     pred = reg.predict(X)
     assert np.sqrt(np.mean((pred - y) ** 2)) < 0.8
     assert np.isfinite(reg.log_predictive(X, y))
     cur = reg.operating_curve(X, y, m_grid=[reg.effective_sample_size_])
     assert cur["log_predictive"][0] == pytest.approx(reg.log_predictive(X, y), abs=1e-4)
+    assert cur["rmse"][0] == pytest.approx(np.sqrt(np.mean((pred - y) ** 2)), rel=1e-5)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_regressor_targets_of_any_scale(scale):
+    """Targets of order 1e30 (or 1e-30) give the fit on y / scale, scaled back: the
+    targets are standardised internally and every output is mapped back (log densities
+    with the -log(scale) Jacobian, log weights with -N log(scale))."""
+    rng = np.random.default_rng(15)
+    X = rng.uniform(size=(60, 2))
+    y = np.sin(4 * X[:, 0]) + 2.0 + 0.2 * rng.normal(size=60)
+    Xt = rng.uniform(size=(9, 2))
+    yt = np.sin(4 * Xt[:, 0]) + 2.0
+    kw = dict(n_estimators=K, max_internal=KMAX, random_state=1)
+    ref = bt.SafeBayesForestRegressor(**kw).fit(X, y)
+    big = bt.SafeBayesForestRegressor(**kw).fit(X, y * scale)
+    assert big.effective_sample_size_ == ref.effective_sample_size_
+    for method in ("safe", "bma", "best"):
+        p = big.predict(Xt, method)
+        assert np.all(np.isfinite(p))
+        np.testing.assert_allclose(p / scale, ref.predict(Xt, method), rtol=1e-5)
+        assert big.log_predictive(Xt, yt * scale, method) + np.log(scale) == pytest.approx(
+            ref.log_predictive(Xt, yt, method), abs=1e-4)
+    for kind in ("mean", "predictive"):
+        iv = big.predict_interval(Xt, 0.8, kind=kind)
+        assert np.all(np.isfinite(iv))
+        np.testing.assert_allclose(iv / scale, ref.predict_interval(Xt, 0.8, kind=kind), rtol=1e-5)
+    np.testing.assert_allclose(big.log_weights_ + 60 * np.log(scale), ref.log_weights_, rtol=1e-6)
+    np.testing.assert_allclose(big.operating_curve_["rmse"] / scale, ref.operating_curve_["rmse"], rtol=1e-5)
+    assert np.all(np.isfinite(np.asarray(big.trees_.value)))
+    # the per-tree predictives handed to the model context are on the scale of y
+    mean, scale2, df = big._t_params(None, big._codes(Xt))
+    np.testing.assert_allclose(big.tree_weights() @ mean / scale, ref.predict(Xt), rtol=1e-5)
+
+
+def test_predict_interval_quantiles():
+    """The predictive interval ends are the mixture quantiles (mixture CDF evaluated with
+    scipy); the mean interval of the single best tree is a point."""
+    from scipy import stats
+
+    rng = np.random.default_rng(19)
+    X = rng.uniform(size=(50, 1))
+    y = X[:, 0] + 0.2 * rng.normal(size=50)
+    reg = bt.SafeBayesForestRegressor(K, effective_sample_size=10, max_internal=KMAX, random_state=0).fit(X, y)
+    Xt = X[:4]
+    iv = reg.predict_interval(Xt, 0.9, kind="predictive")
+    mean, scale2, df = reg._t_params(None, reg._codes(Xt))
+    w = reg.tree_weights()
+    for q, col in ((0.05, 0), (0.95, 1)):
+        cdf = np.einsum("k,kn->n", w, stats.t.cdf(iv[:, col][None, :], df, mean, np.sqrt(scale2)))
+        np.testing.assert_allclose(cdf, q, atol=1e-6)
+    pt_iv = reg.predict_interval(Xt, 0.9, method="best")
+    np.testing.assert_allclose(pt_iv[:, 0], pt_iv[:, 1])
+    np.testing.assert_allclose(pt_iv[:, 0], reg.predict(Xt, "best"), rtol=1e-6)
+    mean_iv = reg.predict_interval(Xt, 0.9)
+    assert np.all(mean_iv[:, 0] <= reg.predict(Xt) + 1e-6) and np.all(reg.predict(Xt) <= mean_iv[:, 1] + 1e-6)
+    with pytest.raises(ValueError, match="prob"):
+        reg.predict_interval(Xt, 1.0)
 
 
 # ---------------------------------------------------------------- API
@@ -386,7 +622,21 @@ def test_bad_input():
     with pytest.raises(ValueError, match="effective_sample_size"):
         C(10, effective_sample_size=0).fit(X, y)
     with pytest.raises(ValueError, match="effective_sample_size"):
-        C(10, effective_sample_size=21).fit(X, y)
+        C(10, effective_sample_size=np.inf).fit(X, y)
+    with pytest.raises(ValueError, match="effective_sample_size"):
+        C(10, effective_sample_size=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="cv"):
+        C(10, cv=1).fit(X, y)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        C(10, validation_fraction=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="root_splits"):
+        C(10, root_splits="yes").fit(X, y)
+    with pytest.raises(ValueError, match="max_internal"):
+        C(10, max_internal=0).fit(X, y)
+    with pytest.raises(ValueError, match="auto_criterion"):
+        C(10, auto_criterion="rmse").fit(X, y)
+    with pytest.raises(ValueError, match="leaf_prior"):
+        bt.SafeBayesForestRegressor(10, leaf_prior=(0.0, 1.0, 1.0, -1.0)).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="effective_sample_size"):
         C(10, effective_sample_size="best").fit(X, y)
     with pytest.raises(ValueError, match="n_estimators"):
