@@ -3,16 +3,23 @@
 A sampler (blackjax / bartz style) is a :class:`Kernel`: two pure functions
 for ONE chain,
 
-* ``init(key) -> State``
-* ``step(key, state) -> (State, Info)``
+* ``init(key, *args) -> State``
+* ``step(key, state, *args) -> (State, Info)``
 
 with ``State`` and ``Info`` NamedTuples (pytrees) of fixed-shape arrays; the
-key is never stored in the state.  :func:`run_chains` vmaps them over chains
-and runs ``tune + draws * thin`` steps in ``lax.scan`` blocks, keeping every
-``thin``-th state after tuning.  ``collect(state)`` picks what is stored per
-draw (e.g. the tree and sigma, not per-row caches).  The keys of step ``t``
-are ``fold_in(key, t)`` split over chains, so the draws do not depend on the
-block size or on the progress bar.
+key is never stored in the state.  ``args`` (the data) are passed to every
+call as traced arguments, shared by the chains, so a kernel whose functions
+are hashable by value (module-level functions, or frozen dataclasses with a
+``__call__``) compiles once per data shape and setting, not once per fit.
+
+:func:`run_chains` vmaps the kernel over chains and runs ``tune`` steps, then
+``draws`` kept states every ``thin`` steps, in blocks of one compiled
+function (tuning, thinning and block lengths are traced values: one
+compilation per run shape).  ``collect`` picks what is stored
+per draw (e.g. the tree and a draw of the leaf parameters, not per-row
+caches); it gets its own key (``collect(key, state, *args)``), so leaf
+parameters can be drawn there.  The keys of step ``t`` are ``fold_in(key, t)`` split over chains, so
+the draws do not depend on the block size or on the progress bar.
 """
 from __future__ import annotations
 
@@ -28,10 +35,10 @@ __all__ = ["Kernel", "ChainResult", "run_chains"]
 
 
 class Kernel(NamedTuple):
-    """A sampler for one chain: ``init(key) -> State`` and ``step(key, state) -> (State, Info)``."""
+    """A sampler for one chain: ``init(key, *args) -> State`` and ``step(key, state, *args) -> (State, Info)``."""
 
-    init: Callable[[jax.Array], Any]
-    step: Callable[[jax.Array, Any], tuple[Any, Any]]
+    init: Callable[..., Any]
+    step: Callable[..., tuple[Any, Any]]
 
 
 class ChainResult(NamedTuple):
@@ -47,7 +54,7 @@ class ChainResult(NamedTuple):
     last_state: Any
 
 
-def _identity(state):
+def _identity(key, state, *args):
     return state
 
 
@@ -55,38 +62,39 @@ def _step_keys(key, t, chains):
     return jax.random.split(jax.random.fold_in(key, t), chains)
 
 
-@partial(jax.jit, static_argnames=("step", "collect", "n_keep", "thin", "chains"), donate_argnums=(1,))
-def _block(key, state, t0, *, step, collect, n_keep: int, thin: int, chains: int):
-    """``n_keep * thin`` steps from step index ``t0``; returns the state and every ``thin``-th collected output."""
-    vstep = jax.vmap(step)
+@partial(jax.jit, static_argnames=("step", "collect", "size", "chains"), donate_argnums=(1,))
+def _block(key, state, args, t0, n_keep, thin, *, step, collect, size: int, chains: int):
+    """``n_keep`` (<= ``size``) kept states, each after ``thin`` more steps from step index ``t0``.
 
-    def one(carry, t):
-        st = carry
-        st, info = vstep(_step_keys(key, t, chains), st)
-        return st, info
+    Returns the state, the collected outputs and the Info of the kept steps, in
+    buffers of ``size`` (entries past ``n_keep`` are zeros).
+    """
+    vstep = jax.vmap(step, in_axes=(0, 0) + (None,) * len(args))
+    vcollect = jax.vmap(collect, in_axes=(0, 0) + (None,) * len(args))
+    k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
 
-    def kept(st, i):
-        ts = t0 + i * thin + jnp.arange(thin)
-        st, infos = jax.lax.scan(one, st, ts)
-        info = jax.tree_util.tree_map(lambda a: a[-1], infos)
-        return st, (jax.vmap(collect)(st), info)
+    def one(t, carry):
+        st, _ = carry
+        return vstep(_step_keys(key, t0 + t, chains), st, *args)
 
-    state, (samples, info) = jax.lax.scan(kept, state, jnp.arange(n_keep))
-    # (n_keep, chains, ...) -> (chains, n_keep, ...)
+    st0, info0 = vstep(_step_keys(key, t0, chains), state, *args)  # shapes of Info (not kept)
+    out0 = vcollect(_step_keys(k_collect, t0, chains), st0, *args)
+    buf_s = jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), out0)
+    buf_i = jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), info0)
+    zero_info = jax.tree_util.tree_map(jnp.zeros_like, info0)
+
+    def kept(i, carry):
+        st, bs, bi = carry
+        st, info = jax.lax.fori_loop(i * thin, (i + 1) * thin, one, (st, zero_info))
+        out = vcollect(_step_keys(k_collect, t0 + (i + 1) * thin, chains), st, *args)
+        bs = jax.tree_util.tree_map(lambda b, a: b.at[i].set(a), bs, out)
+        bi = jax.tree_util.tree_map(lambda b, a: b.at[i].set(a), bi, info)
+        return st, bs, bi
+
+    state, bs, bi = jax.lax.fori_loop(0, n_keep, kept, (state, buf_s, buf_i))
+    # (size, chains, ...) -> (chains, size, ...)
     swap = partial(jax.tree_util.tree_map, lambda a: jnp.swapaxes(a, 0, 1))
-    return state, swap(samples), swap(info)
-
-
-@partial(jax.jit, static_argnames=("step", "n_steps", "chains"), donate_argnums=(1,))
-def _tune_block(key, state, t0, *, step, n_steps: int, chains: int):
-    vstep = jax.vmap(step)
-
-    def one(st, t):
-        st, _ = vstep(_step_keys(key, t, chains), st)
-        return st, None
-
-    state, _ = jax.lax.scan(one, state, t0 + jnp.arange(n_steps))
-    return state
+    return state, swap(bs), swap(bi)
 
 
 def _concat(parts):
@@ -95,8 +103,13 @@ def _concat(parts):
     return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=1), *parts)
 
 
-def run_chains(key, kernel: Kernel, *, chains: int = 4, draws: int = 1000, tune: int = 1000, thin: int = 1,
-               collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
+@partial(jax.jit, static_argnames=("init", "chains"))
+def _init(key, args, *, init, chains: int):
+    return jax.vmap(init, in_axes=(0,) + (None,) * len(args))(jax.random.split(key, chains), *args)
+
+
+def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
+               thin: int = 1, collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
                desc: str = "sampling") -> ChainResult:
     """Run ``chains`` chains of ``kernel`` (vmapped) for ``tune`` discarded steps and ``draws`` kept ones.
 
@@ -104,13 +117,14 @@ def run_chains(key, kernel: Kernel, *, chains: int = 4, draws: int = 1000, tune:
     ----------
     key : PRNG key
     kernel : Kernel (``init``/``step`` for one chain)
+    args : tuple of arrays (pytrees) passed to ``init``, ``step`` and ``collect``, shared by the chains
     chains : int >= 1
     draws : int >= 1  kept draws per chain
     tune : int >= 0  steps discarded first (burn-in)
     thin : int >= 1  keep every ``thin``-th step after tuning
-    collect : ``state -> pytree``, optional  what to store per draw (default: the whole state)
+    collect : ``(key, state, *args) -> pytree``, optional  what to store per draw (default: the whole state)
     progressbar : bool  print a progress bar on stderr (the run is split in blocks)
-    blocks : int, optional  number of compiled blocks per phase (default 1, or 20 with a progress bar)
+    blocks : int, optional  number of compiled calls per phase (default 1, or 20 with a progress bar)
 
     Returns
     -------
@@ -120,26 +134,28 @@ def run_chains(key, kernel: Kernel, *, chains: int = 4, draws: int = 1000, tune:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     collect = collect if collect is not None else _identity
+    args = tuple(args)
     k_init, k_run = jax.random.split(key)
-    state = jax.vmap(kernel.init)(jax.random.split(k_init, chains))
+    state = _init(k_init, args, init=kernel.init, chains=chains)
     nb = blocks if blocks is not None else (20 if progressbar else 1)
     prog = Progress(tune + draws * thin, desc, progressbar)
+    size = -(-draws // max(1, min(nb, draws)))
+    run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains)
     t = 0
     if tune:
-        size = -(-tune // max(1, min(nb, tune)))
+        chunk = -(-tune // max(1, min(nb, tune)))
         while t < tune:
-            m = min(size, tune - t)
-            state = _tune_block(k_run, state, jnp.int32(t), step=kernel.step, n_steps=m, chains=chains)
+            m = min(chunk, tune - t)
+            state, _, _ = run(k_run, state, args, jnp.int32(t), jnp.int32(1), jnp.int32(m))
             t += m
             prog.update(m)
-    size = -(-draws // max(1, min(nb, draws)))
     done, samples, infos = 0, [], []
     while done < draws:
         m = min(size, draws - done)
-        state, s, i = _block(k_run, state, jnp.int32(t), step=kernel.step, collect=collect, n_keep=m, thin=thin,
-                             chains=chains)
-        samples.append(s)
-        infos.append(i)
+        state, s, i = run(k_run, state, args, jnp.int32(t), jnp.int32(m), jnp.int32(thin))
+        cut = partial(jax.tree_util.tree_map, lambda a: a[:, :m])
+        samples.append(cut(s))
+        infos.append(cut(i))
         t += m * thin
         done += m
         prog.update(m * thin)

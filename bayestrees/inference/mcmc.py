@@ -1,0 +1,517 @@
+"""Bayesian CART by Metropolis-Hastings tree moves (Chipman, George & McCulloch 1998).
+
+The sampler is a pure ``init``/``step`` pair for ONE chain over NamedTuple
+:class:`State` and :class:`Info` (run many chains with
+:func:`bayestrees.inference.loop.run_chains`).  Trees use the heap layout of
+the shared :class:`~bayestrees.tree.Tree` (node ``k`` has children ``2k+1``,
+``2k+2``), so a tree's slots are a function of its shape (one labelling per
+tree: the chain's target over labelled trees is the target over trees) and
+the capacity ``2^(max_depth+1) - 1`` is the explicit depth limit.
+
+Target
+------
+``log pi(T) = log p(Y | T) + log p(T)`` on trees whose nodes all hold at least
+one training row (weighted rows: weight > 0), with the leaf parameters
+integrated out by the leaf model (:mod:`bayestrees.leaves`).  Rule
+probabilities at a node use the node's rows: a variable is *valid* when its
+codes in the node are not all equal; the valid thresholds of variable ``j``
+are the codes ``t`` with ``lo_j <= t < hi_j`` (``lo``/``hi`` the smallest and
+largest code of the node's rows), every one of which leaves both children
+non-empty.
+
+* Priors with ``rule_in_prior`` (Chipman, depth-decay): ``log p(T) =
+  sum_internal [log p_split(d) - log nvar - log nthr_j] + sum_leaves log p_stop(d)``,
+  with nodes at ``max_depth`` forced to be leaves (the prior truncated there,
+  explicitly: ``Info.at_max_depth`` reports a tree with a leaf at the limit
+  that could otherwise split).
+* :class:`~bayestrees.priors.LeafCountPrior` (the BCART-PCFG prior) puts
+  ``phi^-leaves`` on each distinct *partition tree* once.  Many (variable,
+  threshold) rules give one partition of a node's rows; the chain runs on rule
+  trees with target ``pi(T_partition) / prod_internal m(node)``, where ``m`` is
+  the number of rules giving the node's partition, so that the chain's marginal
+  over partition trees is the PCFG posterior exactly.  With the node's children
+  ``l``, ``r`` and per-feature code ranges,
+  ``m = sum_j [max(0, lo_r,j - hi_l,j) + max(0, lo_l,j - hi_r,j)]``.
+
+Moves (one per step, types drawn with ``move_probs``)
+------------------------------------------------------
+Every move builds a proposal ``T'``, evaluates ``log pi(T')`` in full (routing
+of the rows, leaf statistics, node ranges) and accepts with probability
+``min(1, pi(T') q(T | T') / (pi(T) q(T' | T)))``.  Impossible moves (no
+growable leaf, a stump to prune, ...) are masked no-ops with ``Info.ok = False``.
+
+Notes
+-----
+Proposal ratios (``G(T)``: growable leaves, ``N(T)``: internal nodes whose
+children are both leaves, ``I(T)``: internal nodes, ``P(T)``: internal
+parent-child pairs, ``nvar(s)``, ``nthr(s, j)``: valid variables and thresholds
+at node ``s``; the move-type probabilities of grow and prune are equal and
+cancel):
+
+* grow leaf ``s`` with rule ``(j, t)``: ``q(T'|T) = 1/|G(T)| * 1/nvar(s) * 1/nthr(s, j)``;
+  the reverse prune picks ``s`` among ``N(T')``: ``q(T|T') = 1/|N(T')|``.
+* prune ``s``: ``q(T'|T) = 1/|N(T)|``; reverse: ``1/|G(T')| * 1/nvar'(s) * 1/nthr'(s, j_old)``
+  (the rows of ``s``, hence its ranges, are the same in ``T`` and ``T'``).
+* change the rule of internal ``s`` from ``(j, t)`` to ``(j', t')``: ``s``'s rows do
+  not change, so ``q(T|T')/q(T'|T) = nthr(s, j') / nthr(s, j)``.
+* swap the rules of an internal parent ``p`` and internal child ``c`` (and of
+  ``c``'s sibling too when it holds the same rule as ``c``): the shape does not
+  change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
+  reverse would not return (the sibling already holds ``p``'s rule) is refused.
+
+The systematic sweep (:func:`sweep`) visits every node of the tree in slot
+order and updates its split flag and rule by the same Metropolis-Hastings
+ratios, with the node fixed rather than drawn (a leaf proposes a split; a node
+whose children are leaves proposes, with probability 1/2 each, to become a leaf
+or to change its rule; any other internal node proposes a new rule).  Each
+update leaves ``pi`` invariant, so their composition does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..leaves import LeafDraw, leaf_stats
+from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
+from .loop import Kernel
+
+__all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "evaluate", "build_kernel",
+           "heap_capacity", "sweep", "collect", "root_tree"]
+
+#: move types, in the order of ``move_probs`` and ``Info.move``
+MOVES = ("grow", "prune", "change", "swap")
+
+
+def heap_capacity(max_depth: int) -> int:
+    """Slots of a heap tree of depth ``max_depth``: ``2^(max_depth + 1) - 1``."""
+    return 2 ** (int(max_depth) + 1) - 1
+
+
+@dataclass(frozen=True)
+class MCMCConfig:
+    """Static settings of the sampler (hashable: one compilation per setting and data shape).
+
+    prior : a :mod:`bayestrees.priors` object
+    leaf_model : a :mod:`bayestrees.leaves` model
+    max_depth : deepest level a leaf may sit at
+    move_probs : probabilities of grow, prune, change, swap (grow and prune must be equal)
+    n_features : d
+    scheme : "moves" (a step is one move of a random type) or "sweep" (a step is one systematic
+        sweep over the nodes, :func:`sweep`)
+    """
+
+    prior: Any
+    leaf_model: Any
+    max_depth: int
+    n_features: int
+    move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
+    scheme: str = "moves"
+
+    def __post_init__(self):
+        if self.scheme not in ("moves", "sweep"):
+            raise ValueError(f"scheme must be 'moves' (one random move per step) or 'sweep', got {self.scheme!r}")
+
+    @property
+    def capacity(self) -> int:
+        return heap_capacity(self.max_depth)
+
+    @property
+    def canonical(self) -> bool:
+        """Rules not in the prior: the target counts each partition tree once."""
+        return not self.prior.rule_in_prior
+
+
+class MCMCData(NamedTuple):
+    """Training data for the sampler.
+
+    codes : int32 (n, d)  feature codes (no missing values)
+    y : (n,) responses (float) or class codes (int32)
+    row_stats : float (n, k)  ``leaf_model.row_stats(y)``
+    weight : float (n,)  row weights (0 for padding rows or rows outside a cluster)
+    """
+
+    codes: jax.Array
+    y: jax.Array
+    row_stats: jax.Array
+    weight: jax.Array
+
+
+class Eval(NamedTuple):
+    """Everything the sampler knows about a tree on the data."""
+
+    leaf: jax.Array        # int32 (n,): slot of each row's leaf
+    stats: jax.Array       # float (S, k): leaf statistics
+    lo: jax.Array          # int32 (S, d): smallest code of the node's rows (big when empty)
+    hi: jax.Array          # int32 (S, d): largest code (-1 when empty)
+    count: jax.Array       # float (S,): weight of the node's rows
+    log_lik: jax.Array     # log p(Y | T)
+    log_prior: jax.Array   # log p(T) (or the canonical target's prior part)
+    valid: jax.Array       # every used node holds rows
+
+
+class State(NamedTuple):
+    """The state of one chain: the tree and its evaluation on the data (leaf parameters are integrated out)."""
+
+    tree: Tree
+    ev: Eval
+
+
+class Draw(NamedTuple):
+    """What is kept per draw (:func:`collect`): the tree with drawn leaf parameters and what follows from it."""
+
+    tree: Tree             # ``value``: drawn leaf parameters; ``weight``/``count``: rows per node
+    sigma: jax.Array       # float (S,): drawn noise sd per slot (0 for classes)
+    mu: jax.Array          # float (n, V): the drawn function at the training rows
+    log_lik: jax.Array     # float (n,): pointwise log p(y_i | tree, drawn leaf parameters)
+    lp: jax.Array          # log pi(T), up to a constant
+
+
+class Info(NamedTuple):
+    """What one step did."""
+
+    move: jax.Array         # int32: index into MOVES (len(MOVES) for a sweep)
+    ok: jax.Array           # the move was possible
+    accepted: jax.Array
+    log_ratio: jax.Array    # log acceptance ratio (before min(0, .))
+    lp: jax.Array           # log pi(T) after the step
+    at_max_depth: jax.Array  # a leaf at the depth limit could otherwise split
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation of a tree
+# ---------------------------------------------------------------------------------------------
+def _depth_of(slot):
+    """Depth of heap slot ``slot``: floor(log2(slot + 1))."""
+    s = jnp.asarray(slot, jnp.int32) + 1
+    return (31 - jax.lax.clz(s)).astype(jnp.int32)
+
+
+def _route(tree: Tree, codes, max_depth: int):
+    """Leaf slot of every row (heap tree), by ``max_depth`` steps of descent."""
+    n = codes.shape[0]
+    rows = jnp.arange(n)
+
+    def body(_, node):
+        internal = tree.left[node] >= 0
+        c = codes[rows, jnp.maximum(tree.feature[node], 0)]
+        nxt = jnp.where(c <= tree.threshold[node], tree.left[node], tree.right[node])
+        return jnp.where(internal, nxt, node)
+
+    return jax.lax.fori_loop(0, max_depth, body, jnp.zeros(n, jnp.int32))
+
+
+def _ranges(leaf, codes, weight, S: int, max_depth: int):
+    """Per node: smallest and largest code per feature and the total weight of its rows."""
+    n, d = codes.shape
+    dl = _depth_of(leaf)
+    big = 1 << 30  # no overflow in differences of ranges
+    lo = jnp.full((S + 1, d), big, jnp.int32)
+    hi = jnp.full((S + 1, d), -1, jnp.int32)
+    cnt = jnp.zeros(S + 1, weight.dtype)
+    live = weight > 0
+    for level in range(max_depth + 1):
+        shift = jnp.maximum(dl - level, 0)
+        anc = jnp.right_shift(leaf + 1, shift) - 1
+        idx = jnp.where(live & (dl >= level), anc, S)
+        lo = lo.at[idx].min(codes)
+        hi = hi.at[idx].max(codes)
+        cnt = cnt.at[idx].add(weight)
+    return lo[:S], hi[:S], cnt[:S]
+
+
+def _rule_counts(lo, hi):
+    """Valid variables per node (int32 (S,)) and valid thresholds per node and variable (int32 (S, d))."""
+    nthr = jnp.maximum(hi - lo, 0)
+    return jnp.sum(nthr > 0, -1).astype(jnp.int32), nthr
+
+
+def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig) -> Eval:
+    """Route the rows through ``tree`` and compute its log likelihood, log prior and validity."""
+    S = cfg.capacity
+    leaf = _route(tree, data.codes, cfg.max_depth)
+    stats = leaf_stats(leaf, data.row_stats, S, data.weight)
+    lo, hi, cnt = _ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
+    is_leaf, internal = tree.is_leaf(), tree.is_internal()
+    log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
+    valid = jnp.all(jnp.where(tree.is_used(), cnt > 0, True))
+    depth = _depth_of(jnp.arange(S))
+    if cfg.canonical:
+        left = jnp.clip(2 * jnp.arange(S) + 1, 0, S - 1)
+        right = jnp.clip(2 * jnp.arange(S) + 2, 0, S - 1)
+        m = jnp.sum(jnp.maximum(lo[right] - hi[left], 0) + jnp.maximum(lo[left] - hi[right], 0), -1)
+        log_m = jnp.where(internal, jnp.log(jnp.maximum(m, 1).astype(stats.dtype)), 0.0)
+        log_prior = cfg.prior.log_prior(tree) - jnp.sum(log_m)
+    else:
+        nvar, nthr = _rule_counts(lo, hi)
+        f = jnp.maximum(tree.feature, 0)
+        nthr_f = jnp.take_along_axis(nthr, f[:, None], -1)[:, 0]
+        log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - jnp.log(
+            jnp.maximum(nthr_f, 1).astype(stats.dtype))
+        # a node that cannot split (at max_depth: the prior truncated there, explicitly; or no valid
+        # rule among its rows) is a leaf with probability 1, as in the generative prior
+        cannot = (depth >= cfg.max_depth) | (nvar == 0)
+        lsplit = cfg.prior.log_split(depth).astype(stats.dtype)
+        lstop = jnp.where(cannot, 0.0, cfg.prior.log_stop(depth).astype(stats.dtype))
+        log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
+    return Eval(leaf, stats, lo, hi, cnt, log_lik.astype(stats.dtype), jnp.asarray(log_prior, stats.dtype), valid)
+
+
+# ---------------------------------------------------------------------------------------------
+# proposals
+# ---------------------------------------------------------------------------------------------
+def _choose(key, mask):
+    """A uniform index among ``mask`` (and how many there were); index 0 when none."""
+    k = jnp.sum(mask)
+    g = jax.random.gumbel(key, mask.shape)
+    return jnp.argmax(jnp.where(mask, g, -jnp.inf)).astype(jnp.int32), k
+
+
+def _growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
+    depth = _depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = _rule_counts(ev.lo, ev.hi)
+    return tree.is_leaf() & (depth < cfg.max_depth) & (nvar > 0)
+
+
+def _nog(tree: Tree, cfg: MCMCConfig):
+    S = cfg.capacity
+    idx = jnp.arange(S)
+    lc, rc = jnp.clip(2 * idx + 1, 0, S - 1), jnp.clip(2 * idx + 2, 0, S - 1)
+    return tree.is_internal() & (tree.left[lc] == LEAF) & (tree.left[rc] == LEAF)
+
+
+def _draw_rule(key, ev: Eval, node):
+    """A rule at ``node``: variable uniform among the valid ones, threshold uniform among its valid codes."""
+    k_j, k_t = jax.random.split(key)
+    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
+    j, _ = _choose(k_j, nthr > 0)
+    t = ev.lo[node, j] + jax.random.randint(k_t, (), 0, jnp.maximum(nthr[j], 1))
+    return j, t.astype(jnp.int32)
+
+
+def _log_rule_q(ev: Eval, node, j):
+    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
+    nvar = jnp.sum(nthr > 0)
+    dt = ev.stats.dtype
+    return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
+
+
+def _set_rule(tree: Tree, node, j, t):
+    return tree._replace(feature=tree.feature.at[node].set(j), threshold=tree.threshold.at[node].set(t))
+
+
+def _propose(key, state: State, move, cfg: MCMCConfig):
+    """The proposal of move type ``move``: ``(tree', ok, node, log_q_fwd, extra)``.
+
+    ``extra`` holds what the reverse proposal needs: the old rule (prune, change).
+    """
+    tree, ev = state.tree, state.ev
+    k_node, k_rule = jax.random.split(key)
+    dt = ev.stats.dtype
+
+    def grow(_):
+        mask = _growable(tree, ev, cfg)
+        s, k = _choose(k_node, mask)
+        j, t = _draw_rule(k_rule, ev, s)
+        new, ok = grow_leaf(tree, s, j, t, heap=True)
+        lq = -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(ev, s, j)
+        return new, ok & (k > 0), s, lq, jnp.stack([j, t])
+
+    def prune(_):
+        mask = _nog(tree, cfg)
+        s, k = _choose(k_node, mask)
+        new, ok = prune_node(tree, s)
+        lq = -jnp.log(jnp.maximum(k, 1).astype(dt))
+        return new, ok & (k > 0), s, lq, jnp.stack([tree.feature[s], tree.threshold[s]])
+
+    def change(_):
+        mask = tree.is_internal()
+        s, k = _choose(k_node, mask)
+        j, t = _draw_rule(k_rule, ev, s)
+        new = _set_rule(tree, s, j, t)
+        j_old = tree.feature[s]
+        nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
+        # log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j)
+        lq = -jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[j_old], 1).astype(dt))
+        return new, k > 0, s, lq, jnp.stack([j_old, tree.threshold[s]])
+
+    def swap(_):
+        S = cfg.capacity
+        idx = jnp.arange(S)
+        par = jnp.maximum((idx - 1) // 2, 0)
+        pair = tree.is_internal() & (idx > 0) & tree.is_internal()[par]
+        c, k = _choose(k_node, pair)
+        p = (c - 1) // 2
+        sib = jnp.where(c % 2 == 1, c + 1, c - 1)
+        rule = lambda i: (tree.feature[i], tree.threshold[i])  # noqa: E731
+        (pf, pt), (cf, ct), (sf, st) = rule(p), rule(c), rule(sib)
+        sib_int = tree.is_internal()[sib]
+        same = sib_int & (sf == cf) & (st == ct)
+        bad = sib_int & ~same & (sf == pf) & (st == pt)
+        new = _set_rule(_set_rule(tree, p, cf, ct), c, pf, pt)
+        new = jax.tree_util.tree_map(lambda a, b: jnp.where(same, a, b), _set_rule(new, sib, pf, pt), new)
+        return new, (k > 0) & ~bad & ~((pf == cf) & (pt == ct)), c, jnp.zeros((), dt), jnp.stack([pf, pt])
+
+    return jax.lax.switch(move, [grow, prune, change, swap], None)
+
+
+def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, extra, cfg: MCMCConfig):
+    """``log q(T | T')`` for grow and prune (change and swap fold their ratio into the forward term)."""
+    dt = new_ev.stats.dtype
+
+    def grow_rev(_):
+        return -jnp.log(jnp.maximum(jnp.sum(_nog(new_tree, cfg)), 1).astype(dt))
+
+    def prune_rev(_):
+        k = jnp.sum(_growable(new_tree, new_ev, cfg))
+        return -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(new_ev, node, extra[0])
+
+    def zero(_):
+        return jnp.zeros((), dt)
+
+    return jax.lax.switch(move, [grow_rev, prune_rev, zero, zero], None)
+
+
+def _at_max_depth(tree: Tree, ev: Eval, cfg: MCMCConfig):
+    depth = _depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = _rule_counts(ev.lo, ev.hi)
+    return jnp.any(tree.is_leaf() & (depth >= cfg.max_depth) & (nvar > 0))
+
+
+def draw_leaves(key, tree: Tree, ev: Eval, data: MCMCData, cfg: MCMCConfig) -> Draw:
+    """Draw the leaf parameters from their posterior given the tree; the drawn function and log-likelihood."""
+    draw: LeafDraw = cfg.leaf_model.draw(key, ev.stats, tree.is_leaf())
+    used = tree.is_used()
+    value = jnp.where(used[:, None], draw.value, 0.0).astype(tree.value.dtype)
+    sigma = jnp.where(used, draw.sigma, 0.0).astype(tree.value.dtype)
+    out = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
+                        count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
+    mu = value[ev.leaf]
+    ll = cfg.leaf_model.log_likelihood(data.y, ev.leaf, LeafDraw(value, sigma))
+    return Draw(out, sigma, mu, ll.astype(value.dtype), ev.log_lik + ev.log_prior)
+
+
+@dataclass(frozen=True)
+class collect:  # noqa: N801 (a function-like callable, hashable by its config)
+    """``collect(key, state, data)`` for :func:`~bayestrees.inference.loop.run_chains`: a :class:`Draw`."""
+
+    cfg: MCMCConfig
+
+    def __call__(self, key, state: State, data: MCMCData) -> Draw:
+        return draw_leaves(key, state.tree, state.ev, data, self.cfg)
+
+
+def _accept(key, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
+    lp_new = new_ev.log_lik + new_ev.log_prior
+    lp_old = state.ev.log_lik + state.ev.log_prior
+    log_a = jnp.where(ok & new_ev.valid, lp_new - lp_old + log_ratio, -jnp.inf)
+    acc = jnp.log(jax.random.uniform(key, dtype=lp_new.dtype)) < log_a
+    tree = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_tree, state.tree)
+    ev = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_ev, state.ev)
+    return tree, ev, acc, log_a
+
+
+def root_tree(cfg: MCMCConfig, dtype=jnp.float32) -> Tree:
+    """The root leaf in a heap tree of capacity ``cfg.capacity``."""
+    S, V = cfg.capacity, cfg.leaf_model.n_outputs
+    return Tree(feature=-jnp.ones(S, jnp.int32), threshold=jnp.zeros(S, jnp.int32),
+                left=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF), right=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF),
+                missing_left=jnp.zeros(S, bool), value=jnp.zeros((S, V), dtype), weight=jnp.zeros(S, dtype),
+                count=jnp.zeros(S, jnp.int32), depth=_depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
+
+
+@dataclass(frozen=True)
+class _Init:
+    cfg: MCMCConfig
+    dtype: Any
+
+    def __call__(self, key, data: MCMCData) -> State:
+        tree = root_tree(self.cfg, self.dtype)
+        return State(tree, evaluate(tree, data, self.cfg))
+
+
+@dataclass(frozen=True)
+class _Step:
+    cfg: MCMCConfig
+
+    def __call__(self, key, state: State, data: MCMCData):
+        cfg = self.cfg
+        if cfg.scheme == "sweep":
+            new, n_acc = sweep(key, state, data, cfg)
+            ev = new.ev
+            info = Info(jnp.int32(len(MOVES)), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
+                        ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg))
+            return new, info
+        k_move, k_prop, k_acc = jax.random.split(key, 3)
+        probs = jnp.asarray(cfg.move_probs, jnp.float32)
+        move = jax.random.categorical(k_move, jnp.log(probs)).astype(jnp.int32)
+        new_tree, ok, node, lq_fwd, extra = _propose(k_prop, state, move, cfg)
+        new_ev = evaluate(new_tree, data, cfg)
+        lq_rev = _log_q_reverse(move, new_tree, new_ev, node, extra, cfg)
+        tree, ev, acc, log_a = _accept(k_acc, state, new_tree, new_ev, ok, lq_rev - lq_fwd)
+        info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg))
+        return State(tree, ev), info
+
+
+def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
+    """The ``init``/``step`` pair of Bayesian CART for one chain; the data is the kernel's argument.
+
+    ``init(key, data)`` starts from the root leaf; ``step(key, state, data)`` makes
+    one move of a type drawn with ``cfg.move_probs``.  Both are hashable by
+    ``cfg``, so every fit with the same settings and data shapes reuses one
+    compilation.
+    """
+    if abs(float(cfg.move_probs[0]) - float(cfg.move_probs[1])) > 1e-12:
+        raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
+    if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:
+        raise ValueError(f"move_probs must be 4 non-negative probabilities summing to 1, got {cfg.move_probs}")
+    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
+
+
+def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
+    """One systematic sweep: a Metropolis-Hastings update of every used node's split flag and rule.
+
+    Returns ``(state, n_accepted)``.
+    """
+    S = cfg.capacity
+    order = jnp.where(state.tree.is_used(), jnp.arange(S), S)  # the nodes present at the start
+    order = jnp.sort(order)
+    k_sweep = key
+    dt = state.ev.stats.dtype
+
+    def update(i, carry):
+        tree, ev, n_acc = carry
+        s = order[i]
+        sc = jnp.minimum(s, S - 1)
+        k = jax.random.fold_in(k_sweep, i)
+        k_kind, k_rule, k_acc = jax.random.split(k, 3)
+        is_leaf = tree.left[sc] == LEAF
+        nog = _nog(tree, cfg)[sc]
+        to_leaf = nog & jax.random.bernoulli(k_kind, 0.5)
+        j, t = _draw_rule(k_rule, ev, sc)
+        grown, ok_g = grow_leaf(tree, sc, j, t, heap=True)
+        pruned, ok_p = prune_node(tree, sc)
+        changed = _set_rule(tree, sc, j, t)
+        kind = jnp.where(is_leaf, 0, jnp.where(to_leaf, 1, 2))  # grow, prune, change
+        new = jax.tree_util.tree_map(lambda a, b, c: jnp.where(kind == 0, a, jnp.where(kind == 1, b, c)),
+                                     grown, pruned, changed)
+        growable = _growable(tree, ev, cfg)[sc]
+        ok = (s < S) & jnp.where(kind == 0, ok_g & growable, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
+        new_ev = evaluate(new, data, cfg)
+        half = jnp.log(jnp.asarray(0.5, dt))
+        j_old = tree.feature[sc]
+        nthr = jnp.maximum(ev.hi[sc] - ev.lo[sc], 0).astype(dt)
+        # grow from a leaf: reverse is "to leaf" (prob 1/2 at a node whose children are leaves)
+        lr_grow = half - _log_rule_q(ev, sc, j)
+        lr_prune = _log_rule_q(new_ev, sc, j_old) - half
+        lr_change = jnp.log(jnp.maximum(nthr[j], 1)) - jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1))
+        log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
+        tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev), new, new_ev, ok, log_ratio)
+        return tree2, ev2, n_acc + acc.astype(jnp.int32)
+
+    n_visit = jnp.sum(order < S)
+    tree, ev, n_acc = jax.lax.fori_loop(0, n_visit, update, (state.tree, state.ev, jnp.zeros((), jnp.int32)))
+    return State(tree, ev), n_acc

@@ -1,0 +1,300 @@
+"""Bayesian CART by MCMC against exact answers (fixed seeds, stated tolerances).
+
+(a) with the likelihood switched off, the chains reproduce the Chipman prior (direct draws);
+(b) under the leaf-count (PCFG) prior with Dirichlet leaves, the chains' posterior of the
+    number of leaves and of the root split variable matches the exact PCFG programme;
+(c) a one-leaf tree (max_depth=0) matches the conjugate closed form;
+(d) every move's acceptance ratio equals a direct computation (brute-force proposal
+    probabilities and an independent NumPy target) on small trees.
+"""
+from collections import Counter
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from bayestrees.inference import mcmc as M
+from bayestrees.inference.loop import run_chains
+from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
+from bayestrees.priors import ChipmanPrior, LeafCountPrior
+from bayestrees.tree import LEAF
+
+PRIOR = NIGPrior(0.0, 0.5, 2.0, 1.0)
+
+
+class NoLikelihood(NamedTuple):
+    """A leaf model whose marginal likelihood is 1: the sampler then targets the prior."""
+
+    base: NormalLeaves = NormalLeaves(PRIOR)
+
+    n_outputs = 1
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return self.base.row_stats(y, dtype)
+
+    def log_marginal(self, stats, mask):
+        return jnp.zeros(stats.shape[:-2], stats.dtype)
+
+    def draw(self, key, stats, mask):
+        return self.base.draw(key, stats, mask)
+
+    def log_likelihood(self, y, leaf, draw):
+        return self.base.log_likelihood(y, leaf, draw)
+
+
+def _data(codes, y, model):
+    return M.MCMCData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), model.row_stats(y),
+                      jnp.ones(len(y), jnp.float32))
+
+
+def _tv(a: Counter, b: Counter) -> float:
+    na, nb = sum(a.values()), sum(b.values())
+    return 0.5 * sum(abs(a[k] / na - b[k] / nb) for k in set(a) | set(b))
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) prior reproduction
+# ------------------------------------------------------------------------------------------------
+def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth):
+    """(n_leaves, depth) of one tree from Chipman's generative prior on the node's rows."""
+    lo, hi = codes[rows].min(0), codes[rows].max(0)
+    valid = np.flatnonzero(hi > lo)
+    p = prior.alpha * (1 + depth) ** -prior.beta
+    if depth >= max_depth or len(valid) == 0 or rng.random() >= p:
+        return 1, depth
+    j = rng.choice(valid)
+    t = rng.integers(lo[j], hi[j])
+    left = rows[codes[rows, j] <= t]
+    right = rows[codes[rows, j] > t]
+    a = _direct_prior_draw(rng, codes, left, depth + 1, prior, max_depth)
+    b = _direct_prior_draw(rng, codes, right, depth + 1, prior, max_depth)
+    return a[0] + b[0], max(a[1], b[1])
+
+
+@pytest.mark.slow
+def test_chains_without_likelihood_reproduce_the_chipman_prior():
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 5, size=(40, 2))
+    prior, max_depth = ChipmanPrior(0.95, 1.0), 4
+    direct = [_direct_prior_draw(rng, codes, np.arange(40), 0, prior, max_depth) for _ in range(40000)]
+    model = NoLikelihood()
+    cfg = M.MCMCConfig(prior, model, max_depth, 2)
+    res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(_data(codes, np.zeros(40, np.float32), model),),
+                     chains=16, draws=1500, tune=300, thin=4, collect=_shape_of)
+    leaves, depth = (np.asarray(a).ravel() for a in res.samples)
+    tv_leaves = _tv(Counter(leaves.tolist()), Counter(d[0] for d in direct))
+    tv_depth = _tv(Counter(depth.tolist()), Counter(d[1] for d in direct))
+    # 24,000 correlated chain draws against 40,000 direct draws: sampling noise of the TV is about 0.01
+    assert tv_leaves < 0.03, tv_leaves
+    assert tv_depth < 0.03, tv_depth
+
+
+def _shape_of(key, state, data):
+    t = state.tree
+    return jnp.sum(t.is_leaf()), jnp.max(jnp.where(t.is_leaf(), t.depth, 0))
+
+
+# ------------------------------------------------------------------------------------------------
+# (b) the exact PCFG posterior as referee
+# ------------------------------------------------------------------------------------------------
+def _canonical_root_feature(codes, tree):
+    """The smallest feature that gives the root's partition (the PCFG's canonical split), or -1 for a leaf."""
+    if tree.left[0] < 0:
+        return -1
+    j, t = int(tree.feature[0]), int(tree.threshold[0])
+    L = codes[:, j] <= t
+    for f in range(codes.shape[1]):
+        a, b = codes[L, f], codes[~L, f]
+        if a.max() < b.min() or b.max() < a.min():
+            return f
+    raise AssertionError("the root rule does not separate its own partition")
+
+
+@pytest.mark.slow
+def test_chains_match_the_exact_pcfg_posterior():
+    from bayestrees.inference.pcfg_posterior import fit_posterior
+
+    rng = np.random.default_rng(3)
+    n, d = 24, 2
+    codes = rng.integers(0, 4, size=(n, d))
+    y = ((codes[:, 0] >= 2) ^ (rng.random(n) < 0.15)).astype(np.int32)
+    log_phi, max_depth = 2.5, 6
+    post = fit_posterior(codes, np.full(d, 4), y, kind="classification", log_phi=log_phi, alpha=1.0, n_classes=2)
+    exact_leaves = post.n_leaves_distribution(12)
+    # trees deeper than max_depth need at least max_depth + 2 leaves: their exact mass bounds the truncation
+    assert 1.0 - exact_leaves[: max_depth + 1].sum() < 2e-3
+    p0, ps = post.root_splits()
+    slot_feature = np.asarray(post.structure.slot_feature)
+    exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
+
+    model = DirichletLeaves(2, 1.0)
+    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d)
+    res = run_chains(jax.random.key(1), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
+                     draws=1500, tune=500, thin=4, collect=_tree_of)
+    trees = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
+    n_leaves = (trees.left == LEAF).sum(-1)
+    got_leaves = np.bincount(n_leaves, minlength=13)[1:13] / len(n_leaves)
+    tv_leaves = 0.5 * np.abs(got_leaves - exact_leaves[:12]).sum() + 0.5 * (1 - exact_leaves[:12].sum())
+    roots = Counter(_canonical_root_feature(codes, jax.tree_util.tree_map(lambda a: a[i], trees))
+                    for i in range(len(n_leaves)))
+    tv_root = 0.5 * sum(abs(roots[k] / len(n_leaves) - exact_root[k]) for k in exact_root)
+    assert tv_leaves < 0.03, (tv_leaves, got_leaves, exact_leaves)
+    assert tv_root < 0.03, (tv_root, roots, exact_root)
+
+
+def _tree_of(key, state, data):
+    return state.tree
+
+
+# ------------------------------------------------------------------------------------------------
+# (c) one leaf: the conjugate closed form
+# ------------------------------------------------------------------------------------------------
+def test_one_leaf_matches_the_conjugate_closed_form():
+    rng = np.random.default_rng(5)
+    y = rng.normal(1.0, 2.0, size=30).astype(np.float32)
+    codes = rng.integers(0, 3, size=(30, 2))
+    model = NormalLeaves(PRIOR)
+    cfg = M.MCMCConfig(ChipmanPrior(), model, 0, 2)  # max_depth 0: the root is always a leaf
+    res = run_chains(jax.random.key(2), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=4, draws=5000,
+                     tune=0, collect=M.collect(cfg))
+    mu = np.asarray(res.samples.mu[..., 0, 0]).ravel()
+    s2 = np.asarray(res.samples.sigma[..., 0]).ravel() ** 2
+    m0, k0, a0, b0 = PRIOR
+    n, ybar = len(y), float(y.mean())
+    kn, an = k0 + n, a0 + n / 2
+    mn = (k0 * m0 + n * ybar) / kn
+    bn = b0 + 0.5 * float(((y - ybar) ** 2).sum()) + k0 * n * (ybar - m0) ** 2 / (2 * kn)
+    # 20,000 independent draws: Monte Carlo errors are below 1% of the tolerances used
+    assert abs(mu.mean() - mn) < 0.02
+    assert abs(s2.mean() - bn / (an - 1)) / (bn / (an - 1)) < 0.02
+    lml = (gammaln(an) - gammaln(a0) + a0 * np.log(b0) - an * np.log(bn) + 0.5 * (np.log(k0) - np.log(kn))
+           - 0.5 * n * np.log(2 * np.pi))
+    assert float(res.samples.lp[0, 0]) == pytest.approx(lml + 0.0, abs=1e-3)  # a root leaf: log prior 0
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) acceptance ratios against a direct computation
+# ------------------------------------------------------------------------------------------------
+def _np_nodes(tree, codes):
+    """Rows of every used slot of a heap tree (NumPy)."""
+    rows = {0: np.arange(codes.shape[0])}
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        if tree.left[s] >= 0:
+            j, t = int(tree.feature[s]), int(tree.threshold[s])
+            r = rows[s]
+            rows[2 * s + 1] = r[codes[r, j] <= t]
+            rows[2 * s + 2] = r[codes[r, j] > t]
+            stack += [2 * s + 1, 2 * s + 2]
+    return rows
+
+
+def _np_log_target(tree, codes, y, prior, max_depth):
+    """log p(Y | T) + log p(T) by the Chipman prior and Normal-inverse-gamma leaves, in NumPy."""
+    rows = _np_nodes(tree, codes)
+    m0, k0, a0, b0 = PRIOR
+    total = 0.0
+    for s, r in rows.items():
+        if len(r) == 0:
+            return -np.inf
+        depth = int(np.floor(np.log2(s + 1)))
+        lo, hi = codes[r].min(0), codes[r].max(0)
+        nvar = int((hi > lo).sum())
+        p = prior.alpha * (1 + depth) ** -prior.beta
+        if tree.left[s] >= 0:
+            j = int(tree.feature[s])
+            total += np.log(p) - np.log(nvar) - np.log(hi[j] - lo[j])
+        else:
+            if depth < max_depth and nvar > 0:
+                total += np.log1p(-p)
+            yl = y[r]
+            n, yb = len(yl), yl.mean()
+            kn, an = k0 + n, a0 + n / 2
+            bn = b0 + 0.5 * ((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / (2 * kn)
+            total += (gammaln(an) - gammaln(a0) + a0 * np.log(b0) - an * np.log(bn)
+                      + 0.5 * (np.log(k0) - np.log(kn)) - 0.5 * n * np.log(2 * np.pi))
+    return total
+
+
+def _np_proposals(tree, codes, move, max_depth):
+    """Every proposal of ``move`` from ``tree`` with its probability: {key of the new tree: prob}."""
+    rows = _np_nodes(tree, codes)
+    out = Counter()
+    S = len(tree.left)
+    leaves = [s for s in rows if tree.left[s] == LEAF]
+    internal = [s for s in rows if tree.left[s] >= 0]
+
+    def rules(s):
+        lo, hi = codes[rows[s]].min(0), codes[rows[s]].max(0)
+        valid = [j for j in range(codes.shape[1]) if hi[j] > lo[j]]
+        return [(j, t, 1 / len(valid) / (hi[j] - lo[j])) for j in valid for t in range(lo[j], hi[j])]
+
+    def key(feat, thr, left):
+        return (tuple(np.where(np.asarray(left) >= 0, feat, -1)), tuple(np.where(np.asarray(left) >= 0, thr, 0)),
+                tuple(np.asarray(left) >= 0))
+
+    feat, thr, left = list(tree.feature), list(tree.threshold), list(tree.left)
+    if move == "grow":
+        grow = [s for s in leaves if int(np.floor(np.log2(s + 1))) < max_depth and 2 * s + 2 < S and rules(s)]
+        for s in grow:
+            for j, t, p in rules(s):
+                f2, t2, l2 = feat[:], thr[:], left[:]
+                f2[s], t2[s], l2[s] = j, t, 2 * s + 1
+                l2[2 * s + 1] = l2[2 * s + 2] = LEAF
+                out[key(f2, t2, l2)] += p / len(grow)
+    elif move == "prune":
+        nog = [s for s in internal if left[2 * s + 1] == LEAF and left[2 * s + 2] == LEAF]
+        for s in nog:
+            f2, t2, l2 = feat[:], thr[:], left[:]
+            l2[s], l2[2 * s + 1], l2[2 * s + 2] = LEAF, -2, -2
+            out[key(f2, t2, l2)] += 1 / len(nog)
+    elif move == "change":
+        for s in internal:
+            for j, t, p in rules(s):
+                f2, t2 = feat[:], thr[:]
+                f2[s], t2[s] = j, t
+                out[key(f2, t2, left)] += p / len(internal)
+    return out, key
+
+
+@pytest.mark.parametrize("move", ["grow", "prune", "change"])
+def test_acceptance_ratio_equals_direct_computation(move):
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 4, size=(25, 2))
+    y = (codes[:, 0] + rng.normal(0, 0.5, 25)).astype(np.float32)
+    prior, max_depth = ChipmanPrior(0.9, 1.0), 3
+    model = NormalLeaves(PRIOR)
+    cfg = M.MCMCConfig(prior, model, max_depth, 2)
+    data = _data(codes, y, model)
+    # a start tree with two splits
+    tree = M.root_tree(cfg)
+    from bayestrees.tree import grow_leaf
+
+    tree, _ = grow_leaf(tree, 0, 0, 1, heap=True)
+    tree, _ = grow_leaf(tree, 2, 1, 1, heap=True)
+    state = M.State(tree, M.evaluate(tree, data, cfg))
+    m = M.MOVES.index(move)
+    checked = 0
+    for i in range(12):
+        new, ok, node, lq_fwd, extra = M._propose(jax.random.key(i), state, jnp.int32(m), cfg)
+        new_ev = M.evaluate(new, data, cfg)
+        if not (bool(ok) and bool(new_ev.valid)):
+            continue
+        lq_rev = M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
+        got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)
+        t_old = jax.tree_util.tree_map(np.asarray, tree)
+        t_new = jax.tree_util.tree_map(np.asarray, new)
+        fwd, key = _np_proposals(t_old, codes, move, max_depth)
+        rev_move = {"grow": "prune", "prune": "grow", "change": "change"}[move]
+        rev, _ = _np_proposals(t_new, codes, rev_move, max_depth)
+        q_f = fwd[key(t_new.feature, t_new.threshold, t_new.left)]
+        q_r = rev[key(t_old.feature, t_old.threshold, t_old.left)]
+        want = (_np_log_target(t_new, codes, y, prior, max_depth) - _np_log_target(t_old, codes, y, prior, max_depth)
+                + np.log(q_r) - np.log(q_f))
+        assert got == pytest.approx(want, abs=2e-3), (move, i)
+        checked += 1
+    assert checked >= 3
