@@ -13,7 +13,11 @@ Specification implemented
   through the same training ECDF.
 * K trees drawn from a data-independent prior: a depth-first (pre-order) code
   string in which each node is internal with probability lam = 0.475,
-  independently, stopping when #leaves == #internal + 1. Each internal node
+  independently, stopping when #leaves == #internal + 1; with ``--root-splits``
+  (the default) the string starts with 1 at the root (the paper's Figure 1:
+  "Codes are generated in depth-first order starting from 1 at the root
+  node"), i.e. the root is internal without a draw and the rest of the string
+  follows the rule; ``--no-root-splits`` draws the root like any node. Each internal node
   gets a variable uniform over the D features and a cut c ~ U(0, 1); a row goes
   left iff F(x) <= c. Trees with more than ``max_internal`` (2000) internal
   nodes are resampled whole. Generator: numpy.random.default_rng(seed), seed
@@ -30,12 +34,18 @@ Specification implemented
   on ties). Normalisation in log space.
 * Protocol: 80/20 stratified split, random_state r = 0..repeats-1.
 
+Data: ``--data-dir``, else the environment variable ``BAYESTREES_DATA``, else
+``../shared/data`` relative to the repository root (this file's ``../..``).
+
 Usage::
 
-    nice -n 10 python benchmarks/safebayes_reference.py --repeats 5 --trees 1000
+    nice -n 10 .venv/bin/python benchmarks/safebayes_reference.py --repeats 5 --trees 1000 \
+        [--no-root-splits] [--out benchmarks/results/safebayes_reference.txt]
 """
 import argparse
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,7 +53,8 @@ from scipy.special import gammaln
 from sklearn.datasets import load_iris, load_wine
 from sklearn.model_selection import train_test_split
 
-DATA = "/work/shared/data"
+DATA = os.environ.get("BAYESTREES_DATA",
+                      str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 ALL_SETS = ["australian", "breast-cancer", "diabetes", "heart", "ionosphere",
             "iris", "wine"]
 M_GRID = [1, 2, 5, 10, 20, 50, 100, 200]
@@ -91,11 +102,17 @@ def ecdf_transform(Xtr, Xte):
 
 
 # ----------------------------------------------------------------- trees
-def sample_code(rng, lam, max_internal):
-    """Pre-order code string (True = internal), resampled if too large."""
+def sample_code(rng, lam, max_internal, root_splits=True):
+    """Pre-order code string (True = internal), resampled if too large.
+
+    With ``root_splits`` the first symbol is 1 (internal) without a draw.
+    """
     while True:
         code = []
         n_int = n_leaf = 0
+        if root_splits:
+            code.append(True)
+            n_int = 1
         while n_leaf != n_int + 1:
             internal = rng.random() < lam
             code.append(internal)
@@ -109,7 +126,7 @@ def sample_code(rng, lam, max_internal):
             return code
 
 
-def sample_forest(K, D, seed=12345, lam=0.475, max_internal=2000):
+def sample_forest(K, D, seed=12345, lam=0.475, max_internal=2000, root_splits=True):
     """Return concatenated node arrays (var, cut, left, right, is_leaf, roots).
 
     Node ids are global across the forest; leaves have left = right = -1.
@@ -118,7 +135,7 @@ def sample_forest(K, D, seed=12345, lam=0.475, max_internal=2000):
     var, cut, left, right, leaf, roots = [], [], [], [], [], []
     off = 0
     for _ in range(K):
-        code = sample_code(rng, lam, max_internal)
+        code = sample_code(rng, lam, max_internal, root_splits)
         n = len(code)
         v = np.full(n, -1, np.int64)
         c = np.zeros(n)
@@ -211,8 +228,16 @@ def main():
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--lam", type=float, default=0.475)
     ap.add_argument("--m", type=float, default=5.0)
+    ap.add_argument("--root-splits", action=argparse.BooleanOptionalAction, default=True,
+                    help="the code string starts with 1 at the root (default)")
+    ap.add_argument("--data-dir", default=None,
+                    help="folder of the data files (default: $BAYESTREES_DATA or ../shared/data "
+                         "relative to the repository)")
     ap.add_argument("--out", default=None, help="also write the table here")
     args = ap.parse_args()
+    global DATA
+    if args.data_dir is not None:
+        DATA = args.data_dir
 
     t0 = time.time()
     lines = []
@@ -222,7 +247,7 @@ def main():
         lines.append(s)
 
     emit(f"Independent NumPy reference of the safe-Bayesian RF "
-         f"(K={args.trees}, lam={args.lam}, seed={args.seed}, "
+         f"(K={args.trees}, lam={args.lam}, root_splits={args.root_splits}, seed={args.seed}, "
          f"repeats={args.repeats}, alpha=1)")
     main_rows, curve_rows, stump_rows, info_rows = [], [], [], []
     for name in args.datasets:
@@ -230,7 +255,7 @@ def main():
         X, y = load(name)
         N, D = X.shape
         C = int(y.max()) + 1
-        forest = sample_forest(args.trees, D, seed=args.seed, lam=args.lam)
+        forest = sample_forest(args.trees, D, seed=args.seed, lam=args.lam, root_splits=args.root_splits)
         root_leaf = forest["leaf"][forest["roots"]]
         keep = ~root_leaf
         acc = {k: [] for k in ["sb", "bma", "best", "sb_nostump", "prior"]}
