@@ -12,11 +12,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..data import bucket_size, missing_code, pad_rows
-from ..inference.bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
-from ..inference.cart import CARTConfig, default_capacity, prepare_codes
-from ..tree import Tree, index_tree, max_depth, n_leaves, pack, predict
-from ..convert import trees_to_inferencedata
+from ..data import prepare_data
+from ..inference.forest import ForestConfig, fit_bayesian_forest, forest_draws, forest_inferencedata
+from ..tree import Tree, index_tree, max_depth, n_leaves, pack
 from .base import ClassifierBase, RegressorBase
 
 __all__ = [
@@ -25,72 +23,30 @@ __all__ = [
     "SubSampleForestRegressor", "SubSampleForestClassifier",
 ]
 
-_DTYPES = {"float32": jnp.float32, "float64": jnp.float64}
-
-
-def _resolve_max_features(mf, d: int) -> int | None:
-    if mf is None:
-        return None
-    if isinstance(mf, str):
-        if mf == "sqrt":
-            return max(1, int(np.sqrt(d)))
-        if mf == "log2":
-            return max(1, int(np.log2(d)))
-        raise ValueError(f"max_features must be None, 'sqrt', 'log2', an int or a float in (0, 1], got {mf!r}")
-    if isinstance(mf, (float, np.floating)):
-        if not 0.0 < mf <= 1.0:
-            raise ValueError(f"max_features as a fraction must be in (0, 1], got {mf}")
-        return max(1, int(mf * d))
-    mf = int(mf)
-    if not 1 <= mf:
-        raise ValueError(f"max_features must be >= 1, got {mf}")
-    return min(mf, d)
-
 
 class _ForestMixin:
-    """Fitting, prediction and posterior views shared by every forest estimator."""
+    """Fitting, prediction and posterior views shared by every forest estimator.
+
+    ``fit`` validates the hyperparameters (:class:`~bayestrees.inference.forest.ForestConfig`),
+    the data (:func:`~bayestrees.data.prepare_data`) and calls
+    :func:`~bayestrees.inference.forest.fit_bayesian_forest`.
+    """
 
     _kind = "bf"  # "bf", "ebf" or "ssf"
 
-    # -- validation ---------------------------------------------------------
-    def _check_params(self, n_rows: int):
-        if int(self.n_estimators) < 1:
-            raise ValueError(f"n_estimators must be >= 1, got {self.n_estimators}")
-        if self.weights not in WEIGHT_KINDS:
-            raise ValueError(f"weights must be one of {WEIGHT_KINDS}, got {self.weights!r}")
-        if int(self.min_samples_leaf) < 1:
-            raise ValueError(f"min_samples_leaf must be >= 1, got {self.min_samples_leaf}")
-        if not 0.0 <= float(self.min_weight_fraction_leaf) <= 0.5:
-            raise ValueError(f"min_weight_fraction_leaf must be in [0, 0.5], got {self.min_weight_fraction_leaf}")
-        if self.max_depth is not None and int(self.max_depth) < 0:
-            raise ValueError(f"max_depth must be None or >= 0, got {self.max_depth}")
-        if self.splitter not in ("best", "random"):
-            raise ValueError(f"splitter must be 'best' or 'random', got {self.splitter!r}")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {self.dtype!r}")
-        if self.dtype == "float64" and not jax.config.jax_enable_x64:
-            raise ValueError("dtype='float64' needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) first")
-        if n_rows < 2 * int(self.min_samples_leaf):
-            raise ValueError(
-                f"X has {n_rows} rows (n_samples={n_rows}), fewer than 2 * min_samples_leaf = {2 * int(self.min_samples_leaf)}; "
-                "no split is possible: lower min_samples_leaf or give more rows"
-            )
-
-    def _criterion(self) -> str:
-        return "squared_error" if self._task == "regression" else self.criterion
-
-    def _config(self, n: int, d: int, n_classes: int, has_missing: bool, missing: int,
-                msl: int | None = None) -> CARTConfig:
-        msl = int(self.min_samples_leaf if msl is None else msl)
-        md = None if self.max_depth is None else int(self.max_depth)
-        cap = int(self.max_nodes) if self.max_nodes is not None else default_capacity(n, msl, md)
-        crit = self._criterion()
-        if crit not in ("squared_error", "gini", "entropy", "log_loss"):
-            raise ValueError(f"criterion must be 'gini', 'entropy' or 'log_loss', got {crit!r}")
-        return CARTConfig(criterion="entropy" if crit == "log_loss" else crit, n_classes=n_classes,
-                          min_samples_leaf=msl, min_weight_fraction_leaf=float(self.min_weight_fraction_leaf),
-                          max_depth=md, max_features=_resolve_max_features(self.max_features, d),
-                          extra=self.splitter == "random", capacity=cap, has_missing=has_missing, missing=missing)
+    def _forest_config(self) -> ForestConfig:
+        extra = {}
+        if self._kind == "ebf":
+            extra["trunk_min_samples_leaf"] = self.trunk_min_samples_leaf
+        if self._kind == "ssf":
+            extra["n_blocks"] = self.n_blocks
+        return ForestConfig(
+            kind=self._kind, n_trees=self.n_estimators, weights=self.weights,
+            criterion=getattr(self, "criterion", None) if self._task == "classification" else None,
+            min_samples_leaf=self.min_samples_leaf, min_weight_fraction_leaf=self.min_weight_fraction_leaf,
+            max_depth=self.max_depth, max_features=self.max_features, splitter=self.splitter,
+            max_nodes=self.max_nodes, dtype=self.dtype, chunk_size=self.chunk_size, n_jobs=self.n_jobs,
+            progressbar=self.progressbar, **extra)
 
     # -- fitting ------------------------------------------------------------
     def fit(self, X, y):
@@ -98,8 +54,14 @@ class _ForestMixin:
 
         Parameters
         ----------
-        X : array-like or DataFrame (n_samples, n_features); NaN allowed (missing)
-        y : (n_samples,) real targets (regressors) or labels (classifiers)
+        X : array-like or DataFrame (n_samples, n_features)
+            NaN allowed (missing values get their own code).
+        y : array-like (n_samples,)
+            Real targets (regressors) or labels (classifiers).
+
+        Returns
+        -------
+        self
         """
         self._reject_sparse(X)
         if y is None:
@@ -108,79 +70,27 @@ class _ForestMixin:
         n_rows = len(X) if hasattr(X, "__len__") else np.asarray(X).shape[0]
         if y_arr.ndim >= 1 and y_arr.shape[0] != n_rows:
             raise ValueError(f"X has {n_rows} rows but y has {y_arr.shape[0]}; they must match")
-        yy = self._check_y(y, None)
-        codes = self._fit_binner(X, yy, classification=self._task == "classification",
-                                 max_bins=int(self.max_bins), categorical=self.categorical_features)
-        n, d = codes.shape
-        self._check_params(n)
-        dtype = _DTYPES[self.dtype]
-        if self._task == "regression":
-            shift, scale = float(np.mean(yy)), float(np.std(yy))
-            scale = scale if scale > 0 else 1.0
-            ytrain = ((yy - shift) / scale).astype(np.float32 if self.dtype == "float32" else np.float64)
-            n_classes = 0
-        else:
-            shift, scale = 0.0, 1.0
-            ytrain = yy
-            n_classes = len(self.classes_)
-        miss = missing_code(codes.dtype)
-        has_missing = bool((codes == miss).any())
-        # pad rows to a bucket size (weight 0, missing codes) so that data sizes share compilations
-        n_pad = bucket_size(n)
-        cfg = self._config(n_pad, d, n_classes, has_missing, miss)
-        codes_p = pad_rows(codes, n_pad, miss)
-        ytrain = pad_rows(ytrain, n_pad, 0)
-        real = np.arange(n_pad) < n
-        prep = prepare_codes(codes_p)
-        key = self._key()
-        k_trunk, k_blocks, k_forest = jax.random.split(key, 3)
-        kwargs = dict(dtype=dtype, y_shift=shift, y_scale=scale, chunk_size=self.chunk_size, n_jobs=self.n_jobs,
-                      progressbar=bool(self.progressbar), n_valid=n)
-        # every kind passes a trunk and row blocks (the root and one block by default), so that
-        # BF, EBF and SSF share one compiled program per data shape
-        self.trunk_ = None
-        kwargs.update(trunk=root_trunk(cfg, dtype), trunk_row_node=jnp.zeros(n_pad, jnp.int32),
-                      block_of_row=np.zeros(n_pad, np.int32), n_blocks=1)
-        if self._kind == "ebf":
-            tmsl = int(self.trunk_min_samples_leaf)
-            if tmsl < 1:
-                raise ValueError(f"trunk_min_samples_leaf must be >= 1, got {tmsl}")
-            trunk, row_node = fit_trunk(prep, ytrain, cfg, tmsl, y_shift=shift, y_scale=scale, dtype=dtype,
-                                        weights=real.astype(np.float32))
-            self.trunk_ = jax.tree_util.tree_map(np.asarray, trunk)
-            kwargs.update(trunk=trunk, trunk_row_node=row_node)
+        config = self._forest_config()
+        data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins),
+                            categorical=self.categorical_features)
+        self.binner_ = data.binner
+        self.n_features_in_ = data.binner.n_features_in_
+        if hasattr(X, "columns"):
+            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        if self._task == "classification":
+            self.classes_ = data.classes
+        result = fit_bayesian_forest(self._key(), data, config)
+        self.trees_ = result.trees
+        self.trunk_ = result.trunk
         if self._kind == "ssf":
-            k = int(self.n_blocks)
-            if not 1 <= k <= n // (2 * int(self.min_samples_leaf)):
-                raise ValueError(f"n_blocks must be between 1 and n / (2 min_samples_leaf) = "
-                                 f"{n // (2 * int(self.min_samples_leaf))}, got {self.n_blocks}")
-            perm = np.asarray(jax.random.permutation(k_blocks, n))
-            block = np.full(n_pad, -1, np.int32)
-            block[perm] = np.arange(n) % k
-            self.block_of_row_ = block[:n]
-            kwargs.update(block_of_row=block, n_blocks=k)
-        trees = fit_forest(k_forest, prep, ytrain, cfg, int(self.n_estimators), self.weights, **kwargs)
-        self.trees_ = jax.tree_util.tree_map(np.asarray, trees)
-        self._dev_trees = (self.trees_, trees, pack(trees))
-        self.config_ = cfg
+            self.block_of_row_ = result.block_of_row
+        self.config_ = result.cart_config
+        self._dev_trees = (self.trees_, result.device_trees, result.packed)
+        self._train_data = data  # the training rows: ``idata_`` computes ``mu`` there
         self._idata = None
         return self
 
     # -- prediction ---------------------------------------------------------
-    def _leaf_values(self, X) -> np.ndarray:
-        codes = self._codes(X)
-        n = codes.shape[0]
-        miss = self.config_.missing
-        out = []
-        step = max(64, 2_000_000 // max(1, int(self.trees_.feature.shape[0])))
-        trees, packed = self._device_trees()
-        for s in range(0, n, step):
-            c = codes[s:s + step]
-            m = c.shape[0]
-            c = jnp.asarray(pad_rows(c, bucket_size(m), miss))  # bucketed: no recompile per row count
-            out.append(np.asarray(predict(trees, c, miss, packed=packed))[:, :m])
-        return np.concatenate(out, axis=1)  # (T, n, V)
-
     def _device_trees(self) -> Tree:
         """The trees as device arrays and :func:`~bayestrees.tree.pack`-ed: made once by ``fit`` (not
         saved with the model; a loaded model converts on each call, since prediction must not change
@@ -194,14 +104,33 @@ class _ForestMixin:
     def predict_draws(self, X) -> np.ndarray:
         """Posterior draws of the CART functional at ``X``: one prediction per tree.
 
-        Returns ``(n_estimators, n_samples)`` for regressors and
-        ``(n_estimators, n_samples, n_classes)`` class probabilities for classifiers.
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_estimators, n_samples)`` for regressors and ``(n_estimators, n_samples,
+            n_classes)`` class probabilities for classifiers.
         """
-        v = self._leaf_values(X)
-        return v[..., 0] if self._task == "regression" else v
+        codes = self._codes(X)
+        trees, packed = self._device_trees()
+        return forest_draws(trees, codes, self.config_.missing, self._task, packed=packed)
 
     def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
-        """Equal-tailed posterior credible interval of the forest functional, shape (n, 2) (or (n, K, 2))."""
+        """Equal-tailed posterior credible interval of the forest functional.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+        prob : float in (0, 1)
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_samples, 2)`` (regressors) or ``(n_samples, n_classes, 2)`` (classifiers).
+        """
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob}")
         draws = self.predict_draws(X)
@@ -211,14 +140,26 @@ class _ForestMixin:
     # -- outputs ------------------------------------------------------------
     @property
     def idata_(self):
-        """Posterior draws of trees as ArviZ InferenceData (built on first access)."""
+        """The posterior as ArviZ InferenceData (built on first access).
+
+        One draw per tree (``chain=1, draw=n_estimators``).  ``posterior`` holds ``n_leaves``,
+        ``depth``, ``split_counts`` and ``mu``, each tree's prediction at the training rows
+        (``(chain, draw, obs)`` in the response's units for regressors, ``(chain, draw, obs,
+        class)`` class probabilities for classifiers); the tree arrays are in the ``trees``
+        group (:func:`bayestrees.convert.trees_from_inferencedata`).  There is no
+        ``log_likelihood`` group: the Bayesian bootstrap defines no likelihood, so
+        ``bt.loo(est.idata_)`` raises a ``ValueError``.
+        """
         self._check_fitted()
         if getattr(self, "_idata", None) is None:
-            names = None if self._task == "regression" else [str(c) for c in self.classes_]
-            self._idata = trees_to_inferencedata(
-                self.trees_, attrs={"family": self._family_name(), "weights": self.weights,
-                                    "min_samples_leaf": int(self.min_samples_leaf)},
-                output_names=names if names is not None else ["mean"])
+            data = self.__dict__.get("_train_data")
+            if data is None:
+                raise ValueError(f"this {type(self).__name__} holds no training data (saved by an older version "
+                                 "of bayestrees); fit it again to build idata_")
+            trees, packed = self._device_trees()
+            attrs = {"kind": self._kind, "forest": self._family_name(), "weights": self.weights,
+                     "min_samples_leaf": int(self.min_samples_leaf), "splitter": self.splitter}
+            self._idata = forest_inferencedata(trees, data, chains=1, y_name="y", packed=packed, attrs=attrs)
         return self._idata
 
     def _family_name(self) -> str:
@@ -226,10 +167,12 @@ class _ForestMixin:
 
     @property
     def n_leaves_(self) -> np.ndarray:
+        """Leaves of every tree, shape (n_estimators,)."""
         return np.asarray(n_leaves(self.trees_))
 
     @property
     def depth_(self) -> np.ndarray:
+        """Depth of the deepest leaf of every tree, shape (n_estimators,)."""
         return np.asarray(max_depth(self.trees_))
 
     def tree(self, i: int = 0) -> Tree:
@@ -263,8 +206,10 @@ _COMMON_DOC = """
         Columns to treat as categorical (DataFrame category/object columns are automatic).
     max_nodes : int, optional
         Node slots per tree (default: the bound 2 n / min_samples_leaf - 1, which cannot overflow).
-    dtype : {"float32", "float64"}
-        Precision of the split statistics (float64 needs ``jax_enable_x64``).
+    dtype : {"float32", "float64"}, default "float32"
+        Precision of the split statistics and leaf values. "float64" needs JAX's 64-bit mode
+        (``jax.config.update("jax_enable_x64", True)`` before any JAX array is made); otherwise
+        ``fit`` raises ``ValueError`` (64-bit mode is never switched on behind your back).
     chunk_size : int, optional
         Trees per compiled call (default chosen by memory).
     n_jobs : int, optional
