@@ -117,21 +117,92 @@ def test_missing_values_and_dataframes(reg_data):
         m.predict(df.assign(cat=pd.Categorical(["zero"] * len(df))))
 
 
-def test_inferencedata_summary_netcdf_roundtrip(bf, tmp_path):
+def test_inferencedata_follows_the_posterior_contract(bf, reg_data, tmp_path):
+    X, y = reg_data
     idata = bf.idata_
+    assert set(idata.groups()) == {"posterior", "trees", "observed_data", "constant_data"}  # no log_likelihood
     post = idata.posterior
     assert post.sizes["chain"] == 1 and post.sizes["draw"] == 24
-    assert "node" in post["tree_feature"].dims
+    assert set(post.data_vars) == {"n_leaves", "depth", "split_counts", "mu"}  # no raw node arrays
+    assert post.attrs["family"] == "bayesian_forest"
     np.testing.assert_array_equal(post["n_leaves"].values[0], bf.n_leaves_)
-    summ = az.summary(idata, var_names=["n_leaves", "depth"], kind="stats")
+    np.testing.assert_array_equal(post["depth"].values[0], bf.depth_)
+    internal = np.asarray(bf.trees_.left) >= 0
+    feats = np.asarray(bf.trees_.feature)
+    counts = np.stack([np.bincount(feats[t][internal[t]], minlength=3) for t in range(24)])
+    np.testing.assert_array_equal(post["split_counts"].values[0], counts)
+    assert list(post["split_counts"].coords["feature"].values) == ["x0", "x1", "x2"]
+    # mu: each tree's prediction at the training rows, in the response's units
+    assert post["mu"].dims == ("chain", "draw", "obs")
+    np.testing.assert_array_equal(post["mu"].values[0], bf.predict_draws(X))
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+    assert list(idata.constant_data["feature_names"].values) == ["x0", "x1", "x2"]
+    np.testing.assert_array_equal(idata.constant_data["n_bins"].values, bf.binner_.n_bins_)
+    assert "node" in idata.trees["split_feature"].dims
+    # az.summary with no arguments lists only the summaries: n_leaves, depth, split_counts, mu
+    rows = az.summary(idata, kind="stats").index
+    assert {r.split("[")[0] for r in rows} == {"n_leaves", "depth", "split_counts", "mu"}
+    assert len(rows) == 2 + 3 + 300
+    summ = az.summary(idata, var_names=["n_leaves"], kind="stats")
     assert summ.loc["n_leaves", "mean"] == pytest.approx(bf.n_leaves_.mean(), abs=1e-3)  # summary rounds to 3 d.p.
+    # the trees survive a NetCDF round trip and predict as before
     path = tmp_path / "forest.nc"
     idata.to_netcdf(str(path))
     back = az.from_netcdf(str(path))
     trees = trees_from_inferencedata(back)
     for a, b in zip(trees, bf.trees_):
         np.testing.assert_array_equal(np.asarray(a)[0], np.asarray(b))
+    from bayestrees.tree import predict
+
+    flat = type(trees)(*(np.asarray(a)[0] for a in trees))
+    pred = np.asarray(predict(flat, bf.binner_.transform(X), bf.config_.missing))[..., 0]
+    np.testing.assert_array_equal(pred, back.posterior["mu"].values[0])
     az.plot_posterior(idata, var_names=["n_leaves"])
+
+
+def test_loo_refuses_the_bootstrap_forests_with_a_clear_error(bf):
+    """The Bayesian bootstrap defines no likelihood: bt.loo / bt.compare say so (not a bare ArviZ error)."""
+    with pytest.raises(ValueError, match="Bayesian bootstrap.*no likelihood"):
+        bt.loo(bf.idata_)
+    with pytest.raises(ValueError, match="no likelihood"):
+        bt.compare({"a": bf.idata_, "b": bf.idata_})
+
+
+def test_classifier_inferencedata(reg_data):
+    X, y = reg_data
+    labels = np.where(y > 0.5, "hi", "lo")
+    clf = bt.SubSampleForestClassifier(6, n_blocks=2, min_samples_leaf=2, random_state=0).fit(X, labels)
+    idata = clf.idata_
+    mu = idata.posterior["mu"]
+    assert mu.dims == ("chain", "draw", "obs", "class")
+    assert list(mu.coords["class"].values) == ["hi", "lo"]
+    np.testing.assert_array_equal(mu.values[0], clf.predict_draws(X))
+    np.testing.assert_allclose(mu.values.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(idata.observed_data["y"].values, labels)
+    assert idata.posterior.attrs["family"] == "bayesian_forest"
+    assert idata.posterior.attrs["kind"] == "ssf"
+    assert "log_likelihood" not in idata.groups()
+    with pytest.raises(ValueError, match="no likelihood"):
+        bt.loo(idata)
+
+
+def test_float64_fit_is_exact_cart():
+    """dtype="float64" (with x64 on) grows the same CART as scikit-learn to float64 precision; without
+    x64 it is refused (never switched on behind the user's back)."""
+    import jax
+    from sklearn.tree import DecisionTreeRegressor
+
+    r = np.random.default_rng(1)
+    X = np.round(r.uniform(-2, 2, size=(150, 2)) * 10)
+    y = 1e3 + np.where(X[:, 0] > 0, 2.0, -1.0) + 0.3 * r.normal(size=150)  # offset: float32 loses digits
+    sk = DecisionTreeRegressor(min_samples_leaf=5, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="jax_enable_x64"):
+        bt.BayesianForestRegressor(1, weights="none", min_samples_leaf=5, dtype="float64").fit(X, y)
+    with jax.enable_x64(True):
+        m = bt.BayesianForestRegressor(1, weights="none", min_samples_leaf=5, dtype="float64").fit(X, y)
+        assert m.trees_.value.dtype == np.float64
+        np.testing.assert_allclose(m.predict(X), sk.predict(X), rtol=1e-12)
+        assert m.idata_.posterior["mu"].dtype == np.float64
 
 
 def test_save_and_load(bf, reg_data, tmp_path):
@@ -139,27 +210,100 @@ def test_save_and_load(bf, reg_data, tmp_path):
     bf.save(tmp_path / "m.pkl")
     m2 = bt.load(tmp_path / "m.pkl")
     np.testing.assert_array_equal(m2.predict(X), bf.predict(X))
+    np.testing.assert_array_equal(m2.idata_.posterior["mu"].values, bf.idata_.posterior["mu"].values)
 
 
 def test_model_context_sample_and_predictions(reg_data):
     X, y = reg_data
     with bt.Model():
         xd = bt.Data("X", X)
-        bt.BayesianForest("f", xd, y, min_samples_leaf=3)
+        f = bt.BayesianForest("f", xd, y, min_samples_leaf=3)
         idata = bt.sample(draws=6, chains=2, random_seed=1)
         assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 6
+        assert idata.posterior["mu"].shape == (2, 6, 300)
+        assert "log_likelihood" not in idata.groups()
+        np.testing.assert_array_equal(idata.observed_data["f"].values, y)
         bt.set_data({"X": X[:17]})
         bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
-    pr = idata.predictions["f"]
-    assert pr.shape == (2, 6, 17)
-    assert np.sqrt(np.mean((pr.mean(("chain", "draw")).values - y[:17]) ** 2)) < 0.5
+    assert f.task == "regression"
+    pr = idata.predictions
+    assert set(pr.data_vars) == {"f", "f_mu"}
+    assert pr["f"].shape == (2, 6, 17)
+    # no noise model: a draw of the response from a tree is the tree's prediction
+    np.testing.assert_array_equal(pr["f"].values, pr["f_mu"].values)
+    # at training rows the predictions are mu
+    np.testing.assert_array_equal(pr["f_mu"].values, idata.posterior["mu"].values[..., :17])
+    assert np.sqrt(np.mean((pr["f_mu"].mean(("chain", "draw")).values - y[:17]) ** 2)) < 0.5
+    with pytest.raises(ValueError, match="no likelihood"):
+        bt.loo(idata)
+
+
+def test_model_variable_fits_the_estimators_forest(reg_data):
+    """bt.BayesianForest and the estimator call the same inference function: one seed, one forest."""
+    X, y = reg_data
+    with bt.Model():
+        rv = bt.BayesianForest("f", X, y, kind="ebf", trunk_min_samples_leaf=60, min_samples_leaf=3)
+        idata = bt.sample(draws=4, chains=2, random_seed=5)
+    est = bt.EmpiricalBayesianForestRegressor(8, trunk_min_samples_leaf=60, min_samples_leaf=3,
+                                              random_state=5).fit(X, y)
+    assert not isinstance(rv.fitted_, bt.EmpiricalBayesianForestRegressor)
+    np.testing.assert_array_equal(idata.posterior["mu"].values.reshape(8, -1), est.predict_draws(X))
+    trees = trees_from_inferencedata(idata)
+    for a, b in zip(trees, est.trees_):
+        np.testing.assert_array_equal(np.asarray(a).reshape(np.asarray(b).shape), np.asarray(b))
+    assert idata.posterior.attrs["kind"] == "ebf"
+
+
+def test_model_does_not_import_the_estimators():
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(bt.__file__).parent / "models" / "forest.py").read_text())
+    mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert "inference.forest" in mods and not any("estimators" in m for m in mods)
+
+
+def test_model_classification_predictions(reg_data):
+    X, y = reg_data
+    labels = np.where(y > 0.5, "hi", "lo")
+    with bt.Model():
+        xd = bt.Data("X", X)
+        f = bt.BayesianForest("f", xd, labels, min_samples_leaf=2)
+        idata = bt.sample(draws=5, chains=1, random_seed=0)
+        bt.set_data({"X": X[:40]})
+        pp = bt.sample_posterior_predictive(idata, random_seed=1)
+    assert f.task == "classification"
+    assert idata.posterior["mu"].dims == ("chain", "draw", "obs", "class")
+    np.testing.assert_array_equal(idata.observed_data["f"].values, labels)
+    pr = pp.posterior_predictive
+    assert set(pr.data_vars) == {"f", "f_proba"}
+    proba = pr["f_proba"].values
+    assert proba.shape == (1, 5, 40, 2)
+    np.testing.assert_array_equal(proba, idata.posterior["mu"].values[:, :, :40])
+    drawn = pr["f"].values
+    assert drawn.shape == (1, 5, 40) and set(np.unique(drawn)) <= {"hi", "lo"}
+    # a label is drawn from its tree's class probabilities: a class of probability 0 is never drawn
+    idx = np.where(drawn == "hi", 0, 1)
+    assert np.all(np.take_along_axis(proba, idx[..., None], -1) > 0)
+    # where trees are unsure (noisy labels, large leaves) the labels are random: same seed, same labels;
+    # new seed, new labels
+    noisy = np.where(np.random.default_rng(0).random(300) < 0.3, "hi", labels)
+    with bt.Model():
+        bt.BayesianForest("f", X, noisy, min_samples_leaf=30)
+        idata2 = bt.sample(draws=20, random_seed=0)
+        a = bt.sample_posterior_predictive(idata2, random_seed=1).posterior_predictive["f"].values
+        b = bt.sample_posterior_predictive(idata2, random_seed=2).posterior_predictive["f"].values
+        c = bt.sample_posterior_predictive(idata2, random_seed=1).posterior_predictive["f"].values
+    np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(a, b)
 
 
 def test_model_context_errors(reg_data):
     X, y = reg_data
     with pytest.raises(ValueError, match="no model"):
         bt.Data("X", X)
-    with bt.Model():
+    with bt.Model() as model:
         with pytest.raises(ValueError, match="no tree variable"):
             bt.sample()
         bt.BayesianForest("f", X, y)
@@ -167,6 +311,17 @@ def test_model_context_errors(reg_data):
             bt.BayesianForest("f", X, y)
         with pytest.raises(ValueError, match="no data named"):
             bt.set_data({"Z": X})
+        with pytest.raises(ValueError, match="unknown parameter"):
+            bt.BayesianForest("g", X, y, min_leaf=3)
+        with pytest.raises(ValueError, match=r"draws \* chains"):
+            bt.BayesianForest("g", X, y, n_estimators=3)
+        with pytest.raises(ValueError, match="min_samples_leaf"):
+            bt.BayesianForest("g", X, y, min_samples_leaf=0)
+        with pytest.raises(ValueError, match="kind"):
+            bt.BayesianForest("g", X, y, kind="rf")
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            bt.BayesianForest("g", X, y, dtype="float64")
+        assert [rv.name for rv in model.rvs] == ["f"]  # a rejected variable is not registered
 
 
 def test_posterior_views(bf, reg_data):

@@ -48,6 +48,8 @@ def test_bad_inputs_classification(xy):
         bt.BayesianForestClassifier(2).fit(X, np.ones(40, int))
     with pytest.raises(ValueError, match="continuous"):
         bt.BayesianForestClassifier(2).fit(X, np.linspace(0, 1, 40))
+    with pytest.raises(ValueError, match="criterion"):
+        bt.BayesianForestClassifier(2, criterion="squared_error").fit(X, np.arange(40) % 2)
 
 
 def test_bad_parameters(xy):
