@@ -63,11 +63,12 @@ def _step_keys(key, t, chains):
 
 
 @partial(jax.jit, static_argnames=("step", "collect", "size", "chains"), donate_argnums=(1,))
-def _block(key, state, args, t0, n_keep, thin, *, step, collect, size: int, chains: int):
-    """``n_keep`` (<= ``size``) kept states, each after ``thin`` more steps from step index ``t0``.
+def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: int, chains: int):
+    """``n_tune`` steps from step index ``t0``, then ``n_keep`` (<= ``size``) kept states ``thin`` steps apart.
 
     Returns the state, the collected outputs and the Info of the kept steps, in
-    buffers of ``size`` (entries past ``n_keep`` are zeros).
+    buffers of ``size`` (entries past ``n_keep`` are zeros).  Tuning, block and
+    thinning lengths are traced: one compilation serves the whole run.
     """
     vstep = jax.vmap(step, in_axes=(0, 0) + (None,) * len(args))
     vcollect = jax.vmap(collect, in_axes=(0, 0) + (None,) * len(args))
@@ -75,23 +76,23 @@ def _block(key, state, args, t0, n_keep, thin, *, step, collect, size: int, chai
 
     def one(t, carry):
         st, _ = carry
-        return vstep(_step_keys(key, t0 + t, chains), st, *args)
+        return vstep(_step_keys(key, t, chains), st, *args)
 
-    st0, info0 = vstep(_step_keys(key, t0, chains), state, *args)  # shapes of Info (not kept)
-    out0 = vcollect(_step_keys(k_collect, t0, chains), st0, *args)
-    buf_s = jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), out0)
-    buf_i = jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), info0)
-    zero_info = jax.tree_util.tree_map(jnp.zeros_like, info0)
+    info_shape = jax.eval_shape(lambda st: vstep(_step_keys(key, t0, chains), st, *args)[1], state)
+    zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
+    state, _ = jax.lax.fori_loop(t0, t0 + n_tune, one, (state, zero_info))
+    t1 = t0 + n_tune
+    out_shape = jax.eval_shape(lambda st: vcollect(_step_keys(k_collect, t1, chains), st, *args), state)
+    zero_out = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
 
-    def kept(i, carry):
-        st, bs, bi = carry
-        st, info = jax.lax.fori_loop(i * thin, (i + 1) * thin, one, (st, zero_info))
-        out = vcollect(_step_keys(k_collect, t0 + (i + 1) * thin, chains), st, *args)
-        bs = jax.tree_util.tree_map(lambda b, a: b.at[i].set(a), bs, out)
-        bi = jax.tree_util.tree_map(lambda b, a: b.at[i].set(a), bi, info)
-        return st, bs, bi
+    def kept(st, i):
+        def run(st):
+            st, info = jax.lax.fori_loop(t1 + i * thin, t1 + (i + 1) * thin, one, (st, zero_info))
+            return st, (vcollect(_step_keys(k_collect, t1 + (i + 1) * thin, chains), st, *args), info)
 
-    state, bs, bi = jax.lax.fori_loop(0, n_keep, kept, (state, buf_s, buf_i))
+        return jax.lax.cond(i < n_keep, run, lambda st: (st, (zero_out, zero_info)), st)
+
+    state, (bs, bi) = jax.lax.scan(kept, state, jnp.arange(size))
     # (size, chains, ...) -> (chains, size, ...)
     swap = partial(jax.tree_util.tree_map, lambda a: jnp.swapaxes(a, 0, 1))
     return state, swap(bs), swap(bi)
@@ -142,17 +143,18 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     size = -(-draws // max(1, min(nb, draws)))
     run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains)
     t = 0
+    i32 = jnp.int32
     if tune:
         chunk = -(-tune // max(1, min(nb, tune)))
         while t < tune:
             m = min(chunk, tune - t)
-            state, _, _ = run(k_run, state, args, jnp.int32(t), jnp.int32(1), jnp.int32(m))
+            state, _, _ = run(k_run, state, args, i32(t), i32(m), i32(0), i32(thin))
             t += m
             prog.update(m)
     done, samples, infos = 0, [], []
     while done < draws:
         m = min(size, draws - done)
-        state, s, i = run(k_run, state, args, jnp.int32(t), jnp.int32(m), jnp.int32(thin))
+        state, s, i = run(k_run, state, args, i32(t), i32(0), i32(m), i32(thin))
         cut = partial(jax.tree_util.tree_map, lambda a: a[:, :m])
         samples.append(cut(s))
         infos.append(cut(i))
