@@ -142,6 +142,11 @@ class TreeRV:
     def _predict_draws(self, idata: az.InferenceData, X, key) -> dict:
         raise NotImplementedError
 
+    def _predictive(self, idata: az.InferenceData, X, key) -> dict:
+        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``:
+        ``task``, and ``draws``/``mu``/``proba``/``class_names`` as the family defines them."""
+        raise NotImplementedError
+
 
 def sample(draws: int = 100, chains: int = 1, random_seed=None, *, model: Model | None = None,
            progressbar: bool = False, **kwargs) -> az.InferenceData:
@@ -182,7 +187,7 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     ``X``.  With ``predictions=True`` they go to the ``predictions`` group
     (new data), otherwise to ``posterior_predictive``.
     """
-    from ..convert import add_group
+    from ..convert import add_group, predictive_group
 
     m = modelcontext(model)
     if not m.rvs:
@@ -191,10 +196,16 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     if rv.fitted_ is None:
         raise ValueError("sample the model (bt.sample) before sampling the posterior predictive")
     key = make_key(random_seed)
-    out, dims = rv._predict_draws(idata, rv.X_value, key)
-    if var_names is not None:
-        out = {k: v for k, v in out.items() if k in var_names}
     group = "predictions" if predictions else "posterior_predictive"
     target = idata if extend_inferencedata else az.InferenceData()
+    if type(rv)._predictive is not TreeRV._predictive:
+        kw = rv._predictive(idata, rv.X_value, key)
+        if var_names is not None:
+            names = {"draws": rv.name, "mu": f"{rv.name}_mu", "proba": f"{rv.name}_proba"}
+            kw = {k: (v if k not in names or names[k] in var_names else None) for k, v in kw.items()}
+        return predictive_group(target, group, rv.name, **kw)
+    out, dims = rv._predict_draws(idata, rv.X_value, key)  # families not yet on the naming scheme
+    if var_names is not None:
+        out = {k: v for k, v in out.items() if k in var_names}
     add_group(target, group, out, dims=dims)
     return target
