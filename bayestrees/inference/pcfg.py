@@ -43,12 +43,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..leaves import NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior
+from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves
 from ..tree import FREE, Tree
 from .pcfg_structure import PCFGStructure
 
 __all__ = [
-    "resolve_dtype", "DeviceStructure", "device_structure", "log_leaf_marginals", "leaf_values", "log_inside",
+    "resolve_dtype", "DeviceStructure", "device_structure", "symbol_log_marginals", "symbol_values",
+    "log_leaf_marginals", "leaf_values", "log_inside",
     "log_evidence", "sample_trees", "map_tree", "sample_paths", "exact_predictive",
     "root_split_posterior", "n_leaves_posterior", "fit_hyperparameters",
 ]
@@ -154,40 +155,67 @@ def device_structure(st: PCFGStructure, dtype="float32", pad: bool = True) -> tu
     ), int(st.root)
 
 
+def _symbol_rows(leaf_model, stats):
+    """Rows of each symbol from its summed statistics (one-hot counts, or the count column)."""
+    return stats[:, 0] if leaf_model.task == "regression" else jnp.sum(stats, -1)
+
+
+def symbol_log_marginals(leaf_model, stats):
+    """log L(N) for every symbol by the leaf model: float[M + 2] (empty rows get -inf).
+
+    Parameters
+    ----------
+    leaf_model : DirichletLeaves or NormalLeaves (:mod:`bayestrees.leaves`)
+    stats : float[M + 2, K]
+        Each symbol's sum of ``leaf_model.row_stats`` over its rows.
+
+    Returns
+    -------
+    float[M + 2] in the dtype of ``stats``: ``leaf_model.log_marginal`` of each
+    symbol as a one-leaf tree.
+    """
+    m = stats.shape[0]
+    ll = leaf_model.log_marginal(stats[:, None, :], jnp.ones((m, 1), bool))
+    return jnp.where(_symbol_rows(leaf_model, stats) > 0, ll, -jnp.inf)
+
+
+def symbol_values(leaf_model, stats):
+    """Leaf prediction per symbol, ``leaf_model.predictive``: float[M + 2, V] (class probabilities or the mean)."""
+    return leaf_model.predictive(stats)
+
+
+def _leaf_model(kind: str, stats, alpha, prior):
+    if kind == "classification":
+        return DirichletLeaves(int(stats.shape[-1]), alpha)
+    if kind == "regression":
+        return NormalLeaves(prior)
+    raise ValueError(f"kind must be 'classification' or 'regression', got {kind!r}")
+
+
 def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
     """log L(N) for every symbol: float[M + 2] (empty sentinel/scratch rows get -inf).
 
     Parameters
     ----------
     stats : float[M + 2, K]  class counts (``kind="classification"``) or ``(n, sum y, sum y^2)``
-    alpha : float or float[K]  Dirichlet concentration
+    kind : {"classification", "regression"}
+    alpha : float or float[K]  Dirichlet concentration (may be traced: differentiable)
     prior : NIGPrior  regression leaf prior
 
-    The result has the dtype of ``stats`` (``alpha`` and ``prior`` are cast to it).
+    Returns
+    -------
+    float[M + 2] with the dtype of ``stats`` (``alpha`` and ``prior`` are cast to it):
+    :func:`symbol_log_marginals` of ``DirichletLeaves(K, alpha)`` or ``NormalLeaves(prior)``.
     """
-    if kind == "classification":
-        ll = dirichlet_log_marginal(stats, jnp.asarray(alpha, stats.dtype))
-        rows = jnp.sum(stats, -1)
-    else:
-        ll = nig_log_marginal(stats[:, 0], stats[:, 1], stats[:, 2], _cast_prior(prior, stats.dtype))
-        rows = stats[:, 0]
-    return jnp.where(rows > 0, ll, -jnp.inf)
-
-
-def _cast_prior(prior: NIGPrior, dtype) -> NIGPrior:
-    """The NIG prior's four numbers as arrays of ``dtype`` (so a float64 prior cannot promote a float32 programme)."""
-    return NIGPrior(*(jnp.asarray(v, dtype) for v in prior))
+    return symbol_log_marginals(_leaf_model(kind, stats, alpha, prior), stats)
 
 
 def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
     """Leaf prediction per symbol: class probabilities ``float[M+2, K]`` or posterior mean ``float[M+2, 1]``.
 
-    The result has the dtype of ``stats``.
+    The result has the dtype of ``stats`` (:func:`symbol_values` of the leaf model).
     """
-    if kind == "classification":
-        return dirichlet_predictive(stats, jnp.asarray(alpha, stats.dtype))
-    mn, _, _, _ = nig_posterior(stats[:, 0], stats[:, 1], stats[:, 2], _cast_prior(prior, stats.dtype))
-    return mn[:, None]
+    return symbol_values(_leaf_model(kind, stats, alpha, prior), stats)
 
 
 def _safe_lse(v, axis):

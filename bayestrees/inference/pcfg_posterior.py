@@ -1,33 +1,80 @@
-"""The fitted BCART-PCFG posterior: one object behind the model context and the estimators.
+"""The fitted BCART-PCFG posterior: one fit behind the model context and the estimators.
 
-:func:`fit_posterior` validates hyperparameters, builds the grammar
-(:mod:`~bayestrees.inference.pcfg_structure`), runs the inside programmes once
-and returns a :class:`PCFGPosterior` with exact sampling, the MAP tree, the
-exact predictive and summaries.
+Layers
+------
+:func:`fit_pcfg` is the family's one entry point: it takes a key, validated
+training data (:class:`~bayestrees.data.TrainingData`, e.g. from
+:func:`prepare_pcfg_data`) and a :class:`PCFGConfig` of validated
+hyperparameters, and returns a :class:`PCFGResult`.  ``bt.PCFGTree``
+(:mod:`bayestrees.models.pcfg`) and ``PCFGTreeClassifier`` /
+``PCFGTreeRegressor`` (:mod:`bayestrees.estimators.pcfg`) are thin siblings
+over it; :func:`pcfg_inferencedata` writes the posterior contract and
+:func:`pcfg_predictive` the predictive groups.
 
-Precision: ``fit_posterior(..., dtype="float32")`` (the fast default) or
-``dtype="float64"`` (exact comparisons; needs ``jax_enable_x64`` on, see
+Underneath, :func:`fit_posterior` builds the grammar
+(:mod:`~bayestrees.inference.pcfg_structure`) from the leaf model's per-row
+statistics, runs the inside programmes once and returns a
+:class:`PCFGPosterior` with exact sampling, the MAP tree, the exact predictive
+and summaries.
+
+Draws
+-----
+A posterior draw is an exact, independent draw of a tree together with a draw
+of its leaf parameters from their posterior given the tree (the leaf models
+of :mod:`bayestrees.leaves`: Dirichlet class probabilities, or a Normal mean
+and variance per leaf).  Given such a draw the rows are conditionally
+independent, so the pointwise log-likelihood is what ``az.loo`` needs.
+
+Precision: ``dtype="float32"`` (the fast default) or ``dtype="float64"``
+(exact comparisons; needs ``jax_enable_x64`` on, see
 :func:`~bayestrees.inference.pcfg.resolve_dtype`).  Every array the posterior
 holds or returns is in that dtype.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..leaves import NIGPrior, default_nig_prior
-from ..tree import Tree
+from ..convert import to_inferencedata
+from ..data import TrainingData, missing_code, prepare_data
+from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats, nig_posterior
+from ..tree import Tree, apply, predict
 from . import pcfg as P
 from .pcfg_structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
 
-__all__ = ["PCFGPosterior", "fit_posterior", "check_phi", "check_alpha", "row_stats"]
+__all__ = ["FAMILY", "PCFGConfig", "PCFGResult", "fit_pcfg", "prepare_pcfg_data", "check_pcfg_data",
+           "pcfg_inferencedata", "pcfg_predictive", "draw_leaf_parameters", "PCFGPosterior", "fit_posterior",
+           "make_leaf_model", "check_phi", "check_alpha", "phi_to_log"]
+
+#: the family name stored in InferenceData attrs
+FAMILY = "pcfg"
+
+_METHODS = ("box", "row")
 
 
 def check_phi(log_phi) -> float:
-    """Validate ``log phi`` (a finite number; phi = exp(log_phi) > 0)."""
+    """Validate ``log phi``.
+
+    Parameters
+    ----------
+    log_phi : float
+        log of the prior's leaf penalty ``phi`` (any finite number: ``phi = exp(log_phi) > 0``).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For a non-number or a non-finite value.
+    """
+    if isinstance(log_phi, bool):
+        raise ValueError(f"log_phi must be a finite number, got {log_phi!r}")
     try:
         v = float(log_phi)
     except (TypeError, ValueError):
@@ -38,31 +85,152 @@ def check_phi(log_phi) -> float:
 
 
 def phi_to_log(phi) -> float:
-    """``log(phi)`` for a user-given phi, which must be > 0."""
-    v = float(phi)
+    """``log(phi)`` for a user-given ``phi``, which must be a finite number > 0."""
+    try:
+        v = float(phi)
+    except (TypeError, ValueError):
+        v = float("nan")
     if not (np.isfinite(v) and v > 0):
         raise ValueError(f"phi must be a finite number > 0 (the prior is proportional to phi^-leaves), got {phi!r}")
     return float(np.log(v))
 
 
-def check_alpha(alpha, n_classes: int) -> np.ndarray:
-    """Validate the Dirichlet concentration: a scalar or one value per class, all > 0."""
-    a = np.asarray(alpha, dtype=np.float64)
-    if a.ndim == 0:
-        a = np.full(n_classes, float(a))
-    if a.ndim != 1 or a.shape[0] != n_classes:
-        raise ValueError(f"alpha must be a scalar or have one value per class ({n_classes}), got shape {a.shape}")
-    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+def _check_alpha_values(alpha) -> np.ndarray:
+    """``alpha`` as a float array (scalar or 1-d), every value finite and > 0."""
+    try:
+        a = np.asarray(alpha, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"alpha must be a number > 0 or one number > 0 per class, got {alpha!r}") from None
+    if a.ndim > 1:
+        raise ValueError(f"alpha must be a scalar or have one value per class, got shape {a.shape}")
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ValueError(f"alpha must be > 0 (Dirichlet concentration), got {alpha!r}")
     return a
 
 
-def row_stats(y, kind: str, n_classes: int | None = None) -> np.ndarray:
-    """Per-row sufficient statistics: one-hot classes ``(n, K)`` or ``(1, y, y^2)``."""
-    if kind == "classification":
-        return np.eye(n_classes)[np.asarray(y)]
-    y = np.asarray(y, np.float64)
-    return np.stack([np.ones_like(y), y, y * y], 1)
+def check_alpha(alpha, n_classes: int) -> np.ndarray:
+    """Validate the Dirichlet concentration for ``n_classes`` classes.
+
+    Parameters
+    ----------
+    alpha : float or array of shape (n_classes,)
+        Every value > 0.
+    n_classes : int
+
+    Returns
+    -------
+    float64 array of shape (n_classes,)
+
+    Raises
+    ------
+    ValueError
+        For values <= 0 or not finite, or a vector whose length is not ``n_classes``.
+    """
+    a = _check_alpha_values(alpha)
+    if a.ndim == 0:
+        return np.full(int(n_classes), float(a))
+    if a.shape[0] != n_classes:
+        raise ValueError(f"alpha must be a scalar or have one value per class ({n_classes}), got shape {a.shape}")
+    return a
+
+
+def _positive_int(name: str, v, low: int = 1) -> int:
+    """``v`` as an int >= ``low`` (whole floats such as ``10.0`` are accepted), else ``ValueError``."""
+    ok = isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer())
+    if isinstance(v, bool) or not ok or int(v) < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class PCFGConfig:
+    """Validated hyperparameters of a BCART-PCFG fit.
+
+    Parameters
+    ----------
+    log_phi : float, default 2.0
+        log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)``.
+    alpha : float or sequence of float, default 1.0
+        Dirichlet concentration of the class leaves (> 0), one value or one per
+        class (stored as a float or a tuple); unused for regression.
+    max_bins : int, default 10
+        Bins per feature, used by :func:`prepare_pcfg_data` (the data layer).
+    method : {"box", "row"}, default "box"
+        Dense programme over boxes, or over reachable row sets.
+    memory_budget : int or None, default 4 GB
+        Bytes the dense programme may use (``None``: no limit).
+    dtype : {"float32", "float64"}, default "float32"
+        Precision of the programme and of the leaf draws (stored as its name);
+        float64 needs ``jax_enable_x64`` on.
+    draws, chains : int, default 100 and 1
+        Exact posterior draws per chain, and chains (independent batches).
+    nig_prior : NIGPrior or None, default None
+        Leaf prior of a regression; None: :func:`~bayestrees.leaves.default_nig_prior`
+        of the training responses.
+
+    Raises
+    ------
+    ValueError
+        For any invalid value, when the config is made.
+    """
+
+    log_phi: float = 2.0
+    alpha: float | tuple = 1.0
+    max_bins: int = 10
+    method: str = "box"
+    memory_budget: int | None = DEFAULT_MEMORY_BUDGET
+    dtype: str = "float32"
+    draws: int = 100
+    chains: int = 1
+    nig_prior: NIGPrior | None = None
+
+    def __post_init__(self):
+        set_ = partial(object.__setattr__, self)
+        set_("log_phi", check_phi(self.log_phi))
+        a = _check_alpha_values(self.alpha)
+        set_("alpha", float(a) if a.ndim == 0 else tuple(float(v) for v in a))
+        set_("max_bins", _positive_int("max_bins", self.max_bins, 2))
+        if self.method not in _METHODS:
+            raise ValueError(f"method must be 'box' or 'row', got {self.method!r}")
+        if self.memory_budget is not None:
+            mb = self.memory_budget
+            if isinstance(mb, bool) or not isinstance(mb, (int, float, np.integer, np.floating)) \
+                    or not (np.isfinite(mb) and mb > 0):
+                raise ValueError(f"memory_budget must be a number of bytes > 0 or None, got {mb!r}")
+        set_("dtype", P.resolve_dtype(self.dtype).name)
+        set_("draws", _positive_int("draws", self.draws))
+        set_("chains", _positive_int("chains", self.chains))
+        if self.nig_prior is not None:
+            pr = NIGPrior(*(float(v) for v in self.nig_prior))
+            if not (all(np.isfinite(pr)) and pr.kappa0 > 0 and pr.a0 > 0 and pr.b0 > 0):
+                raise ValueError(f"nig_prior needs finite m0 and kappa0, a0, b0 > 0, got {self.nig_prior!r}")
+            set_("nig_prior", pr)
+
+
+def make_leaf_model(task: str, y, *, n_classes: int | None = None, alpha=1.0, prior: NIGPrior | None = None):
+    """The leaf model of the family: ``DirichletLeaves(C, alpha)`` or ``NormalLeaves(prior)``.
+
+    Parameters
+    ----------
+    task : "classification" or "regression"
+    y : class codes (n,) or responses (n,); sets the default NIG prior
+    n_classes : int, optional  (default ``max(y) + 1``)
+    alpha : float or (C,) floats  Dirichlet concentration (validated by :func:`check_alpha`)
+    prior : NIGPrior, optional  (default :func:`~bayestrees.leaves.default_nig_prior` of ``y``)
+
+    Returns
+    -------
+    DirichletLeaves or NormalLeaves
+        With plain Python numbers inside (hashable: usable as a static argument).
+    """
+    if task == "classification":
+        k = int(np.max(np.asarray(y))) + 1 if n_classes is None else int(n_classes)
+        a = check_alpha(alpha, k)
+        return DirichletLeaves(k, float(a[0]) if np.all(a == a[0]) else tuple(float(v) for v in a))
+    if task == "regression":
+        pr = default_nig_prior(y) if prior is None else prior
+        return NormalLeaves(NIGPrior(*(float(v) for v in pr)))
+    raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
 
 
 @dataclass
@@ -80,7 +248,11 @@ class PCFGPosterior:
     prior : NIGPrior or None
     log_leaf, log_q, log_qmax : float[M + 2]
     values : float[M + 2, V]
-    capacity : int  node slots of every tree (``2 n - 1``)
+        Posterior predictive of each symbol's leaf (class probabilities or the mean).
+    capacity : int
+        Node slots of every tree (``2 n - 1`` rounded up to a power of two minus one).
+    leaf_model : DirichletLeaves or NormalLeaves
+        The leaf model whose row statistics and marginals the programme uses.
 
     All float arrays share one dtype (:attr:`dtype`), the one given to
     :func:`fit_posterior`.
@@ -98,6 +270,7 @@ class PCFGPosterior:
     log_qmax: jax.Array
     values: jax.Array
     capacity: int
+    leaf_model: DirichletLeaves | NormalLeaves | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> np.dtype:
@@ -156,19 +329,30 @@ class PCFGPosterior:
                               self.values, self.ds, self.root, int(n))
 
 
+
 def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.0, n_classes: int | None = None,
                   prior: NIGPrior | None = None, method: str = "box", memory_budget=DEFAULT_MEMORY_BUDGET,
                   dtype="float32") -> PCFGPosterior:
-    """Build the grammar and run the inside programmes.
+    """Build the grammar and run the inside programmes (the exact posterior, before any draw).
 
     Parameters
     ----------
-    codes : int[n, d]  bin codes (no missing codes)
+    codes : int[n, d]
+        Bin codes (no missing codes).
     n_bins : int[d]
     y : int[n] class codes or float[n] responses
-    kind : ``"classification"`` or ``"regression"``
-    method : ``"box"`` (dense over boxes) or ``"row"`` (over reachable row sets)
-    memory_budget : bytes or None, for ``method="box"``
+    kind : {"classification", "regression"}
+    log_phi : float, default 2.0
+    alpha : float or float[K], default 1.0
+        Dirichlet concentration (classification).
+    n_classes : int, optional
+        Number of classes (default ``max(y) + 1``).
+    prior : NIGPrior, optional
+        Regression leaf prior (default :func:`~bayestrees.leaves.default_nig_prior` of ``y``).
+    method : {"box", "row"}, default "box"
+        Dense programme over boxes, or over reachable row sets.
+    memory_budget : int or None
+        Bytes the dense programme may use (``method="box"``).
     dtype : {"float32", "float64"} or a NumPy/JAX float dtype, default "float32"
         Precision of every array of the programme (leaf marginals, inside
         values, evidence, sampling logits, leaf values, predictive).  float32
@@ -179,27 +363,362 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     Returns
     -------
     PCFGPosterior
+
+    Notes
+    -----
+    The per-row statistics are the leaf model's (``leaf_model.row_stats(y, dtype)``:
+    one-hot classes, or ``(1, y, y^2)``); the grammar sums them over boxes or row
+    sets in float64, and the symbols' log marginals and leaf values are the leaf
+    model's ``log_marginal`` and ``predictive`` of those sums.
     """
     dtype = P.resolve_dtype(dtype)
     log_phi = check_phi(log_phi)
+    if method not in _METHODS:
+        raise ValueError(f"method must be 'box' or 'row', got {method!r}")
     codes = np.asarray(codes)
-    if kind == "classification":
-        a = check_alpha(alpha, n_classes)
-        stats = row_stats(y, kind, n_classes)
-    else:
-        a = None
-        prior = prior or default_nig_prior(y)
-        stats = row_stats(y, kind)
+    lm = make_leaf_model(kind, y, n_classes=n_classes, alpha=alpha, prior=prior)
+    stats = np.asarray(lm.row_stats(jnp.asarray(np.asarray(y)), dtype), np.float64)
     if method == "box":
         st = build_box_structure(codes, n_bins, stats, memory_budget=memory_budget)
-    elif method == "row":
-        st = build_row_structure(codes, n_bins, stats)
     else:
-        raise ValueError(f"method must be 'box' or 'row', got {method!r}")
+        st = build_row_structure(codes, n_bins, stats)
     ds, root = P.device_structure(st, dtype)
-    ll = P.log_leaf_marginals(ds.stats, kind, None if a is None else jnp.asarray(a, dtype), prior)
+    ll = P.symbol_log_marginals(lm, ds.stats)
     q = P.log_inside(ll, log_phi, ds, "sum")
     qm = P.log_inside(ll, log_phi, ds, "max")
-    vals = P.leaf_values(ds.stats, kind, None if a is None else jnp.asarray(a, dtype), prior)
-    return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=a, prior=prior,
-                         log_leaf=ll, log_q=q, log_qmax=qm, values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1)
+    vals = P.symbol_values(lm, ds.stats)
+    alpha_arr = check_alpha(lm.alpha, lm.n_classes) if kind == "classification" else None
+    return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=alpha_arr,
+                         prior=lm.prior if kind == "regression" else None, log_leaf=ll, log_q=q, log_qmax=qm,
+                         values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm)
+
+
+# ---------------------------------------------------------------------------------------------
+# the family's fit: data -> exact draws -> the posterior contract
+# ---------------------------------------------------------------------------------------------
+def check_pcfg_data(data: TrainingData) -> None:
+    """The family's own checks on prepared data: no missing values, no constant feature.
+
+    Raises
+    ------
+    ValueError
+        Naming the features with missing values (the grammar's symbols are boxes of
+        binned codes; missing codes have no place in them) or with a single value
+        (they cannot split and only waste memory).
+    """
+    codes = np.asarray(data.codes)
+    feats = data.binner.features_
+    names = data.feature_names
+    miss = [f.name for f in feats if f.has_missing]
+    if not miss and np.issubdtype(codes.dtype, np.unsignedinteger):
+        bad = np.flatnonzero((codes == missing_code(codes.dtype)).any(0))
+        miss = [names[j] for j in bad]
+    if miss:
+        raise ValueError(f"BCART-PCFG does not take missing values (NaN): features {miss} have some; "
+                         "impute them or drop those rows before fitting")
+    const = [f.name for f, b in zip(feats, data.n_bins) if b < 2]
+    if const:
+        raise ValueError(f"features {const} are constant (a single value); drop them before fitting")
+
+
+def prepare_pcfg_data(X, y, *, task: str = "auto", max_bins: int = 10) -> TrainingData:
+    """Validate and bin ``(X, y)`` for this family (:func:`bayestrees.data.prepare_data`).
+
+    Parameters
+    ----------
+    X : array-like (n, d) or DataFrame
+        No missing values.
+    y : array-like (n,)
+    task : {"auto", "classification", "regression"}
+        "auto": :func:`bayestrees.data.infer_task`.
+    max_bins : int, default 10
+        Bins per feature.
+
+    Returns
+    -------
+    TrainingData
+
+    Raises
+    ------
+    ValueError
+        For NaN/missing values, constant features, a single class, or any error of the
+        data layer.
+    """
+    max_bins = _positive_int("max_bins", max_bins, 2)
+    data = prepare_data(X, y, task=task, max_bins=max_bins, allow_nan=False)
+    check_pcfg_data(data)
+    return data
+
+
+@dataclass(frozen=True)
+class PCFGResult:
+    """Everything a fit gives the estimators and the model variable.
+
+    Attributes
+    ----------
+    config : PCFGConfig
+    posterior : PCFGPosterior
+        The exact posterior (evidence, MAP, exact predictive, summaries).
+    trees : Tree, batch ``(chains, draws)``
+        The exact posterior trees; ``value`` holds each node's posterior
+        predictive (leaf parameters integrated out), as :meth:`PCFGPosterior.sample` gives.
+    drawn_trees : Tree, batch ``(chains, draws)``
+        The same trees with a draw of the leaf parameters from their posterior given
+        the tree in ``value`` at the leaves (internal nodes keep their predictive value).
+    sigma : float ``(chains, draws, S)``
+        Drawn noise standard deviation per slot (regression leaves; 0 for classes).
+    mu : float ``(chains, draws, n)`` or ``(chains, draws, n, C)``
+        The drawn leaf parameters at the training rows.
+    log_likelihood : float ``(chains, draws, n)``
+        ``leaf_model.log_likelihood(y, leaf, draw)`` at the training rows.
+    lp : float ``(chains, draws)``
+        log posterior probability of each tree.
+    map_tree : Tree
+    map_log_prob : float
+        log posterior probability of the MAP tree.
+    """
+
+    config: PCFGConfig
+    posterior: PCFGPosterior
+    trees: Tree
+    drawn_trees: Tree
+    sigma: np.ndarray
+    mu: np.ndarray
+    log_likelihood: np.ndarray
+    lp: np.ndarray
+    map_tree: Tree
+    map_log_prob: float
+
+    @property
+    def leaf_model(self):
+        """The leaf model (``DirichletLeaves`` or ``NormalLeaves``)."""
+        return self.posterior.leaf_model
+
+    @property
+    def log_evidence(self) -> float:
+        """``log p(y | X)`` under the model."""
+        return self.posterior.log_evidence
+
+
+def _chunk_size(n_trees: int, per_tree: int, budget: int = 1 << 24, most: int = 256) -> int:
+    """Trees per chunk: a power of two, at most ``most``, with ``chunk * per_tree <= budget`` (at least 1)."""
+    c = 1
+    while c * 2 <= min(most, n_trees) and c * 2 * per_tree <= budget:
+        c *= 2
+    return c
+
+
+def _chunks(n: int, size: int):
+    """Index arrays of ``size`` covering ``0..n-1``; the last is padded with index 0 (results dropped)."""
+    for a in range(0, n, size):
+        idx = np.arange(a, a + size)
+        yield np.where(idx < n, idx, 0), min(size, n - a)
+
+
+def _take(tree: Tree, idx) -> Tree:
+    return Tree(*(jnp.asarray(a)[idx] for a in tree))
+
+
+@partial(jax.jit, static_argnames=("leaf_model", "n_slots"))
+def _draw_chunk(keys, leaf, mask, row_stats, y, leaf_model, n_slots: int):
+    stats = leaf_stats(leaf, row_stats, n_slots)
+
+    def one(k, lf, st, m):
+        d = leaf_model.draw(k, st, m)
+        mu = jnp.take_along_axis(d.value, lf[:, None], 0)
+        return d.value, d.sigma, mu, leaf_model.log_likelihood(y, lf, d)
+
+    return jax.vmap(one)(keys, leaf, stats, mask)
+
+
+def draw_leaf_parameters(key, trees: Tree, codes, y, leaf_model, dtype="float32"):
+    """For every tree, a draw of its leaf parameters from their posterior given the tree.
+
+    Parameters
+    ----------
+    key : PRNG key
+    trees : Tree, batch ``(N,)``
+    codes : int[n, d]  training codes
+    y : class codes or responses (n,)
+    leaf_model : DirichletLeaves or NormalLeaves
+    dtype : float dtype of the statistics and draws
+
+    Returns
+    -------
+    drawn : Tree  ``trees`` with the drawn parameters in ``value`` at the leaves
+    sigma : float ``(N, S)``  drawn noise standard deviation per slot (0 for classes)
+    mu : float ``(N, n, V)``  the drawn parameters at the training rows
+    log_likelihood : float ``(N, n)``  ``leaf_model.log_likelihood(y, leaf, draw)``
+
+    Notes
+    -----
+    Leaf statistics are ``leaves.leaf_stats`` of ``leaf_model.row_stats``; tree ``i``
+    uses key ``split(key, N)[i]``, so draws do not depend on the chunking (trees are
+    processed in chunks to bound memory).
+    """
+    dtype = P.resolve_dtype(dtype)
+    codes = jnp.asarray(np.asarray(codes, np.int32))
+    yj = jnp.asarray(np.asarray(y), jnp.int32 if leaf_model.task == "classification" else dtype)
+    rs = leaf_model.row_stats(yj, dtype)
+    n_trees, S = int(trees.feature.shape[0]), int(trees.feature.shape[-1])
+    n, v = int(codes.shape[0]), int(leaf_model.n_outputs)
+    keys = jax.random.split(key, n_trees)
+    size = _chunk_size(n_trees, S * (rs.shape[1] + v + 1) + n * (v + 3))
+    parts = []
+    for idx, keep in _chunks(n_trees, size):
+        tc = _take(trees, idx)
+        leaf = apply(tc, codes)
+        out = _draw_chunk(keys[idx], leaf, tc.is_leaf(), rs, yj, leaf_model, S)
+        parts.append([np.asarray(a)[:keep] for a in out])
+    value, sigma, mu, ll = (np.concatenate(p) for p in zip(*parts))
+    t = jax.tree_util.tree_map(np.asarray, trees)
+    drawn = t._replace(value=np.where(t.left[..., None] == -1, value, t.value).astype(t.value.dtype))
+    return drawn, sigma, mu, ll
+
+
+def fit_pcfg(key, data: TrainingData, config: PCFGConfig) -> PCFGResult:
+    """Fit BCART-PCFG: the exact posterior, ``chains * draws`` exact trees and their leaf draws.
+
+    Parameters
+    ----------
+    key : PRNG key
+        Split into a key for the trees and one for their leaf parameters.
+    data : TrainingData
+        From :func:`prepare_pcfg_data` (or :func:`bayestrees.data.prepare_data`: the
+        family's own checks run here too).
+    config : PCFGConfig
+
+    Returns
+    -------
+    PCFGResult
+
+    Raises
+    ------
+    ValueError
+        Missing values, constant features, ``alpha`` of the wrong length, a dense
+        programme over the memory budget (before allocation), float64 without x64.
+    """
+    if not isinstance(config, PCFGConfig):
+        raise TypeError(f"config must be a PCFGConfig, got {type(config).__name__}")
+    check_pcfg_data(data)
+    k_trees, k_leaves = jax.random.split(key)
+    codes = np.asarray(data.codes, np.int32)
+    post = fit_posterior(codes, data.n_bins, data.y, kind=data.task, log_phi=config.log_phi, alpha=config.alpha,
+                         n_classes=data.n_classes or None, prior=config.nig_prior, method=config.method,
+                         memory_budget=config.memory_budget, dtype=config.dtype)
+    c, d = config.chains, config.draws
+    trees, logp = post.sample(k_trees, c * d)
+    drawn, sigma, mu, ll = draw_leaf_parameters(k_leaves, trees, codes, data.y, post.leaf_model, config.dtype)
+    if data.task == "regression":
+        mu = mu[..., 0]
+
+    def cd(a):
+        a = np.asarray(a)
+        return a.reshape((c, d) + a.shape[1:])
+
+    map_tree, map_lp = post.map_tree()
+    return PCFGResult(config=config, posterior=post, trees=jax.tree_util.tree_map(cd, trees),
+                      drawn_trees=jax.tree_util.tree_map(cd, drawn), sigma=cd(sigma), mu=cd(mu),
+                      log_likelihood=cd(ll), lp=cd(logp), map_tree=jax.tree_util.tree_map(np.asarray, map_tree),
+                      map_log_prob=map_lp)
+
+
+def pcfg_inferencedata(result: PCFGResult, data: TrainingData, *, y_name: str = "y", attrs=None):
+    """The posterior contract for a BCART-PCFG fit (:func:`bayestrees.convert.to_inferencedata`).
+
+    Parameters
+    ----------
+    result : PCFGResult
+    data : TrainingData  the data of the fit
+    y_name : the variable's name (``"y"`` in the estimators)
+    attrs : extra attributes
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior``: ``n_leaves``, ``depth``, ``split_counts``, ``mu`` (the drawn
+        leaf parameters at the training rows: ``(chain, draw, obs, class)``
+        probabilities or ``(chain, draw, obs)`` means); ``trees``: the drawn trees
+        (drawn leaf parameters in ``value``); ``log_likelihood[y_name]``;
+        ``sample_stats.lp``: log posterior probability of each tree;
+        ``observed_data``, ``constant_data``.
+
+    Notes
+    -----
+    There is no ``sigma``: the regression leaves have one variance each, so no
+    single noise scale summarises a draw (the per-leaf draws are ``result.sigma``).
+    """
+    cfg = result.config
+    lm = result.leaf_model
+    meta = {"inference": "exact", "draws_are": "exact independent trees, each with its leaf parameters "
+                                              "drawn from their posterior given the tree",
+            "log_phi": cfg.log_phi, "log_evidence": result.log_evidence, "method": cfg.method, "dtype": cfg.dtype,
+            "leaf_model": type(lm).__name__,
+            "leaf_prior": repr(lm.alpha if data.task == "classification" else tuple(lm.prior)),
+            **dict(attrs or {})}
+    return to_inferencedata(result.drawn_trees, family=FAMILY, task=data.task, feature_names=data.feature_names,
+                            y_name=y_name, observed=data.y_observed, mu=result.mu,
+                            log_likelihood=result.log_likelihood, class_names=data.classes, n_bins=data.n_bins,
+                            sample_stats={"lp": result.lp}, attrs=meta)
+
+
+def _sigma_given_mean(key, stats, mean, prior: NIGPrior):
+    """A draw of each leaf's noise sd from ``p(s2 | mu, Y, T)`` for a drawn mean ``mu``.
+
+    Under the Normal-inverse-gamma leaf, ``p(s2 | mu, Y) ∝ IG(s2; a_n, b_n) N(mu; m_n, s2 / kappa_n)``,
+    i.e. ``IG(a_n + 1/2, b_n + kappa_n (mu - m_n)^2 / 2)``.
+    """
+    pr = NIGPrior(*(jnp.asarray(v, stats.dtype) for v in prior))
+    mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], pr)
+    a = an + 0.5
+    b = bn + 0.5 * kn * (mean - mn) ** 2
+    return jnp.sqrt(b / jax.random.gamma(key, a, dtype=stats.dtype))
+
+
+def pcfg_predictive(key, trees: Tree, codes, data: TrainingData, leaf_model) -> dict:
+    """Keyword arguments of :func:`bayestrees.convert.predictive_group` at coded rows.
+
+    Parameters
+    ----------
+    key : PRNG key
+    trees : Tree, batch ``(chains, draws)``
+        Drawn trees (e.g. ``trees_from_inferencedata(idata)``): drawn leaf parameters in ``value``.
+    codes : int[m, d]  the rows, binned like the training data
+    data : TrainingData  the training data of the fit
+    leaf_model : the fit's leaf model
+
+    Returns
+    -------
+    dict
+        ``task``; classification: ``proba`` ``(chains, draws, m, C)``, the drawn class
+        probabilities, ``draws`` labels drawn from them, ``class_names``; regression:
+        ``mu`` ``(chains, draws, m)``, the drawn leaf means, and ``draws``, responses
+        ``N(mu, s2)`` with each leaf's ``s2`` drawn from its posterior given the drawn
+        mean, the tree and the training rows (so ``(mu, s2)`` is a joint posterior draw).
+    """
+    k_sigma, k_y = jax.random.split(key)
+    codes = jnp.asarray(np.asarray(codes, np.int32))
+    values = np.asarray(predict(trees, codes))                      # (c, d, m, V)
+    if data.task == "classification":
+        lab = np.asarray(jax.random.categorical(k_y, jnp.log(jnp.asarray(values)), axis=-1))
+        return dict(task="classification", draws=np.asarray(data.classes)[lab], proba=values,
+                    class_names=data.classes)
+    batch = trees.feature.shape[:-1]
+    n_trees, S = int(np.prod(batch)), int(trees.feature.shape[-1])
+    flat = Tree(*(np.reshape(np.asarray(a), (n_trees,) + np.shape(a)[len(batch):]) for a in trees))
+    dtype = values.dtype
+    train = jnp.asarray(np.asarray(data.codes, np.int32))
+    rs = leaf_model.row_stats(jnp.asarray(data.y, dtype), dtype)
+    keys = jax.random.split(k_sigma, n_trees)
+    size = _chunk_size(n_trees, S * 5 + train.shape[0] + codes.shape[0])
+    sd = []
+    for idx, keep in _chunks(n_trees, size):
+        tc = _take(flat, idx)
+        stats = leaf_stats(apply(tc, train), rs, S)
+        s = jax.vmap(lambda k, st, mean: _sigma_given_mean(k, st, mean, leaf_model.prior))(
+            keys[idx], stats, jnp.asarray(tc.value[..., 0], dtype))
+        sd.append(np.asarray(jnp.take_along_axis(s, apply(tc, codes), -1))[:keep])
+    sd = np.concatenate(sd).reshape(values.shape[:-1])
+    mu = values[..., 0]
+    y = mu + sd * np.asarray(jax.random.normal(k_y, mu.shape, dtype))
+    return dict(task="regression", draws=y, mu=mu)
