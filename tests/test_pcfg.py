@@ -203,9 +203,10 @@ def test_box_and_row_builders_agree_on_iris_subset():
     X, y = load_iris(return_X_y=True)
     rng = np.random.default_rng(0)
     idx = rng.choice(150, 40, replace=False)
-    from bayestrees.estimators.pcfg import bin_for_pcfg
+    from bayestrees.inference.pcfg_posterior import prepare_pcfg_data
 
-    _, codes, nb = bin_for_pcfg(X[idx], 4)
+    data = prepare_pcfg_data(X[idx], y[idx], task="classification", max_bins=4)
+    codes, nb = data.codes.astype(np.int32), data.n_bins
     with jax.enable_x64(True):
         a = fit_posterior(codes, nb, y[idx], kind="classification", n_classes=3, method="box", dtype=jnp.float64)
         b = fit_posterior(codes, nb, y[idx], kind="classification", n_classes=3, method="row", dtype=jnp.float64)
@@ -235,6 +236,123 @@ def test_hyperparameter_gradient_and_ascent():
     assert fit["log_evidence"] >= ev0 - 1e-9
     assert fit["trace"][-1] >= fit["trace"][0]
     assert np.all(fit["alpha"] > 0)
+
+
+# --- leaf parameter draws (the posterior contract's draws) ---------------------------------------------
+
+def _fixed_tree_batch(n_trees, n_outputs, dtype):
+    """One tree (root split on feature 0 at code 0, its right child on feature 2 at code 1), repeated."""
+    from bayestrees.tree import empty_tree, grow_leaf
+
+    t, ok1 = grow_leaf(empty_tree(7, n_outputs, dtype), 0, 0, 0)
+    t, ok2 = grow_leaf(t, 2, 2, 1)
+    assert bool(ok1) and bool(ok2)
+    return jax.tree_util.tree_map(lambda a: np.broadcast_to(np.asarray(a), (n_trees,) + np.shape(a)), t), t
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_leaf_draws_follow_the_leaf_posterior_given_the_tree(task):
+    """Drawn leaf parameters of a fixed tree: mean (and variance) of the conjugate posterior, 5 standard errors.
+
+    Also: ``mu`` is the drawn parameter of each row's leaf and the pointwise log-likelihood is
+    the leaf model's density at the draw (categorical, or Normal with the leaf's drawn sigma).
+    """
+    from scipy.stats import norm
+
+    from bayestrees.inference.pcfg_posterior import draw_leaf_parameters, make_leaf_model
+    from bayestrees.tree import apply
+
+    rng = np.random.default_rng(21)
+    n, N = 40, 4000
+    codes = np.stack([rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 3, n)], 1)
+    if task == "classification":
+        y = rng.integers(0, 3, n)
+        alpha = np.array([0.5, 1.0, 2.0])
+        lm = make_leaf_model(task, y, n_classes=3, alpha=alpha)
+    else:
+        y = rng.normal(size=n) + 2.0 * (codes[:, 0] > 0)
+        prior = NIGPrior(0.3, 0.5, 2.5, 1.2)
+        lm = make_leaf_model(task, y, prior=prior)
+    trees, one = _fixed_tree_batch(N, lm.n_outputs, jnp.float32)
+    drawn, sigma, mu, ll = draw_leaf_parameters(jax.random.key(5), trees, codes, y, lm, "float32")
+    leaf = np.asarray(apply(one, codes.astype(np.int32)))
+    leaves = np.flatnonzero(np.asarray(one.left) == -1)
+    assert len(leaves) == 3 and all((leaf == s).any() for s in leaves)
+    # the drawn tree keeps the structure and carries the draws at its leaves
+    np.testing.assert_array_equal(drawn.left, trees.left)
+    np.testing.assert_array_equal(mu, np.take_along_axis(drawn.value, np.broadcast_to(leaf, (N, n))[..., None], 1))
+    for s in leaves:
+        rows = leaf == s
+        v = drawn.value[:, s, :]
+        if task == "classification":
+            post = np.bincount(y[rows], minlength=3) + alpha
+            mean = post / post.sum()
+            var = mean * (1 - mean) / (post.sum() + 1)
+            assert np.all(np.abs(v.mean(0) - mean) < 5 * np.sqrt(var / N)), (s, v.mean(0), mean)
+            np.testing.assert_allclose(v.sum(1), 1.0, rtol=1e-5)
+            np.testing.assert_array_equal(sigma[:, s], 0.0)
+        else:
+            yl = y[rows]
+            m0, k0, a0, b0 = prior
+            kn, an = k0 + len(yl), a0 + len(yl) / 2
+            mn = (k0 * m0 + yl.sum()) / kn
+            bn = b0 + 0.5 * np.sum((yl - yl.mean()) ** 2) + k0 * len(yl) * (yl.mean() - m0) ** 2 / (2 * kn)
+            # mu is Student-t: mean m_n, variance b_n / (kappa_n (a_n - 1)); s2 is IG(a_n, b_n)
+            assert abs(v[:, 0].mean() - mn) < 5 * np.sqrt(bn / (kn * (an - 1)) / N)
+            s2 = sigma[:, s].astype(float) ** 2
+            sd_s2 = bn / (an - 1) / np.sqrt(an - 2)
+            assert abs(s2.mean() - bn / (an - 1)) < 5 * sd_s2 / np.sqrt(N)
+    if task == "classification":
+        ref = np.log(np.take_along_axis(mu, y[None, :, None], -1)[..., 0])
+    else:
+        ref = norm.logpdf(y[None], mu[..., 0], np.take_along_axis(sigma, np.broadcast_to(leaf, (N, n)), 1))
+    np.testing.assert_allclose(ll, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_regression_predictive_draws_given_the_drawn_mean():
+    """``pcfg_predictive`` (regression): ``mu`` is the drawn leaf mean, the response's spread is the leaf's.
+
+    Given a drawn mean ``mu``, ``s2`` is drawn from ``IG(a_n + 1/2, b_n + kappa_n (mu - m_n)^2 / 2)``
+    and the response from ``N(mu, s2)``: so ``y - mu`` has mean 0 and variance ``E[s2 | mu]``, checked
+    on many draws of one tree at fixed ``mu`` (5 standard errors).
+    """
+    from bayestrees.data import prepare_data
+    from bayestrees.inference.pcfg_posterior import make_leaf_model, pcfg_predictive
+
+    rng = np.random.default_rng(3)
+    n, N = 30, 20000
+    codes = np.stack([rng.integers(0, 3, n), rng.integers(0, 2, n), rng.integers(0, 3, n)], 1)
+    y = rng.normal(size=n) * np.where(codes[:, 0] > 0, 0.5, 2.0)
+    data = prepare_data(codes.astype(float), y, task="regression")
+    np.testing.assert_array_equal(data.codes, codes)                 # exact binning: codes = values
+    prior = NIGPrior(0.0, 0.5, 2.5, 1.0)
+    lm = make_leaf_model("regression", y, prior=prior)
+    trees, one = _fixed_tree_batch(N, 1, jnp.float32)
+    value = np.zeros((N, 7, 1), np.float32)
+    value[:, 1, 0], value[:, 3, 0], value[:, 4, 0] = -0.5, 0.25, 1.0     # the leaves' drawn means
+    trees = trees._replace(value=value)
+    tc = jax.tree_util.tree_map(lambda a: a.reshape((1, N) + a.shape[1:]), trees)
+    query = np.array([[0, 0, 0], [1, 1, 1], [2, 0, 2]])
+    kw = pcfg_predictive(jax.random.key(0), tc, query, data, lm)
+    assert kw["task"] == "regression" and kw["mu"].shape == kw["draws"].shape == (1, N, 3)
+    from bayestrees.tree import apply
+
+    leaf_q = np.asarray(apply(one, query.astype(np.int32)))
+    leaf_t = np.asarray(apply(one, codes.astype(np.int32)))
+    np.testing.assert_allclose(kw["mu"][0], np.broadcast_to(value[0, leaf_q, 0], (N, 3)))
+    m0, k0, a0, b0 = prior
+    for q in range(3):
+        yl = y[leaf_t == leaf_q[q]]
+        kn, an = k0 + len(yl), a0 + len(yl) / 2
+        mn = (k0 * m0 + yl.sum()) / kn
+        bn = b0 + 0.5 * np.sum((yl - yl.mean()) ** 2) + k0 * len(yl) * (yl.mean() - m0) ** 2 / (2 * kn)
+        a, b = an + 0.5, bn + 0.5 * kn * (value[0, leaf_q[q], 0] - mn) ** 2
+        e_s2 = b / (a - 1)
+        r = kw["draws"][0, :, q].astype(float) - kw["mu"][0, :, q]
+        assert abs(r.mean()) < 5 * np.sqrt(e_s2 / N)
+        # Var(r^2) = E[r^4] - E[s2]^2 with E[r^4] = 3 E[s2^2] = 3 b^2 / ((a - 1)(a - 2))
+        sd_r2 = np.sqrt(3 * b * b / ((a - 1) * (a - 2)) - e_s2 ** 2)
+        assert abs((r ** 2).mean() - e_s2) < 5 * sd_r2 / np.sqrt(N)
 
 
 # --- precision: dtype="float32" (default) and dtype="float64" ------------------------------------------
@@ -287,12 +405,16 @@ reg = bt.PCFGTreeRegressor(log_phi=log_phi, predict_with="posterior", n_samples=
 with bt.Model():
     t = bt.PCFGTree("t", bt.Data("X", X), np.array(inp["y_reg"]), log_phi=log_phi, kind="regression",
                     dtype="float64")
-    bt.sample(draws=5, random_seed=0)
+    idata_rv = bt.sample(draws=5, random_seed=0)
+idatas = {"est_clf": (clf.idata_, "y"), "est_reg": (reg.idata_, "y"), "rv_reg": (idata_rv, "t")}
 for name, est, pred in (("est_clf", clf, clf.predict_proba(Xq)), ("est_reg", reg, reg.predict(Xq)),
                         ("rv_reg", t, t.posterior_.predict_exact(t.binner_.transform(Xq))[:, 0])):
     out[name] = {"log_evidence": est.posterior_.log_evidence, "pred": np.asarray(pred).tolist(),
                  "pred_dtype": str(np.asarray(pred).dtype), "dtype": str(est.posterior_.dtype),
                  "codes": est.binner_.transform(X).tolist(), "query_codes": est.binner_.transform(Xq).tolist()}
+    idata, yname = idatas[name]
+    out[name]["idata_dtypes"] = [str(idata.posterior["mu"].dtype), str(idata.log_likelihood[yname].dtype),
+                                 str(idata.trees["value"].dtype), str(idata.sample_stats["lp"].dtype)]
 print(json.dumps(out))
 '''
 
@@ -369,6 +491,7 @@ def test_float64_matches_brute_force_in_subprocess():
         np.testing.assert_array_equal(np.array(r["codes"]), codes)
         np.testing.assert_array_equal(np.array(r["query_codes"]), queries)
         assert r["dtype"] == "float64" and r["pred_dtype"] == "float64", r
+        assert r["idata_dtypes"] == ["float64"] * 4, r["idata_dtypes"]     # leaf draws, mu, log-likelihood too
         assert abs(r["log_evidence"] - ev) <= 1e-9, (name, r["log_evidence"], ev)
         np.testing.assert_allclose(np.array(r["pred"]), pred, rtol=0, atol=1e-9)
 

@@ -5,6 +5,14 @@
 >>> clf.set_params(predict_with="posterior").predict_proba(X_test)   # exact average over all trees
 >>> clf.map_tree_, clf.log_evidence_, clf.idata_
 
+Both estimators call :func:`bayestrees.inference.pcfg_posterior.fit_pcfg` (as
+``bt.PCFGTree`` does) and write ``idata_`` by the posterior contract
+(:func:`~bayestrees.inference.pcfg_posterior.pcfg_inferencedata`): ``n_samples``
+exact trees, each with its leaf parameters drawn from their posterior given the
+tree; ``posterior["mu"]`` is those parameters at the training rows,
+``log_likelihood["y"]`` the pointwise log-likelihood (so ``bt.loo`` works),
+``sample_stats["lp"]`` the log posterior probability of each tree.
+
 Missing values are rejected (``ValueError``): the grammar's symbols are boxes of
 binned codes, and this family does not give missing codes a place in them;
 impute first.  Constant features are rejected too (they cannot split and only
@@ -14,87 +22,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..convert import trees_to_inferencedata
-from ..data import Binner, check_X
-from ..inference.pcfg import resolve_dtype
-from ..inference.pcfg_posterior import check_alpha, check_phi, fit_posterior, phi_to_log
+from ..data import check_X
+from ..inference.pcfg_posterior import (PCFGConfig, fit_pcfg, pcfg_inferencedata, phi_to_log,
+                                        prepare_pcfg_data)
 from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
 from .base import ClassifierBase, RegressorBase
 
-__all__ = ["PCFGTreeClassifier", "PCFGTreeRegressor", "bin_for_pcfg", "pcfg_idata"]
+__all__ = ["PCFGTreeClassifier", "PCFGTreeRegressor"]
 
 _PREDICT_WITH = ("map", "posterior", "samples")
 
 
-def bin_for_pcfg(X, max_bins: int, y_for_order=None, classification: bool = False):
-    """Validate ``X`` for the PCFG family and bin it; returns ``(binner, codes, n_bins)``.
-
-    Raises ``ValueError`` for NaN/missing values and constant features.
-    """
-    if int(max_bins) < 2:
-        raise ValueError(f"max_bins must be >= 2, got {max_bins}")
-    check_X(X, allow_nan=False)
-    binner = Binner(max_bins=int(max_bins)).fit(X, y_for_order, classification=classification)
-    nb = binner.n_bins_
-    const = [f.name for f, b in zip(binner.features_, nb) if b < 2]
-    if const:
-        raise ValueError(f"features {const} are constant (a single value); drop them before fitting")
-    return binner, binner.transform(X).astype(np.int32), nb
-
-
-def pcfg_idata(post, key, draws: int, chains: int = 1, output_names=None, codes=None, y=None):
-    """Sample ``chains * draws`` exact trees and convert them to InferenceData.
-
-    With training ``codes`` and class codes ``y`` (classification), the
-    ``log_likelihood`` group holds ``log p(y_i | leaf of x_i)`` per tree
-    (leaf posterior predictive), shape ``(chain, draw, n)``, so ``az.loo`` works.
-    """
-    trees, logp = post.sample(key, draws * chains)
-    shaped = type(trees)(*[np.asarray(a).reshape((chains, draws) + a.shape[1:]) for a in trees])
-    lp = np.asarray(logp).reshape(chains, draws)
-    ll = None
-    if codes is not None and y is not None and post.kind == "classification":
-        probs = np.asarray(tree_predict(shaped, codes))                  # (chain, draw, n, K)
-        ll = {"y": np.log(np.take_along_axis(probs, np.asarray(y)[None, None, :, None], -1)[..., 0])}
-    return trees_to_inferencedata(
-        shaped, posterior_extra={"log_tree_posterior": lp}, sample_stats={"lp": lp}, log_likelihood=ll,
-        attrs={"family": "pcfg", "inference": "exact", "log_phi": post.log_phi,
-               "log_evidence": post.log_evidence, "method": post.structure.method},
-        output_names=output_names,
-    )
-
-
 class _PCFGBase:
-    def _check_params(self):
+    def _config(self) -> PCFGConfig:
+        """The validated hyperparameters (``ValueError`` for any bad one)."""
         if self.predict_with not in _PREDICT_WITH:
             raise ValueError(f"predict_with must be one of {_PREDICT_WITH}, got {self.predict_with!r}")
-        resolve_dtype(self.dtype)
-        if self.phi is not None:
-            return phi_to_log(self.phi)
-        return check_phi(self.log_phi)
+        log_phi = phi_to_log(self.phi) if self.phi is not None else self.log_phi
+        return PCFGConfig(log_phi=log_phi, alpha=getattr(self, "alpha", 1.0), max_bins=self.max_bins,
+                          method=self.method, memory_budget=self.memory_budget, dtype=self.dtype,
+                          draws=self.n_samples, chains=1)
 
-    def _fit_common(self, X, y, kind):
-        log_phi = self._check_params()
-        n = len(X)
-        yy = self._check_y(y, n)
-        binner, codes, nb = bin_for_pcfg(X, self.max_bins, yy, classification=kind == "classification")
-        self.binner_ = binner
-        self.n_features_in_ = binner.n_features_in_
+    def _fit_common(self, X, y, task):
+        config = self._config()
+        data = prepare_pcfg_data(X, y, task=task, max_bins=config.max_bins)
+        self.binner_ = data.binner
+        self.n_features_in_ = data.binner.n_features_in_
         if hasattr(X, "columns"):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-        kw = {}
-        if kind == "classification":
-            kw = dict(alpha=check_alpha(self.alpha, len(self.classes_)), n_classes=len(self.classes_))
-        post = fit_posterior(codes, nb, yy, kind=kind, log_phi=log_phi, method=self.method,
-                             memory_budget=self.memory_budget, dtype=self.dtype, **kw)
-        self.posterior_ = post
-        self.map_tree_, self.map_log_prob_ = post.map_tree()
-        self.log_evidence_ = post.log_evidence
-        names = [str(c) for c in self.classes_] if kind == "classification" else None
-        self.idata_ = pcfg_idata(post, self._key(), int(self.n_samples), 1, output_names=names, codes=codes,
-                                 y=yy if kind == "classification" else None)
-        self._sample_trees_ = index_tree(_trees_of(self.idata_), 0)
+        if task == "classification":
+            self.classes_ = data.classes
+        result = fit_pcfg(self._key(), data, config)
+        self.posterior_ = result.posterior
+        self.map_tree_, self.map_log_prob_ = result.map_tree, result.map_log_prob
+        self.log_evidence_ = result.log_evidence
+        self.idata_ = pcfg_inferencedata(result, data)
+        # "samples" predicts with the sampled trees' leaf posterior predictives (leaf parameters integrated out)
+        self._sample_trees_ = index_tree(result.trees, 0)
         return self
 
     def _values(self, X):
@@ -108,8 +73,11 @@ class _PCFGBase:
     def root_split_posterior(self) -> list[tuple[str, float]]:
         """Exact posterior probability of each root split (and of a root leaf), largest first.
 
-        Returns a list of ``(description, probability)``; descriptions read
-        ``"feature <= value"`` (or ``"leaf"``).  Probabilities sum to 1.
+        Returns
+        -------
+        list of (str, float)
+            ``(description, probability)``; descriptions read ``"feature <= value"``
+            (or ``"leaf"``).  Probabilities sum to 1.
         """
         self._check_fitted()
         p0, ps = self.posterior_.root_splits()
@@ -134,12 +102,6 @@ class _PCFGBase:
         return self._codes(X).astype(np.int32)
 
 
-def _trees_of(idata):
-    from ..convert import trees_from_inferencedata
-
-    return trees_from_inferencedata(idata)
-
-
 class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
     """Exact Bayesian decision tree classifier (BCART-PCFG, Dirichlet leaves).
 
@@ -153,9 +115,10 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         Bins per feature (exact binning when a feature has at most this many values).
     predict_with : {"map", "posterior", "samples"}, default "map"
         MAP tree, exact posterior average over all trees, or average over the
-        ``n_samples`` sampled trees.
+        ``n_samples`` sampled trees (each tree's leaves predict their posterior
+        predictive, the leaf parameters integrated out).
     n_samples : int, default 100
-        Exact posterior trees stored in ``idata_``.
+        Exact posterior trees stored in ``idata_`` (with drawn leaf parameters).
     method : {"box", "row"}, default "box"
         Dense programme over boxes, or over reachable row sets (binary or
         high-dimensional data).
@@ -172,8 +135,17 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
 
     Attributes
     ----------
-    map_tree_ : Tree, log_evidence_ : float, idata_ : arviz.InferenceData,
-    posterior_ : PCFGPosterior, classes_ : array
+    map_tree_ : Tree
+        The MAP tree (leaf values: posterior predictive class probabilities).
+    map_log_prob_ : float
+        Its log posterior probability.
+    log_evidence_ : float
+        ``log p(y | X)``.
+    idata_ : arviz.InferenceData
+        The posterior contract (module docstring); ``posterior["mu"]`` has dims
+        ``(chain, draw, obs, class)``.
+    posterior_ : PCFGPosterior
+    classes_ : array
     """
 
     def __init__(self, log_phi=2.0, alpha=1.0, max_bins=10, predict_with="map", n_samples=100, method="box",
@@ -221,9 +193,13 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
     """Exact Bayesian decision tree regressor (BCART-PCFG, Normal-inverse-gamma leaves).
 
     Parameters as :class:`PCFGTreeClassifier` except ``alpha``; the leaf prior
-    is :func:`bayestrees.leaves.default_nig_prior` of the training targets
-    (or ``nig_prior``, a :class:`~bayestrees.leaves.NIGPrior`).
+    (a mean and a variance per leaf, :class:`~bayestrees.leaves.NormalLeaves`) is
+    :func:`bayestrees.leaves.default_nig_prior` of the training targets.
     Predictions are posterior means of the response.
+
+    ``idata_`` holds ``posterior["mu"]`` ``(chain, draw, obs)``, the drawn leaf
+    means at the training rows, and no ``sigma``: every leaf has its own
+    variance, so no single noise scale summarises a draw.
     """
 
     def __init__(self, log_phi=2.0, max_bins=10, predict_with="map", n_samples=100, method="box",

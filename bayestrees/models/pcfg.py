@@ -7,26 +7,41 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-``kind`` is ``"classification"`` (Dirichlet leaves; labels of any type) or
-``"regression"`` (Normal-inverse-gamma leaves); by default it is inferred:
-float targets with non-integer values mean regression.  After sampling,
-``t.posterior_`` holds the exact posterior (MAP tree, evidence, predictive).
+The variable calls :func:`bayestrees.inference.pcfg_posterior.fit_pcfg`, as the
+scikit-learn style estimators do; it never builds an estimator.  The task is
+``"classification"`` (Dirichlet leaves; labels of any type) or ``"regression"``
+(a Normal mean and variance per leaf); ``"auto"`` uses
+:func:`bayestrees.data.infer_task`.  After sampling, ``t.posterior_`` holds the
+exact posterior (MAP tree, evidence, exact predictive).
 """
 from __future__ import annotations
 
-import jax
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-from ..data import check_X, check_y_classification, check_y_regression
-from ..estimators.pcfg import bin_for_pcfg, pcfg_idata
-from ..inference.pcfg import resolve_dtype
-from ..inference.pcfg_posterior import check_alpha, check_phi, fit_posterior
-from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
-from ..tree import predict as tree_predict
 from ..convert import trees_from_inferencedata
-from .base import TreeRV
+from ..data import TrainingData, check_X, infer_task
+from ..inference.pcfg_posterior import (PCFGConfig, PCFGResult, fit_pcfg, pcfg_inferencedata, pcfg_predictive,
+                                        prepare_pcfg_data)
+from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
+from .base import DataContainer, TreeRV
 
 __all__ = ["PCFGTree"]
+
+
+@dataclass(frozen=True)
+class PCFGFit:
+    """What ``bt.sample`` leaves on a :class:`PCFGTree` (its ``fitted_``).
+
+    Attributes
+    ----------
+    result : PCFGResult
+    data : TrainingData
+    """
+
+    result: PCFGResult
+    data: TrainingData
 
 
 class PCFGTree(TreeRV):
@@ -35,74 +50,76 @@ class PCFGTree(TreeRV):
     Parameters
     ----------
     name : str
+        The variable's name: ``observed_data[name]``, ``log_likelihood[name]``, and
+        ``name`` / ``name_mu`` / ``name_proba`` in the predictive groups.
     X : Data or array (n, d)
+        No missing values.
     y : array (n,)
     log_phi : float, default 2.0
+        log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)``.
     alpha : float or array (n_classes,), default 1.0
+        Dirichlet concentration of the class leaves.
     max_bins : int, default 10
-    kind : {"classification", "regression", None}
+    task : {"auto", "classification", "regression"}, default "auto"
+        "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with
+        at most 20 distinct values, are classes; other numbers regression).
+    kind : {"classification", "regression", None}, default None
+        The former name of ``task``; when given it is used instead.
     method : {"box", "row"}, default "box"
     memory_budget : int or None, default 4 GB
     dtype : {"float32", "float64"}, default "float32"
         Precision of the exact programme; float64 needs
         ``jax.config.update("jax_enable_x64", True)`` first (``ValueError`` otherwise).
+
+    Notes
+    -----
+    ``bt.sample(draws, chains)`` draws ``chains * draws`` exact independent trees,
+    each with its leaf parameters drawn from their posterior given the tree
+    (:func:`~bayestrees.inference.pcfg_posterior.pcfg_inferencedata`).
+    ``bt.sample_posterior_predictive`` writes, for classification, ``name_proba``
+    (each draw's class probabilities at the rows, dims ``obs, class``) and
+    ``name`` (a label drawn from them); for regression ``name_mu`` (each draw's
+    leaf mean) and ``name`` (a response drawn from ``N(mu, s2)``, ``s2`` drawn
+    from its posterior given the draw's mean).
     """
 
     family = "pcfg"
 
-    def __init__(self, name, X, y, *, log_phi=2.0, alpha=1.0, max_bins=10, kind=None, method="box",
+    def __init__(self, name, X, y, *, log_phi=2.0, alpha=1.0, max_bins=10, task="auto", kind=None, method="box",
                  memory_budget=DEFAULT_MEMORY_BUDGET, dtype="float32", model=None):
-        super().__init__(name, X, y, model=model, log_phi=log_phi, alpha=alpha, max_bins=max_bins, kind=kind,
+        if kind is not None:
+            if kind not in ("classification", "regression"):
+                raise ValueError(f"kind must be 'classification', 'regression' or None, got {kind!r}")
+            task = kind
+        self.config = PCFGConfig(log_phi=log_phi, alpha=alpha, max_bins=max_bins, method=method,
+                                 memory_budget=memory_budget, dtype=dtype)
+        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
+        super().__init__(name, X, y, model=model, log_phi=log_phi, alpha=alpha, max_bins=max_bins, task=self.task,
                          method=method, memory_budget=memory_budget, dtype=dtype)
-        check_phi(log_phi)
-        resolve_dtype(dtype)
-        if kind not in (None, "classification", "regression"):
-            raise ValueError(f"kind must be 'classification', 'regression' or None, got {kind!r}")
         self.posterior_ = None
 
-    def _kind(self, y):
-        k = self.params["kind"]
-        if k is not None:
-            return k
-        arr = np.asarray(y)
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and not np.all(arr == np.round(arr)):
-            return "regression"
-        return "classification"
+    @property
+    def kind_(self) -> str:
+        """The task (``"classification"`` or ``"regression"``); kept under its former name."""
+        return self.task
 
     def _fit(self, key, draws, chains, progressbar):
-        p = self.params
-        X, y = self.X_value, self.y_value
-        kind = self._kind(y)
-        if kind == "classification":
-            codes_y, classes = check_y_classification(y, len(X))
-            self.classes_ = classes
-            kw = dict(alpha=check_alpha(p["alpha"], len(classes)), n_classes=len(classes))
-        else:
-            codes_y = check_y_regression(y, len(X))
-            self.classes_ = None
-            kw = {}
-        binner, codes, nb = bin_for_pcfg(X, p["max_bins"], codes_y, kind == "classification")
-        self.binner_ = binner
-        post = fit_posterior(codes, nb, codes_y, kind=kind, log_phi=p["log_phi"], method=p["method"],
-                             memory_budget=p["memory_budget"], dtype=p["dtype"], **kw)
-        self.posterior_ = post
-        self.kind_ = kind
-        names = None if self.classes_ is None else [str(c) for c in self.classes_]
-        idata = pcfg_idata(post, key, draws, chains, output_names=names)
-        self.fitted_ = True
-        return idata
+        data = prepare_pcfg_data(self.X_value, self.y_value, task=self.task, max_bins=self.config.max_bins)
+        result = fit_pcfg(key, data, replace(self.config, draws=draws, chains=chains))
+        self.fitted_ = PCFGFit(result, data)
+        self.posterior_ = result.posterior
+        self.binner_ = data.binner
+        self.classes_ = data.classes
+        return pcfg_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
 
     def _predict_draws(self, idata, X, key):
+        fit = self.fitted_
         check_X(X, allow_nan=False)
-        codes = self.binner_.transform(X).astype(np.int32)
-        trees = trees_from_inferencedata(idata)
-        vals = np.asarray(tree_predict(trees, codes))           # (chain, draw, n, V)
-        if self.kind_ == "classification":
-            logits = np.log(np.maximum(vals, 1e-300))
-            lab = np.asarray(jax.random.categorical(key, logits, axis=-1))
-            out = {self.name: self.classes_[lab], f"{self.name}_proba": vals}
-            dims = {self.name: ["obs"], f"{self.name}_proba": ["obs", "output"]}
+        codes = fit.data.binner.transform(X)
+        kw = pcfg_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result.leaf_model)
+        out, dims = {self.name: kw["draws"]}, {self.name: ["obs"]}
+        if kw["task"] == "regression":
+            out[f"{self.name}_mu"], dims[f"{self.name}_mu"] = kw["mu"], ["obs"]
         else:
-            out = {f"{self.name}_mu": vals[..., 0]}
-            dims = {f"{self.name}_mu": ["obs"]}
+            out[f"{self.name}_proba"], dims[f"{self.name}_proba"] = np.asarray(kw["proba"]), ["obs", "class"]
         return out, dims
