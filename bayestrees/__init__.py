@@ -21,6 +21,10 @@ from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402
 from .models.safebayes import SafeBayesForest  # noqa: E402
 from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor  # noqa: E402
 
+# --- family: Bayesian CART by MCMC (issue 9) ---
+from .models.bcart import BayesianCART  # noqa: E402
+from .estimators.bcart import BayesianCARTClassifier, BayesianCARTRegressor  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -31,5 +35,6 @@ __all__ = [
     "SubSampleForestRegressor", "SubSampleForestClassifier",
     "PCFGTree", "PCFGTreeClassifier", "PCFGTreeRegressor",
     "SafeBayesForest", "SafeBayesForestClassifier", "SafeBayesForestRegressor",
+    "BayesianCART", "BayesianCARTRegressor", "BayesianCARTClassifier",
     "__version__",
 ]

@@ -1,0 +1,246 @@
+"""The Bayesian CART family (Chipman, George & McCulloch 1998) by MCMC over trees.
+
+:func:`fit_bcart` takes a key, validated training data
+(:class:`~bayestrees.data.TrainingData`) and a :class:`BCARTConfig`, runs
+``chains`` chains of the sampler of :mod:`bayestrees.inference.mcmc` through
+the shared chain loop, and returns a :class:`BCARTResult`; the estimators
+(:mod:`bayestrees.estimators.bcart`) and ``bt.BayesianCART``
+(:mod:`bayestrees.models.bcart`) are thin layers over it and over
+:func:`bcart_inferencedata` and :func:`bcart_values`.
+
+Regression responses are standardised inside (``(y - mean) / sd``) so that
+one default leaf prior suits every scale; draws of the leaf means and of
+``sigma``, the fitted function ``mu`` and the pointwise log-likelihood are
+reported in the response's units.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..convert import to_inferencedata
+from ..data import TrainingData, check_dtype
+from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
+from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
+from ..tree import Tree, predict
+from . import mcmc as M
+from .loop import run_chains
+
+__all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
+           "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT"]
+
+FAMILY = "bayesian_cart"
+
+#: leaf models by name: "auto" is "common_variance" for regression and "dirichlet" for classes
+LEAF_MODELS = ("auto", "common_variance", "normal", "dirichlet")
+
+#: the deepest tree the fixed heap arrays allow (2^13 - 1 = 8191 slots)
+MAX_DEPTH_LIMIT = 12
+
+
+def default_leaf_prior() -> NIGPrior:
+    """The Normal-inverse-gamma leaf prior on the standardised response.
+
+    The noise variance follows Chipman et al.'s calibration: ``s2 ~ nu lam /
+    chi2_nu`` with ``nu = 3`` and ``lam`` set so that ``P(s2 < 1) = 0.9`` (1 is
+    the response's variance after standardising), i.e. ``IG(nu / 2, nu lam / 2)``
+    with ``lam = chi2_3^-1(0.1) / 3 = 0.1948``.  Leaf means are
+    ``N(0, s2 / 0.1)`` given ``s2``.
+    """
+    nu, lam = 3.0, 0.58438 / 3.0  # chi2(3).ppf(0.1) = 0.58438
+    return NIGPrior(m0=0.0, kappa0=0.1, a0=nu / 2.0, b0=nu * lam / 2.0)
+
+
+def _int(name, v, lo, hi=None):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class BCARTConfig:
+    """Validated settings of a Bayesian CART fit.
+
+    Parameters
+    ----------
+    prior : a :mod:`bayestrees.priors` object (ChipmanPrior, LeafCountPrior, DepthDecayPrior)
+    leaf_model : "auto", "common_variance", "normal" (mean and variance per leaf) or "dirichlet";
+        or a :mod:`bayestrees.leaves` model object (its prior on the standardised response)
+    alpha_leaves : Dirichlet concentration of the class leaves
+    draws, tune, chains, thin : chain lengths (per chain)
+    max_depth : deepest leaf level (the prior is truncated there, explicitly)
+    move_probs : probabilities of grow, prune, change, swap
+    scheme : "moves" (one random move per step) or "sweep" (every node per step)
+    dtype : "float32" or "float64"
+    progressbar : print progress on stderr
+    """
+
+    prior: Any = ChipmanPrior()
+    leaf_model: Any = "auto"
+    alpha_leaves: float = 1.0
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    thin: int = 1
+    max_depth: int = 6
+    move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
+    scheme: str = "moves"
+    dtype: Any = "float32"
+    progressbar: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.prior, (ChipmanPrior, LeafCountPrior, DepthDecayPrior)):
+            raise ValueError(f"prior must be a bt.priors object (ChipmanPrior, LeafCountPrior or DepthDecayPrior), "
+                             f"got {self.prior!r}")
+        if isinstance(self.leaf_model, str) and self.leaf_model not in LEAF_MODELS:
+            raise ValueError(f"leaf_model must be one of {LEAF_MODELS} or a bayestrees.leaves model, "
+                             f"got {self.leaf_model!r}")
+        _int("draws", self.draws, 1)
+        _int("tune", self.tune, 0)
+        _int("chains", self.chains, 1)
+        _int("thin", self.thin, 1)
+        _int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
+        a = self.alpha_leaves
+        if not isinstance(a, (int, float, np.floating)) or not math.isfinite(float(a)) or float(a) <= 0:
+            raise ValueError(f"alpha_leaves must be a positive number, got {a!r}")
+        check_dtype(self.dtype)
+
+    def leaf_model_for(self, task: str, n_classes: int):
+        """The leaf model object for the task (checked against it)."""
+        lm = self.leaf_model
+        if isinstance(lm, str):
+            if lm == "auto":
+                lm = "dirichlet" if task == "classification" else "common_variance"
+            if lm == "dirichlet":
+                if task != "classification":
+                    raise ValueError("leaf_model='dirichlet' is for classification; use 'common_variance' or "
+                                     "'normal' for a real response")
+                return DirichletLeaves(n_classes, float(self.alpha_leaves))
+            if task == "classification":
+                raise ValueError(f"leaf_model={lm!r} is for regression; use 'dirichlet' for class labels")
+            return (CommonVarianceNormalLeaves if lm == "common_variance" else NormalLeaves)(default_leaf_prior())
+        if getattr(lm, "task", None) != task:
+            raise ValueError(f"leaf model {type(lm).__name__} is for {getattr(lm, 'task', '?')}, not {task}")
+        if task == "classification" and lm.n_outputs != n_classes:
+            raise ValueError(f"leaf model has {lm.n_outputs} classes, the data {n_classes}")
+        return lm
+
+
+@dataclass
+class BCARTResult:
+    """A Bayesian CART fit.
+
+    trees : Tree, batch (chains, draws): drawn leaf parameters in ``value`` (response units)
+    sigma : (chains, draws, S) drawn noise sd per slot (response units; 0 for classes)
+    mu : (chains, draws, n[, C]) the drawn function at the training rows
+    log_lik : (chains, draws, n) pointwise log p(y_i | draw) (response units)
+    info : mcmc.Info with leading (chains, draws)
+    lp : (chains, draws) log target
+    leaf_model, y_shift, y_scale, seconds
+    """
+
+    trees: Tree
+    sigma: np.ndarray
+    mu: np.ndarray
+    log_lik: np.ndarray
+    info: Any
+    lp: np.ndarray
+    leaf_model: Any
+    config: BCARTConfig
+    y_shift: float
+    y_scale: float
+    seconds: float
+
+
+def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
+    """Run the Bayesian CART sampler on ``data``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    data : TrainingData (no missing values)
+    config : BCARTConfig
+
+    Returns
+    -------
+    BCARTResult
+    """
+    from ..data import missing_code
+
+    codes = np.asarray(data.codes)
+    if np.any(codes == missing_code(codes.dtype)):
+        raise ValueError("Bayesian CART does not take missing values: impute or drop the rows with NaN first")
+    dtype = jnp.dtype(check_dtype(config.dtype))
+    task = data.task
+    lm = config.leaf_model_for(task, data.n_classes)
+    if task == "regression":
+        y = np.asarray(data.y, np.float64)
+        shift, scale = float(y.mean()), float(y.std())
+        scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+        if not math.isfinite(shift):
+            raise ValueError("y is too large to standardise in float64")
+        yt = jnp.asarray((y - shift) / scale, dtype)
+    else:
+        shift, scale = 0.0, 1.0
+        yt = jnp.asarray(data.y, jnp.int32)
+    mdata = M.MCMCData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
+    cfg = M.MCMCConfig(config.prior, lm, config.max_depth, data.d, tuple(float(p) for p in config.move_probs),
+                       config.scheme)
+    kernel = M.build_kernel(cfg, dtype)
+    t0 = time.perf_counter()
+    res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
+                     thin=config.thin, collect=M.collect(cfg), progressbar=config.progressbar,
+                     desc="Bayesian CART")
+    draws = jax.tree_util.tree_map(np.asarray, res.samples)
+    info = jax.tree_util.tree_map(np.asarray, res.info)
+    seconds = time.perf_counter() - t0
+    tree = draws.tree
+    if task == "regression":
+        tree = tree._replace(value=tree.value * scale + shift)
+        mu = draws.mu[..., 0] * scale + shift
+        sigma = draws.sigma * scale
+        log_lik = draws.log_lik - math.log(scale)
+    else:
+        mu, sigma, log_lik = draws.mu, draws.sigma, draws.log_lik
+    return BCARTResult(tree, sigma, mu, log_lik, info, draws.lp, lm, config, shift, scale, seconds)
+
+
+def acceptance_rates(info) -> dict:
+    """Acceptance rate per move type among the kept steps (NaN where a type never ran)."""
+    move, acc = np.asarray(info.move), np.asarray(info.accepted)
+    out = {}
+    for i, name in enumerate(M.MOVES + ("sweep",)):
+        sel = move == i
+        out[name] = float(acc[sel].mean()) if sel.any() else float("nan")
+    return out
+
+
+def bcart_inferencedata(result: BCARTResult, data: TrainingData, y_name: str = "y", extra_attrs=None):
+    """The posterior contract for a Bayesian CART fit (:func:`bayestrees.convert.to_inferencedata`)."""
+    info = result.info
+    common = getattr(result.leaf_model, "common_sigma", False)
+    sigma = result.sigma[..., 0] if (data.task == "regression" and common) else None
+    rates = acceptance_rates(info)
+    prior = result.config.prior
+    attrs = {"inference": "mcmc", "prior": type(prior).__name__, "prior_params": repr(prior),
+             "leaf_model": type(result.leaf_model).__name__, "max_depth": result.config.max_depth,
+             "scheme": result.config.scheme, "sampling_seconds": result.seconds,
+             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(extra_attrs or {})}
+    ss = {"lp": result.lp, "move": np.asarray(info.move), "accepted": np.asarray(info.accepted),
+          "move_possible": np.asarray(info.ok), "at_max_depth": np.asarray(info.at_max_depth)}
+    return to_inferencedata(
+        result.trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
+        observed=data.y_observed, mu=result.mu, sigma=sigma, log_likelihood=result.log_lik,
+        class_names=data.classes, n_bins=data.n_bins, sample_stats=ss, attrs=attrs)
+
+
+def bcart_values(trees: Tree, codes) -> np.ndarray:
+    """Each draw's leaf values at coded rows: ``(chains, draws, n, V)``."""
+    return np.asarray(predict(trees, np.asarray(codes)))

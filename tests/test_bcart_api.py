@@ -1,0 +1,114 @@
+"""Bayesian CART through the estimators, the model context and the posterior contract."""
+import arviz as az
+import numpy as np
+import pytest
+
+import bayestrees as bt
+
+KW = dict(draws=60, tune=400, chains=2, max_depth=3, max_bins=8, random_state=0)
+
+
+def _reg_data(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    X[:, 0] = rng.integers(0, 8, n) / 8          # 8 distinct values: exact bins, a split at 0.5 exists
+    y = np.where(X[:, 0] < 0.5, -2.0, 2.0) + 0.3 * rng.normal(size=n) + 1000.0
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def reg():
+    X, y = _reg_data()
+    return bt.BayesianCARTRegressor(**KW).fit(X, y), X, y
+
+
+@pytest.fixture(scope="module")
+def clf():
+    X, y = _reg_data(seed=1)
+    labels = np.where(X[:, 0] < 0.5, "a", "b")
+    return bt.BayesianCARTClassifier(**KW).fit(X, labels), X, labels
+
+
+def test_regressor_learns_the_split_in_response_units(reg):
+    est, X, y = reg
+    pred = est.predict(X)
+    assert np.sqrt(np.mean((pred - y) ** 2)) < 0.6                 # noise sd 0.3, two levels 4 apart
+    draws = est.predict_draws(X)
+    assert draws.shape == (120, len(y))
+    lo, hi = est.predict_interval(X, 0.9).T
+    assert np.all(lo <= pred + 1e-9) and np.all(pred <= hi + 1e-9)
+    assert set(est.acceptance_) >= {"grow", "prune", "change", "swap"}
+
+
+def test_regressor_posterior_contract(reg, tmp_path):
+    est, X, y = reg
+    idata = est.idata_
+    for g in ("posterior", "trees", "log_likelihood", "observed_data", "constant_data", "sample_stats"):
+        assert g in idata.groups()
+    assert set(idata.posterior.data_vars) == {"n_leaves", "depth", "split_counts", "sigma", "mu"}
+    assert idata.posterior["mu"].dims == ("chain", "draw", "obs")
+    assert float(idata.posterior["sigma"].mean()) == pytest.approx(0.3, rel=0.4)  # in the response's units
+    assert list(idata.posterior["split_counts"].coords["feature"].values) == ["x0", "x1", "x2"]
+    rows = az.summary(idata).index
+    assert all(r.split("[")[0] in {"n_leaves", "depth", "split_counts", "sigma", "mu"} for r in rows)
+    assert {"lp", "accepted", "move", "at_max_depth"} <= set(idata.sample_stats.data_vars)
+    loo = bt.loo(idata)
+    assert np.isfinite(loo.elpd_loo)
+    path = tmp_path / "bcart.nc"
+    idata.to_netcdf(str(path))
+    back = bt.convert.trees_from_inferencedata(az.from_netcdf(str(path)))
+    assert np.array_equal(np.asarray(back.threshold), np.asarray(est.trees_.threshold))
+
+
+def test_classifier_probabilities_and_loo(clf):
+    est, X, labels = clf
+    assert np.mean(est.predict(X) == labels) > 0.95
+    p = est.predict_proba(X)
+    assert p.shape == (len(labels), 2) and np.allclose(p.sum(1), 1, atol=1e-5)
+    idata = est.idata_
+    assert idata.posterior["mu"].dims == ("chain", "draw", "obs", "class")
+    assert "sigma" not in idata.posterior
+    assert np.isfinite(bt.loo(idata).elpd_loo)
+
+
+def test_save_load_round_trip(reg, tmp_path):
+    est, X, _ = reg
+    est.save(tmp_path / "m.pkl")
+    back = bt.load(tmp_path / "m.pkl")
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+
+
+def test_model_context_sample_and_predictions():
+    X, y = _reg_data()
+    with bt.Model():
+        xd = bt.Data("X", X)
+        bt.BayesianCART("f", xd, y, max_depth=3, max_bins=8)
+        idata = bt.sample(draws=60, tune=400, chains=2, random_seed=0)
+        bt.set_data({"X": X[:7]})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True, random_seed=1)
+    assert idata.attrs.get("family", idata.posterior.attrs["family"]) == "bayesian_cart"
+    pred = idata.predictions
+    assert pred["f"].shape == (2, 60, 7) and pred["f_mu"].shape == (2, 60, 7)
+    # a draw of the response scatters around the function by sigma
+    resid = (pred["f"] - pred["f_mu"]).values.ravel()
+    assert 0.1 < resid.std() < 0.6
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(alpha=1.5), "alpha"), (dict(beta=-1.0), "beta"), (dict(draws=0), "draws"), (dict(chains=0), "chains"),
+    (dict(tune=-1), "tune"), (dict(max_depth=40), "max_depth"), (dict(leaf_model="dirichlet"), "classification"),
+    (dict(prior=bt.priors.LeafCountPrior(2.0), leaf_model="bogus"), "leaf_model")])
+def test_bad_parameters(kw, msg):
+    X, y = _reg_data(20)
+    with pytest.raises(ValueError, match=msg):
+        bt.BayesianCARTRegressor(**{**KW, **kw}).fit(X, y)
+
+
+def test_bad_prior_values_and_missing_values():
+    X, y = _reg_data(20)
+    with pytest.raises(ValueError, match="log_phi"):
+        bt.BayesianCARTRegressor(prior=bt.priors.LeafCountPrior(float("nan")), **KW).fit(X, y)
+    X = X.copy()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN|missing"):
+        bt.BayesianCARTRegressor(**KW).fit(X, y)
