@@ -133,6 +133,7 @@ def test_model_context(iris_split):
     assert idata.predictions["t"].shape == (2, 30, len(Xt))
     assert float((idata.predictions["t"].values == yt).mean()) > 0.8
     assert idata.predictions["t_proba"].dims == ("chain", "draw", "obs", "class")
+    assert list(idata.predictions["t_proba"]["class"].values) == [str(c) for c in np.unique(y)]
     assert idata.predictions["t_proba"].shape == (2, 30, len(Xt), 3)
     np.testing.assert_allclose(idata.predictions["t_proba"].values.sum(-1), 1.0, rtol=1e-5)
     assert np.isfinite(t.posterior_.log_evidence)

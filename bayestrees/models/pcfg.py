@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, check_X, infer_task
 from ..inference.pcfg_posterior import (PCFGConfig, PCFGResult, fit_pcfg, pcfg_inferencedata, pcfg_predictive,
@@ -112,14 +110,12 @@ class PCFGTree(TreeRV):
         self.classes_ = data.classes
         return pcfg_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
 
-    def _predict_draws(self, idata, X, key):
+    def _predictive(self, idata, X, key) -> dict:
+        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``.
+
+        The draws are those of ``idata``'s ``trees`` group (tree and drawn leaf parameters).
+        """
         fit = self.fitted_
         check_X(X, allow_nan=False)
         codes = fit.data.binner.transform(X)
-        kw = pcfg_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result.leaf_model)
-        out, dims = {self.name: kw["draws"]}, {self.name: ["obs"]}
-        if kw["task"] == "regression":
-            out[f"{self.name}_mu"], dims[f"{self.name}_mu"] = kw["mu"], ["obs"]
-        else:
-            out[f"{self.name}_proba"], dims[f"{self.name}_proba"] = np.asarray(kw["proba"]), ["obs", "class"]
-        return out, dims
+        return pcfg_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result.leaf_model)
