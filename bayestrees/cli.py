@@ -20,6 +20,7 @@ MODELS = {
     "et": "extra trees (random thresholds, no bootstrap)",
     "pcfg": "BCART-PCFG: exact posterior over trees (small feature counts)",
     "safebayes": "safe-Bayesian random forest (prior trees, importance weights)",
+    "bcart": "Bayesian CART by MCMC (grow/prune/change/swap moves, vmapped chains)",
 }
 
 
@@ -29,7 +30,7 @@ def _say(msg: str) -> None:
 
 def make_estimator(model: str, task: str, n_estimators: int, min_samples_leaf: int, seed: int | None,
                    trunk_min_samples_leaf: int = 1000, n_blocks: int = 5, progressbar: bool = True,
-                   n_jobs: int | None = None):
+                   n_jobs: int | None = None, draws: int = 1000, tune: int = 1000, chains: int = 4):
     """The estimator for a ``--model`` choice and a task ("regression"/"classification")."""
     import bayestrees as bt
 
@@ -51,6 +52,9 @@ def make_estimator(model: str, task: str, n_estimators: int, min_samples_leaf: i
     if model == "safebayes":
         cls = bt.SafeBayesForestRegressor if reg else bt.SafeBayesForestClassifier
         return cls(random_state=seed)
+    if model == "bcart":
+        cls = bt.BayesianCARTRegressor if reg else bt.BayesianCARTClassifier
+        return cls(draws=draws, tune=tune, chains=chains, random_state=seed, progressbar=progressbar)
     raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
 
 
@@ -71,7 +75,7 @@ def cmd_demo(args) -> int:
 
     # -- regression: motorcycle data
     X, y = load_mcycle()
-    _say(f"\n[1/4] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
+    _say(f"\n[1/5] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
     t0 = time.perf_counter()
     bf = bt.BayesianForestRegressor(n_estimators=args.trees, min_samples_leaf=3, random_state=args.seed,
                                     progressbar=True).fit(X, y)
@@ -94,17 +98,32 @@ def cmd_demo(args) -> int:
     Xc, yc, names = load_haberman()
     perm = rng.permutation(len(yc))
     tr, te = perm[:230], perm[230:]
-    _say(f"\n[2/4] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
+    _say(f"\n[2/5] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
     bfc = bt.BayesianForestClassifier(n_estimators=args.trees, min_samples_leaf=5,
                                       random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      Bayesian forest accuracy: {np.mean(bfc.predict(Xc[te]) == yc[te]):.3f}")
-    _say("\n[3/4] BCART-PCFG: exact posterior over trees (5 bins per feature)")
+    _say("\n[3/5] BCART-PCFG: exact posterior over trees (5 bins per feature)")
     pc = bt.PCFGTreeClassifier(max_bins=5).fit(Xc[tr], yc[tr])
     _say(f"      MAP-tree accuracy: {np.mean(pc.predict(Xc[te]) == yc[te]):.3f}; "
          f"log evidence {float(pc.log_evidence_):.2f}")
-    _say("\n[4/4] safe-Bayesian random forest (1000 prior trees, importance weights)")
+    _say("\n[4/5] safe-Bayesian random forest (1000 prior trees, importance weights)")
     sb = bt.SafeBayesForestClassifier(random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      accuracy: {np.mean(sb.predict(Xc[te]) == yc[te]):.3f}")
+    _say(f"\n[5/5] Bayesian CART by MCMC (4 chains, {args.draws} tuning steps + {args.draws} draws each)")
+    t0 = time.perf_counter()
+    bc = bt.BayesianCARTClassifier(draws=args.draws, tune=args.draws, chains=4, max_depth=5, random_state=args.seed,
+                                   progressbar=True).fit(Xc[tr], yc[tr])
+    acc = bc.acceptance_
+    _say(f"      fitted in {time.perf_counter() - t0:.1f}s (includes JIT compilation); accuracy: "
+         f"{np.mean(bc.predict(Xc[te]) == yc[te]):.3f}; leaves per tree: "
+         f"{float(bc.idata_.posterior['n_leaves'].mean()):.1f}; acceptance grow {acc['grow']:.2f}, "
+         f"prune {acc['prune']:.2f}, change {acc['change']:.2f}, swap {acc['swap']:.2f}")
+    try:
+        cmp = bt.compare({"PCFG": pc.idata_, "Bayesian CART": bc.idata_})
+        _say("      LOO comparison (bt.compare):\n" + "\n".join(
+            "        " + line for line in cmp[["rank", "elpd_loo", "p_loo", "elpd_diff"]].to_string().splitlines()))
+    except ValueError as e:  # a family without a likelihood: say why
+        _say(f"      no LOO comparison: {e}")
 
     try:
         import matplotlib
@@ -160,7 +179,8 @@ def cmd_fit(args) -> int:
     task = infer_task(y, args.task)  # the library's one task-inference rule
     yv = y.to_numpy()
     est = make_estimator(args.model, task, args.n_estimators, args.min_samples_leaf, args.seed,
-                         args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet, n_jobs=args.n_jobs)
+                         args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet, n_jobs=args.n_jobs,
+                         draws=args.draws, tune=args.tune, chains=args.chains)
     _say(f"fitting {args.model} ({MODELS[args.model]}) for {task} on {len(df)} rows x {df.shape[1]} features")
     t0 = time.perf_counter()
     est.fit(df, yv)
@@ -193,10 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("demo", help="run every family on data shipped with the package and write a figure",
                        description="Fits a Bayesian forest, an empirical Bayesian forest and CART to the motorcycle "
-                                   "data, and Bayesian-forest, PCFG and safe-Bayes classifiers to Haberman's "
-                                   "survival data; prints what it did and writes a figure and a NetCDF posterior.")
+                                   "data, and Bayesian-forest, PCFG, safe-Bayes and Bayesian CART (MCMC) "
+                                   "classifiers to Haberman's survival data; prints what it did and writes a "
+                                   "figure and a NetCDF posterior.")
     d.add_argument("--out", default="bayestrees-demo", help="output folder (default: ./bayestrees-demo)")
     d.add_argument("--trees", type=int, default=100, help="trees per forest (default 100)")
+    d.add_argument("--draws", type=int, default=500, help="tuning steps and draws per Bayesian CART chain (default 500)")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.set_defaults(func=cmd_demo)
     f = sub.add_parser("fit", help="fit a model to a CSV or Parquet file",
@@ -208,12 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--model", default="bf", choices=sorted(MODELS),
                    help="; ".join(f"{k}: {v}" for k, v in MODELS.items()))
     f.add_argument("--task", default="auto", choices=["auto", "regression", "classification"],
-                   help="auto: float targets with >10 distinct values are regression")
+                   help="auto: labels, and whole numbers with at most 20 distinct values, are classification")
     f.add_argument("--features", nargs="+", help="feature columns (default: every other column)")
     f.add_argument("--n-estimators", type=int, default=100, help="trees (posterior draws) for forests")
     f.add_argument("--min-samples-leaf", type=int, default=1, help="minimum rows per leaf (forests)")
     f.add_argument("--trunk-min-samples-leaf", type=int, default=1000, help="EBF trunk leaf size")
     f.add_argument("--n-blocks", type=int, default=5, help="SSF blocks")
+    f.add_argument("--draws", type=int, default=1000, help="kept draws per chain (bcart)")
+    f.add_argument("--tune", type=int, default=1000, help="discarded tuning steps per chain (bcart)")
+    f.add_argument("--chains", type=int, default=4, help="chains, run vmapped (bcart)")
     f.add_argument("--seed", type=int, default=0, help="random seed")
     f.add_argument("--n-jobs", type=int, default=1,
                    help="trees fitted at the same time by forests (-1: one per CPU core; default 1)")

@@ -35,6 +35,24 @@ def test_fit_writes_summary_posterior_and_model(tmp_path):
     assert np.sqrt(np.mean((pred - df["price"]) ** 2)) < 1.0
 
 
+def test_fit_bcart_from_the_command_line(tmp_path):
+    r = np.random.default_rng(1)
+    df = pd.DataFrame({"a": r.integers(0, 6, 90) / 6, "b": r.normal(size=90)})
+    df["y"] = np.where(df["a"] < 0.5, 0.0, 3.0) + 0.2 * r.normal(size=90)
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    out = tmp_path / "bc"
+    rc = main(["fit", str(csv), "--target", "y", "--model", "bcart", "--draws", "40", "--tune", "200",
+               "--chains", "2", "--out", str(out), "--quiet"])
+    assert rc == 0
+    assert "sigma" in (out / "summary.txt").read_text()
+    idata = az.from_netcdf(str(out / "posterior.nc"))
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 40
+    assert "log_likelihood" in idata.groups()
+    model = bt.load(out / "model.pkl")
+    assert np.sqrt(np.mean((model.predict(df[["a", "b"]]) - df["y"]) ** 2)) < 0.6
+
+
 def test_fit_reports_a_missing_target_column(tmp_path):
     csv = tmp_path / "d.csv"
     pd.DataFrame({"a": [1.0, 2.0]}).to_csv(csv, index=False)
@@ -43,10 +61,10 @@ def test_fit_reports_a_missing_target_column(tmp_path):
 
 
 def test_demo_runs_every_family(tmp_path, capsys):
-    rc = main(["demo", "--out", str(tmp_path), "--trees", "4"])
+    rc = main(["demo", "--out", str(tmp_path), "--trees", "4", "--draws", "40"])
     assert rc == 0
     out = capsys.readouterr().out
-    for part in ("[1/4]", "[2/4]", "[3/4]", "[4/4]", "figure written"):
+    for part in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]", "LOO comparison", "figure written"):
         assert part in out
     assert (tmp_path / "demo_mcycle.png").stat().st_size > 1000
     assert (tmp_path / "mcycle_bayesian_forest.nc").exists()
