@@ -131,7 +131,8 @@ def empty_tree(capacity: int, n_outputs: int = 1, dtype=jnp.float32) -> Tree:
 def pack(tree: Tree) -> tuple[jax.Array, jax.Array]:
     """The two per-node words the traversal reads, for a tree or a batch of trees.
 
-    ``info = threshold << 16 | feature << 1 | missing_left`` (uint32, shape ``S + (capacity,)``) and
+    ``info = (threshold + 1) << 16 | feature << 1 | missing_left`` (uint32, shape ``S + (capacity,)``;
+    thresholds run from -1, "every code goes right", to 65534, so ``threshold + 1`` fits 16 bits) and
     the child pair ``children[2 node + go_right]`` (int32, ``S + (2 capacity,)``), where a leaf's
     children are itself, so a row that has reached its leaf stays there.
     """
@@ -139,7 +140,8 @@ def pack(tree: Tree) -> tuple[jax.Array, jax.Array]:
     leaf = tree.left < 0
     children = jnp.stack([jnp.where(leaf, idx, tree.left), jnp.where(leaf, idx, tree.right)], -1)
     children = children.reshape(tree.left.shape[:-1] + (2 * tree.capacity,))
-    info = ((tree.threshold.astype(jnp.uint32) << 16) | (jnp.maximum(tree.feature, 0).astype(jnp.uint32) << 1)
+    thr = jnp.clip(tree.threshold + 1, 0, 0xFFFF).astype(jnp.uint32)
+    info = ((thr << 16) | (jnp.maximum(tree.feature, 0).astype(jnp.uint32) << 1)
             | tree.missing_left.astype(jnp.uint32))
     return info, children
 
@@ -154,7 +156,7 @@ def _traverse_one(info, children, codes: jax.Array, missing: int) -> jax.Array:
         w = info[node]
         f = ((w >> 1) & 0x7FFF).astype(jnp.int32)
         c = codes[rows, f].astype(jnp.int32)
-        go_right = jnp.where(c == missing, (w & 1) == 0, c > (w >> 16).astype(jnp.int32))
+        go_right = jnp.where(c == missing, (w & 1) == 0, c >= (w >> 16).astype(jnp.int32))
         nxt = children[2 * node + go_right.astype(jnp.int32)]
         return nxt, jnp.any(nxt != node)
 

@@ -73,3 +73,13 @@ def test_pruned_tree_summaries_ignore_free_slots():
     assert dot.count("->") == 4
     assert T.to_text(t).count("value:") == 3
     assert np.asarray(T.parents(t)).tolist()[:5] == [-1, 0, 0, 2, 2]
+
+
+def test_threshold_minus_one_sends_every_code_right():
+    t = T.empty_tree(3)
+    t, _ = T.grow_leaf(t, 0, 0, -1)
+    codes = np.array([[0], [1], [5], [254]], np.uint8)
+    leaf = np.asarray(T.apply(t, codes))
+    assert np.all(leaf == int(t.right[0]))
+    t2, _ = T.grow_leaf(T.empty_tree(3), 0, 0, 254)  # the largest non-missing uint8 code: every row goes left
+    assert np.all(np.asarray(T.apply(t2, codes)) == int(t2.left[0]))
