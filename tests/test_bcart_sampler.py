@@ -114,7 +114,8 @@ def _canonical_root_feature(codes, tree):
 
 
 @pytest.mark.slow
-def test_chains_match_the_exact_pcfg_posterior():
+@pytest.mark.parametrize("temperatures", [(1.0,), (1.0, 0.5, 0.25)])
+def test_chains_match_the_exact_pcfg_posterior(temperatures):
     from bayestrees.inference.pcfg_posterior import fit_posterior
 
     rng = np.random.default_rng(3)
@@ -131,7 +132,7 @@ def test_chains_match_the_exact_pcfg_posterior():
     exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
 
     model = DirichletLeaves(2, 1.0)
-    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d)
+    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, temperatures=temperatures)
     res = run_chains(jax.random.key(1), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
                      draws=1500, tune=500, thin=4, collect=_tree_of)
     trees = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
@@ -146,7 +147,12 @@ def test_chains_match_the_exact_pcfg_posterior():
 
 
 def _tree_of(key, state, data):
-    return state.tree
+    return _posterior_replica(state).tree
+
+
+def _posterior_replica(state):
+    """Replica 0 (the posterior) of a tempered ensemble; the state itself otherwise."""
+    return jax.tree_util.tree_map(lambda a: a[0], state) if jnp.ndim(state.beta) else state
 
 
 # ------------------------------------------------------------------------------------------------

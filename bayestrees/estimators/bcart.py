@@ -29,7 +29,7 @@ class _BCARTMixin:
         return BCARTConfig(prior=prior, leaf_model=self.leaf_model, alpha_leaves=getattr(self, "alpha_leaves", 1.0),
                            draws=self.draws, tune=self.tune, chains=self.chains, thin=self.thin,
                            max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
-                           dtype=self.dtype, progressbar=self.progressbar)
+                           temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar)
 
     def fit(self, X, y):
         """Run the chains on ``(X, y)``; returns ``self``.
@@ -96,10 +96,11 @@ class _BCARTMixin:
 
 
 def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs, scheme,
-          random_state, dtype, progressbar):
+          temperatures, random_state, dtype, progressbar):
     self.prior, self.alpha, self.beta, self.leaf_model = prior, alpha, beta, leaf_model
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins, self.move_probs, self.scheme = max_depth, max_bins, move_probs, scheme
+    self.temperatures = temperatures
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
 
 
@@ -126,6 +127,10 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         Probabilities of grow, prune, change and swap.
     scheme : {"moves", "sweep"}, default "moves"
         One random move per step, or a systematic sweep over every node per step.
+    temperatures : tuple, default (1.0,)
+        Inverse temperatures ``(1, b_1, ...)``, decreasing: each chain becomes a parallel-tempering
+        ensemble (one replica per temperature, cost times their number) whose ``b = 1`` replica
+        gives the draws; swaps between neighbours help chains leave local modes.
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
@@ -142,9 +147,9 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=1000, tune=1000, chains=4,
                  thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves",
-                 random_state=None, dtype="float32", progressbar=False):
+                 temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, random_state, dtype, progressbar)
+              scheme, temperatures, random_state, dtype, progressbar)
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``: ``(n,)``."""
@@ -164,9 +169,9 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, alpha_leaves=1.0, draws=1000,
                  tune=1000, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
-                 scheme="moves", random_state=None, dtype="float32", progressbar=False):
+                 scheme="moves", temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, random_state, dtype, progressbar)
+              scheme, temperatures, random_state, dtype, progressbar)
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:

@@ -78,6 +78,8 @@ class BCARTConfig:
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
     scheme : "moves" (one random move per step) or "sweep" (every node per step)
+    temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
+        (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
     """
@@ -92,6 +94,7 @@ class BCARTConfig:
     max_depth: int = 6
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     scheme: str = "moves"
+    temperatures: tuple = (1.0,)
     dtype: Any = "float32"
     progressbar: bool = False
 
@@ -192,7 +195,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
         yt = jnp.asarray(data.y, jnp.int32)
     mdata = M.MCMCData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
     cfg = M.MCMCConfig(config.prior, lm, config.max_depth, data.d, tuple(float(p) for p in config.move_probs),
-                       config.scheme)
+                       config.scheme, tuple(float(b) for b in config.temperatures))
     kernel = M.build_kernel(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
@@ -235,6 +238,9 @@ def bcart_inferencedata(result: BCARTResult, data: TrainingData, y_name: str = "
              **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(extra_attrs or {})}
     ss = {"lp": result.lp, "move": np.asarray(info.move), "accepted": np.asarray(info.accepted),
           "move_possible": np.asarray(info.ok), "at_max_depth": np.asarray(info.at_max_depth)}
+    if len(result.config.temperatures) > 1:
+        ss["swap_accepted"] = np.asarray(info.swap_accepted)
+        attrs["temperatures"] = repr(tuple(result.config.temperatures))
     return to_inferencedata(
         result.trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=result.mu, sigma=sigma, log_likelihood=result.log_lik,

@@ -102,6 +102,9 @@ class MCMCConfig:
     n_features : d
     scheme : "moves" (a step is one move of a random type) or "sweep" (a step is one systematic
         sweep over the nodes, :func:`sweep`)
+    temperatures : inverse temperatures ``(1, b_1, ...)``, decreasing: with more than one, every
+        chain is a parallel-tempering ensemble (one replica per temperature, replica 0 the
+        posterior) and each step swaps one random adjacent pair by Metropolis-Hastings
     """
 
     prior: Any
@@ -110,8 +113,12 @@ class MCMCConfig:
     n_features: int
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     scheme: str = "moves"
+    temperatures: tuple = (1.0,)
 
     def __post_init__(self):
+        t = tuple(float(b) for b in self.temperatures)
+        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
+            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
         if self.scheme not in ("moves", "sweep"):
             raise ValueError(f"scheme must be 'moves' (one random move per step) or 'sweep', got {self.scheme!r}")
 
@@ -154,10 +161,15 @@ class Eval(NamedTuple):
 
 
 class State(NamedTuple):
-    """The state of one chain: the tree and its evaluation on the data (leaf parameters are integrated out)."""
+    """The state of one chain: the tree and its evaluation on the data (leaf parameters are integrated out).
+
+    ``beta`` is the chain's inverse temperature: it targets ``p(Y | T)^beta p(T)`` (1 for the
+    posterior; below 1 only for the helper replicas of parallel tempering).
+    """
 
     tree: Tree
     ev: Eval
+    beta: Any = 1.0
 
 
 class Draw(NamedTuple):
@@ -179,6 +191,7 @@ class Info(NamedTuple):
     log_ratio: jax.Array    # log acceptance ratio (before min(0, .))
     lp: jax.Array           # log pi(T) after the step
     at_max_depth: jax.Array  # a leaf at the depth limit could otherwise split
+    swap_accepted: Any = False  # parallel tempering: the replica swap of this step was accepted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,12 +414,15 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
     cfg: MCMCConfig
 
     def __call__(self, key, state: State, data: MCMCData) -> Draw:
+        if len(self.cfg.temperatures) > 1:  # a tempered ensemble: the posterior replica
+            state = jax.tree_util.tree_map(lambda a: a[0], state)
         return draw_leaves(key, state.tree, state.ev, data, self.cfg)
 
 
 def _accept(key, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
-    lp_new = new_ev.log_lik + new_ev.log_prior
-    lp_old = state.ev.log_lik + state.ev.log_prior
+    beta = jnp.asarray(state.beta, new_ev.log_lik.dtype)
+    lp_new = beta * new_ev.log_lik + new_ev.log_prior
+    lp_old = beta * state.ev.log_lik + state.ev.log_prior
     log_a = jnp.where(ok & new_ev.valid, lp_new - lp_old + log_ratio, -jnp.inf)
     acc = jnp.log(jax.random.uniform(key, dtype=lp_new.dtype)) < log_a
     tree = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_tree, state.tree)
@@ -430,7 +446,7 @@ class _Init:
 
     def __call__(self, key, data: MCMCData) -> State:
         tree = root_tree(self.cfg, self.dtype)
-        return State(tree, evaluate(tree, data, self.cfg))
+        return State(tree, evaluate(tree, data, self.cfg), jnp.ones((), self.dtype))
 
 
 @dataclass(frozen=True)
@@ -443,7 +459,7 @@ class _Step:
             new, n_acc = sweep(key, state, data, cfg)
             ev = new.ev
             info = Info(jnp.int32(len(MOVES)), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
-                        ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg))
+                        ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
             return new, info
         k_move, k_prop, k_acc = jax.random.split(key, 3)
         probs = jnp.asarray(cfg.move_probs, jnp.float32)
@@ -452,8 +468,48 @@ class _Step:
         new_ev = evaluate(new_tree, data, cfg)
         lq_rev = _log_q_reverse(move, new_tree, new_ev, node, extra, cfg)
         tree, ev, acc, log_a = _accept(k_acc, state, new_tree, new_ev, ok, lq_rev - lq_fwd)
-        info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg))
-        return State(tree, ev), info
+        info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg),
+                    jnp.array(False))
+        return State(tree, ev, state.beta), info
+
+
+@dataclass(frozen=True)
+class _TemperedInit:
+    cfg: MCMCConfig
+    dtype: Any
+
+    def __call__(self, key, data: MCMCData) -> State:
+        betas = jnp.asarray(self.cfg.temperatures, self.dtype)
+        base = _Init(self.cfg, self.dtype)
+        st = jax.vmap(base, in_axes=(0, None))(jax.random.split(key, betas.shape[0]), data)
+        return st._replace(beta=betas)
+
+
+@dataclass(frozen=True)
+class _TemperedStep:
+    """Parallel tempering: every replica makes one move at its own temperature, then one random
+    adjacent pair ``(i, i + 1)`` proposes to exchange trees, accepted with probability
+    ``min(1, exp((b_i - b_{i+1}) (log p(Y | T_{i+1}) - log p(Y | T_i))))`` (the prior cancels)."""
+
+    cfg: MCMCConfig
+
+    def __call__(self, key, state: State, data: MCMCData):
+        k_rep, k_pair, k_acc = jax.random.split(key, 3)
+        R = len(self.cfg.temperatures)
+        base = _Step(self.cfg)
+        st, infos = jax.vmap(base, in_axes=(0, 0, None))(jax.random.split(k_rep, R), state, data)
+        i = jax.random.randint(k_pair, (), 0, R - 1)
+        ll = st.ev.log_lik
+        log_a = (st.beta[i] - st.beta[i + 1]) * (ll[i + 1] - ll[i])
+        acc = jnp.log(jax.random.uniform(k_acc, dtype=ll.dtype)) < log_a
+        perm = jnp.arange(R)
+        perm = jnp.where(acc, perm.at[i].set(i + 1).at[i + 1].set(i), perm)
+        swapped = st._replace(tree=jax.tree_util.tree_map(lambda a: a[perm], st.tree),
+                              ev=jax.tree_util.tree_map(lambda a: a[perm], st.ev))
+        info0 = jax.tree_util.tree_map(lambda a: a[0], infos)
+        ev0 = jax.tree_util.tree_map(lambda a: a[0], swapped.ev)
+        info = info0._replace(lp=ev0.log_lik + ev0.log_prior, swap_accepted=acc)
+        return swapped, info
 
 
 def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
@@ -468,6 +524,8 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
         raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
     if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:
         raise ValueError(f"move_probs must be 4 non-negative probabilities summing to 1, got {cfg.move_probs}")
+    if len(cfg.temperatures) > 1:
+        return Kernel(_TemperedInit(cfg, jnp.dtype(dtype)), _TemperedStep(cfg))
     return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
 
 
@@ -509,9 +567,9 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
         lr_prune = _log_rule_q(new_ev, sc, j_old) - half
         lr_change = jnp.log(jnp.maximum(nthr[j], 1)) - jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1))
         log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
-        tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev), new, new_ev, ok, log_ratio)
+        tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)
 
     n_visit = jnp.sum(order < S)
     tree, ev, n_acc = jax.lax.fori_loop(0, n_visit, update, (state.tree, state.ev, jnp.zeros((), jnp.int32)))
-    return State(tree, ev), n_acc
+    return State(tree, ev, state.beta), n_acc
