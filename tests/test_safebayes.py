@@ -1,8 +1,13 @@
-"""Tests of the safe-Bayesian random forest (prior trees, importance weights, estimators).
+"""Tests of the safe-Bayesian random forest (prior trees, importance weights, estimators, model variable).
 
 Reference answers: the closed-form code-string prior, numpy/scipy computations
-of the weights by a direct traversal on PIT values, and an exact Bayesian
-model average on a tiny one-feature problem by a recursion over intervals.
+of the weights by a direct traversal on PIT values, an exact Bayesian model
+average on a tiny one-feature problem by a recursion over intervals, and the
+conjugate leaf posteriors (moments of the drawn leaf parameters).  The
+InferenceData tests check the posterior contract (docs/design.md): equally
+weighted draws (trees resampled by w^beta), mu and the pointwise
+log-likelihood in the response's units, NetCDF round trip, bt.loo and
+bt.compare with another family, and the predictive naming of bt.SafeBayesForest.
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ import bayestrees as bt
 from bayestrees.data import ecdf_transform
 from bayestrees.inference import importance as imp
 from bayestrees.inference import prior_trees as pt
+from bayestrees.inference import safebayes as sb
+from bayestrees.leaves import DirichletLeaves
 
 LAM = 0.475
 K, KMAX = 40, 31  # one (trees, capacity) shape for most tests: one compilation
@@ -283,7 +290,7 @@ def test_class_weights_and_predictions_against_direct_numpy():
 
 def test_log_weights_huge_leaves_no_overflow():
     counts = jnp.asarray([[[3e6, 1e6], [0.0, 0.0], [5e6, 2.0]]])  # (K=1, L=3, C=2)
-    lw = np.asarray(imp.class_log_weights(counts, 1.0))
+    lw = np.asarray(DirichletLeaves(2, 1.0).log_marginal(counts, jnp.ones((1, 3), bool)))  # the empty leaf adds 0
     c = np.array([[3e6, 1e6], [5e6, 2.0]])
     ref = (sgammaln(c + 1).sum(1) - sgammaln(c.sum(1) + 2) + sgammaln(2.0)).sum()
     assert np.isfinite(lw).all()
@@ -438,7 +445,7 @@ def test_cross_validation_folds_and_pooled_curve():
     y = np.r_[np.zeros(63, int), np.ones(27, int)]
     clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=4).fit(X, y)
     key_split = jax.random.split(clf._key())[1]
-    fold = clf._fold_ids(y, 5, key_split)
+    fold = sb.fold_ids(y, 5, key_split, stratified=True)
     for f in range(5):
         assert np.sum(fold == f) == 18
         assert all(len(np.unique(X[fold != f, j])) == 8 for j in range(2))
@@ -539,8 +546,8 @@ def test_regressor_targets_of_any_scale(scale):
     np.testing.assert_allclose(big.log_weights_ + 60 * np.log(scale), ref.log_weights_, rtol=1e-6)
     np.testing.assert_allclose(big.operating_curve_["rmse"] / scale, ref.operating_curve_["rmse"], rtol=1e-5)
     assert np.all(np.isfinite(np.asarray(big.trees_.value)))
-    # the per-tree predictives handed to the model context are on the scale of y
-    mean, scale2, df = big._t_params(None, big._codes(Xt))
+    # the per-tree predictives of the inference layer are on the scale of y
+    mean, scale2, df = sb.regression_predictive(big._result, big._codes(Xt))
     np.testing.assert_allclose(big.tree_weights() @ mean / scale, ref.predict(Xt), rtol=1e-5)
 
 
@@ -555,7 +562,7 @@ def test_predict_interval_quantiles():
     reg = bt.SafeBayesForestRegressor(K, effective_sample_size=10, max_internal=KMAX, random_state=0).fit(X, y)
     Xt = X[:4]
     iv = reg.predict_interval(Xt, 0.9, kind="predictive")
-    mean, scale2, df = reg._t_params(None, reg._codes(Xt))
+    mean, scale2, df = sb.regression_predictive(reg._result, reg._codes(Xt))
     w = reg.tree_weights()
     for q, col in ((0.05, 0), (0.95, 1)):
         cdf = np.einsum("k,kn->n", w, stats.t.cdf(iv[:, col][None, :], df, mean, np.sqrt(scale2)))
@@ -572,28 +579,390 @@ def test_predict_interval_quantiles():
 # ---------------------------------------------------------------- API
 
 
-def test_model_context_and_idata():
-    rng = np.random.default_rng(9)
-    X = rng.normal(size=(40, 2))
-    y = np.where(X[:, 1] > 0, "a", "b")
+def _summary_names(idata):
+    """Variable names of the rows of ``az.summary(idata)`` with no arguments."""
+    import warnings
+
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # one chain: ArviZ warns that R-hat needs two
+        return {str(i).split("[")[0] for i in az.summary(idata).index}
+
+
+def _class_data(n=90, seed=20):
+    """Three classes with string labels, decided by the first of three features."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = np.array(["lo", "mid", "hi"])[np.digitize(X[:, 0] + 0.3 * rng.normal(size=n), [-0.5, 0.5])]
+    return X, y
+
+
+def _reg_data(n=70, seed=21):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    return X, 2.0 * (X[:, 0] > 0.5) + 0.3 * rng.normal(size=n) + 1.0
+
+
+@pytest.fixture(scope="module")
+def sb_clf():
+    X, y = _class_data()
+    return X, y, bt.SafeBayesForestClassifier(K, effective_sample_size=20, max_internal=KMAX, random_state=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def sb_reg():
+    X, y = _reg_data()
+    return X, y, bt.SafeBayesForestRegressor(K, effective_sample_size=10, max_internal=KMAX, random_state=0).fit(X, y)
+
+
+def test_contract_classifier(sb_clf):
+    """Equally weighted draws by the contract: posterior n_leaves/depth/split_counts/mu only; mu = the drawn
+    leaf probabilities = the trees group's leaves; log_likelihood = log of the drawn probability of y;
+    the draws are the prior trees resampled by w^beta (systematic: each tree floor or ceil of K w times)."""
+    from bayestrees.convert import trees_from_inferencedata
+    from bayestrees.tree import predict
+
+    X, y, clf = sb_clf
+    idata = clf.idata_
+    assert set(idata.groups()) == {"posterior", "log_likelihood", "sample_stats", "observed_data", "constant_data",
+                                   "trees"}
+    assert set(idata.posterior.data_vars) == {"n_leaves", "depth", "split_counts", "mu"}
+    assert _summary_names(idata) == {"n_leaves", "depth", "split_counts", "mu"}
+    mu = idata.posterior["mu"]
+    assert mu.dims == ("chain", "draw", "obs", "class") and mu.shape == (1, K, len(X), 3)
+    assert list(mu["class"].values) == [str(c) for c in clf.classes_]
+    np.testing.assert_allclose(mu.values.sum(-1), 1.0, rtol=1e-5)
+    trees = trees_from_inferencedata(idata)
+    codes = clf.binner_.transform(X)
+    np.testing.assert_allclose(np.asarray(predict(trees, codes)), mu.values, rtol=1e-6)
+    yc = np.searchsorted(clf.classes_, y)
+    ref = np.log(np.take_along_axis(mu.values, yc[None, None, :, None], -1)[..., 0])
+    np.testing.assert_allclose(idata.log_likelihood["y"].values, ref, rtol=1e-5)
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+    assert list(idata.constant_data["feature_names"].values) == ["x0", "x1", "x2"]
+    np.testing.assert_array_equal(idata.constant_data["n_bins"].values, clf.binner_.n_bins_)
+    attrs = idata.posterior.attrs
+    assert attrs["family"] == "safe_bayes" and attrs["task"] == "classification"
+    assert "resampled by tempered weight w^beta" in attrs["draws"] and attrs["beta"] == clf.beta_
+    # the draws: prior trees resampled by their tempered weights, leaf parameters drawn per draw
+    idx = idata.sample_stats["tree_index"].values[0]
+    assert np.all(np.diff(idx) >= 0)
+    np.testing.assert_allclose(idata.sample_stats["log_weight"].values[0], clf.log_weights_[idx])
+    w = clf.tree_weights()
+    np.testing.assert_allclose(np.exp(idata.sample_stats["tempered_log_weight"].values[0]), w[idx], rtol=1e-5)
+    counts = np.bincount(idx, minlength=K)
+    assert np.all(counts >= np.floor(K * w - 1e-4)) and np.all(counts <= np.ceil(K * w + 1e-4))
+    for f in ("feature", "threshold", "left", "right", "missing_left"):
+        np.testing.assert_array_equal(np.asarray(getattr(trees, f))[0], np.asarray(getattr(clf.trees_, f))[idx])
+    assert attrs["distinct_trees"] == np.unique(idx).size
+    # two draws of one tree have different leaf probabilities (parameters are drawn, not the predictive)
+    dup = np.flatnonzero(np.diff(idx) == 0)
+    assert dup.size and not np.allclose(mu.values[0, dup[0]], mu.values[0, dup[0] + 1])
+    # the unresampled weights of all K trees stay on the estimator
+    assert clf.log_weights_.shape == (K,)
+
+
+def test_leaf_draws_follow_the_conjugate_posterior():
+    """With beta large every draw is the best tree; its drawn leaf parameters have the moments of the
+    conjugate posterior on the scale of y: Dirichlet(n + alpha) for classes, NIG for regression
+    (mean m_n, E[s2] = b_n / (a_n - 1)), computed here in float64 from the raw rows."""
+    from bayestrees.tree import apply
+
+    key = jax.random.key(5)
+    n_draws = 4000
+    X, y = _class_data()
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=1e7, alpha=0.5, max_internal=KMAX,
+                                       random_state=1).fit(X, y)
+    draws = sb.posterior_draws(key, clf._result, n_draws)
+    best = int(np.argmax(clf.log_weights_))
+    assert np.all(draws.index == best)
+    leaf = np.asarray(apply(jax.tree_util.tree_map(lambda a: a[best], clf.trees_), clf.binner_.transform(X)))
+    yc = np.searchsorted(clf.classes_, y)
+    v = np.asarray(draws.trees.value)
+    for lf in np.unique(leaf):
+        a = np.bincount(yc[leaf == lf], minlength=3) + 0.5
+        mean, var = a / a.sum(), a * (a.sum() - a) / (a.sum() ** 2 * (a.sum() + 1))
+        p = v[:, lf, :]
+        assert np.all(np.abs(p.mean(0) - mean) < 5 * np.sqrt(var / n_draws)), (lf, p.mean(0), mean)
+        assert np.all(np.abs(p.var(0) / var - 1) < 0.2), (lf, p.var(0), var)
+
+    Xr, yr = _reg_data()
+    scale = 1e3
+    reg = bt.SafeBayesForestRegressor(K, effective_sample_size=1e7, max_internal=KMAX, random_state=1).fit(
+        Xr, yr * scale)
+    draws = sb.posterior_draws(key, reg._result, n_draws)
+    best = int(np.argmax(reg.log_weights_))
+    assert np.all(draws.index == best)
+    leaf = np.asarray(apply(jax.tree_util.tree_map(lambda a: a[best], reg.trees_), reg.binner_.transform(Xr)))
+    m0, k0, a0, b0 = reg.leaf_prior_
+    mu = np.asarray(draws.trees.value, np.float64)[:, :, 0]
+    s2 = (np.asarray(draws.leaf_draw.sigma, np.float64) * reg.y_scale_) ** 2
+    checked = 0
+    for lf in np.unique(leaf):
+        yl = yr[leaf == lf] * scale
+        n = yl.size
+        if n < 5:
+            continue
+        kn, an = k0 + n, a0 + n / 2
+        mn = (k0 * m0 + yl.sum()) / kn
+        bn = b0 + 0.5 * np.sum((yl - yl.mean()) ** 2) + k0 * n * (yl.mean() - m0) ** 2 / (2 * kn)
+        e_s2 = bn / (an - 1)
+        sd_mu = np.sqrt(e_s2 / kn)  # marginal sd of mu (Student-t) is close to this for a_n >> 1
+        assert abs(mu[:, lf].mean() - mn) < 5 * sd_mu / np.sqrt(n_draws), (lf, mu[:, lf].mean(), mn)
+        assert abs(s2[:, lf].mean() / e_s2 - 1) < 0.1, (lf, s2[:, lf].mean(), e_s2)
+        checked += 1
+    assert checked >= 2
+
+
+def test_contract_regressor_in_the_units_of_y():
+    """mu and the pointwise log-likelihood are in the response's units: fitting y * 1e30 gives
+    mu * 1e30 and log-likelihoods shifted by -log(1e30) (same seed: the same standardised fit and draws);
+    the log-likelihood is the Normal density at the drawn leaf mean and sd (scipy)."""
+    from scipy import stats
+
+    from bayestrees.keys import make_key
+
+    X, y = _reg_data()
+    cfg = sb.SafeBayesConfig(K, effective_sample_size=10, max_internal=KMAX)
+    out = {}
+    for scale in (1.0, 1e30):
+        data = sb.prepare_safebayes_data(X, y * scale, task="regression")
+        res = sb.fit_safebayes(make_key(0), data, cfg)
+        out[scale] = (res, sb.safebayes_inferencedata(make_key(1), res, data))
+    res, idata = out[1.0]
+    assert set(idata.posterior.data_vars) == {"n_leaves", "depth", "split_counts", "mu"}
+    assert _summary_names(idata) == {"n_leaves", "depth", "split_counts", "mu"}
+    mu = idata.posterior["mu"]
+    assert mu.dims == ("chain", "draw", "obs") and mu.shape == (1, K, len(X))
+    ll = idata.log_likelihood["y"].values
+    draws = sb.posterior_draws(make_key(1), res)
+    from bayestrees.tree import apply
+
+    leaves = np.asarray(apply(draws.trees, sb.prepare_safebayes_data(X, y).codes))
+    sd = np.take_along_axis(np.asarray(draws.leaf_draw.sigma, np.float64), leaves, -1) * res.y_scale
+    np.testing.assert_allclose(ll[0], stats.norm.logpdf(y[None, :], mu.values[0], sd), rtol=1e-4, atol=1e-4)
+    big_res, big = out[1e30]
+    assert np.all(np.isfinite(big.posterior["mu"].values)) and np.all(np.isfinite(big.log_likelihood["y"].values))
+    np.testing.assert_allclose(big.posterior["mu"].values / 1e30, mu.values, rtol=1e-5)
+    np.testing.assert_allclose(big.log_likelihood["y"].values + np.log(1e30), ll, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(big.observed_data["y"].values, y * 1e30)
+    np.testing.assert_allclose(big.sample_stats["log_weight"].values + len(y) * np.log(1e30),
+                               idata.sample_stats["log_weight"].values, rtol=1e-6)
+
+
+def test_loo_for_classifier_and_regressor(sb_clf, sb_reg):
+    import warnings
+
+    for est in (sb_clf[2], sb_reg[2]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")                   # Pareto k warnings on few draws
+            res = bt.loo(est.idata_)
+        n = est.idata_.observed_data["y"].shape[0]
+        assert np.isfinite(res["elpd_loo"]) and res["n_data_points"] == n
+        ll = est.idata_.log_likelihood["y"].values.reshape(-1, n)
+        lppd = float(np.sum(np.log(np.mean(np.exp(ll), 0))))
+        assert res["elpd_loo"] <= lppd + 1e-6
+
+
+def test_compare_with_pcfg_classifier(sb_clf):
+    """bt.compare / az.compare of a safe-Bayes and a PCFG classifier fitted to the same rows."""
+    import warnings
+
+    import arviz as az
+
+    X, y, clf = sb_clf
+    pc = bt.PCFGTreeClassifier(max_bins=4, n_samples=K, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = bt.compare({"safe_bayes": clf.idata_, "pcfg": pc.idata_})
+        cmp_az = az.compare({"safe_bayes": clf.idata_, "pcfg": pc.idata_})
+    assert set(cmp.index) == {"safe_bayes", "pcfg"} and np.all(np.isfinite(cmp["elpd_loo"]))
+    np.testing.assert_allclose(cmp.loc[["safe_bayes", "pcfg"], "elpd_loo"],
+                               cmp_az.loc[["safe_bayes", "pcfg"], "elpd_loo"])
+    for name, est in (("safe_bayes", clf), ("pcfg", pc)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert cmp.loc[name, "elpd_loo"] == pytest.approx(bt.loo(est.idata_)["elpd_loo"])
+
+
+def test_trees_group_netcdf_round_trip(tmp_path, sb_clf):
+    import arviz as az
+
+    from bayestrees.convert import trees_from_inferencedata
+
+    idata = sb_clf[2].idata_
+    path = tmp_path / "sb.nc"
+    idata.to_netcdf(str(path))
+    back = az.from_netcdf(str(path))
+    a, b = trees_from_inferencedata(idata), trees_from_inferencedata(back)
+    for f in a._fields:
+        np.testing.assert_array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)), err_msg=f)
+    np.testing.assert_array_equal(back.posterior["mu"].values, idata.posterior["mu"].values)
+    np.testing.assert_array_equal(back.log_likelihood["y"].values, idata.log_likelihood["y"].values)
+    for v in ("log_weight", "tempered_log_weight", "tree_index"):
+        np.testing.assert_array_equal(back.sample_stats[v].values, idata.sample_stats[v].values)
+    assert back.trees.attrs["family"] == "safe_bayes" and back.posterior.attrs["draws"] == idata.posterior.attrs[
+        "draws"]
+
+
+def test_model_classification_predictions_naming():
+    """Classification: ``f`` labels drawn from ``f_proba`` (dims obs, class; the drawn leaf probabilities),
+    at the training rows f_proba is mu; on new rows it is the trees group's leaves."""
+    from bayestrees.convert import trees_from_inferencedata
+    from bayestrees.tree import predict
+
+    X, y = _class_data()
     with bt.Model():
-        xd = bt.Data("X", X)
-        bt.SafeBayesForest("f", xd, y, max_internal=KMAX)
+        f = bt.SafeBayesForest("f", bt.Data("X", X), y, effective_sample_size=20, max_internal=KMAX)
+        assert f.task == "classification"
         idata = bt.sample(draws=K // 2, chains=2, random_seed=0)
-        assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == K // 2
-        lw = idata.sample_stats["log_weight"].values
-        assert lw.shape == (2, K // 2) and np.all(lw < 0)
-        tw = idata.sample_stats["tempered_log_weight"].values
-        assert np.exp(tw).sum() == pytest.approx(1.0, abs=1e-5)
-        bt.set_data({"X": X[:5]})
-        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True, random_seed=1)
-    assert idata.predictions["f"].shape == (2, K // 2, 5)
-    assert set(np.unique(idata.predictions["f"].values)) <= {"a", "b"}
-    assert idata.predictions["f_proba"].shape == (2, K // 2, 5, 2)
-    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
-    ss = clf.idata_.sample_stats
-    np.testing.assert_allclose(ss["log_weight"].values[0], clf.log_weights_)
-    assert clf.idata_.posterior.sizes["draw"] == K
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=1)
+        bt.set_data({"X": X[:6]})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True, random_seed=2)
+    assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == K // 2
+    assert set(idata.log_likelihood.data_vars) == {"f"} and set(idata.observed_data.data_vars) == {"f"}
+    pp = idata.posterior_predictive
+    assert set(pp.data_vars) == {"f", "f_proba"} and pp["f_proba"].dims == ("chain", "draw", "obs", "class")
+    np.testing.assert_allclose(pp["f_proba"].values, idata.posterior["mu"].values, rtol=1e-6)
+    pred = idata.predictions
+    assert set(pred.data_vars) == {"f", "f_proba"} and pred["f"].shape == (2, K // 2, 6)
+    assert list(pred["f_proba"]["class"].values) == ["hi", "lo", "mid"]
+    assert set(np.unique(pred["f"].values)) <= {"hi", "lo", "mid"}
+    trees = trees_from_inferencedata(idata)
+    codes = f.fitted_.data.binner.transform(X[:6])
+    np.testing.assert_allclose(pred["f_proba"].values, np.asarray(predict(trees, codes)), rtol=1e-6)
+    # the labels follow the drawn probabilities: class frequencies within 5 standard errors
+    labels = pp["f"].values
+    for c, name in enumerate(["hi", "lo", "mid"]):
+        p = pp["f_proba"].values[..., c]
+        assert abs(np.mean(labels == name) - p.mean()) < 5 * np.sqrt(np.mean(p * (1 - p)) / p.size)
+
+
+def test_model_regression_predictions_naming():
+    """Regression: ``f`` (drawn responses) and ``f_mu`` (drawn leaf means, in y's units); at the
+    training rows f_mu is mu.  With beta large every draw is the best tree, and the residuals
+    f - f_mu have mean 0 and mean square E[s2 | Y, T] = b_n / (a_n - 1) of each row's leaf."""
+    from bayestrees.tree import apply
+
+    X, y = _reg_data()
+    scale = 1e6
+    with bt.Model():
+        f = bt.SafeBayesForest("f", bt.Data("X", X), y * scale, effective_sample_size=1e7, max_internal=KMAX)
+        assert f.task == "regression"
+        idata = bt.sample(draws=K, chains=2, random_seed=0)
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=1)
+        bt.set_data({"X": X[:7]})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True, random_seed=2)
+    pp = idata.posterior_predictive
+    assert set(pp.data_vars) == {"f", "f_mu"} and pp["f"].shape == (2, K, len(X))
+    np.testing.assert_allclose(pp["f_mu"].values, idata.posterior["mu"].values, rtol=1e-6)
+    assert set(idata.predictions.data_vars) == {"f", "f_mu"}
+    np.testing.assert_allclose(idata.predictions["f_mu"].values, idata.posterior["mu"].values[..., :7], rtol=1e-6)
+    res = f.fitted_.result
+    best = int(np.argmax(res.log_weights))
+    assert np.all(idata.sample_stats["tree_index"].values == best)
+    leaf = np.asarray(apply(jax.tree_util.tree_map(lambda a: a[best], res.trees), f.fitted_.data.codes))
+    m0, k0, a0, b0 = res.leaf_prior
+    e_s2 = np.zeros(len(X))
+    for lf in np.unique(leaf):
+        yl = y[leaf == lf] * scale
+        n = yl.size
+        kn, an = k0 + n, a0 + n / 2
+        e_s2[leaf == lf] = (b0 + 0.5 * np.sum((yl - yl.mean()) ** 2)
+                            + k0 * n * (yl.mean() - m0) ** 2 / (2 * kn)) / (an - 1)
+    r = pp["f"].values - pp["f_mu"].values
+    z = r / np.sqrt(e_s2)
+    assert abs(z.mean()) < 5 / np.sqrt(z.size)
+    assert 0.85 < np.mean(z ** 2) < 1.15
+
+
+def test_model_and_estimator_share_one_fit():
+    """Same seed, data and hyperparameters: bt.SafeBayesForest and the classifier weigh the same trees and
+    write the same draws."""
+    X, y = _class_data()
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=3).fit(X, y)
+    with bt.Model():
+        f = bt.SafeBayesForest("f", bt.Data("X", X), y, max_internal=KMAX)
+        idata = bt.sample(draws=K, chains=1, random_seed=3)
+    res = f.fitted_.result
+    np.testing.assert_array_equal(res.log_weights, clf.log_weights_)
+    assert res.effective_sample_size == clf.effective_sample_size_      # the same default ("auto", 5-fold CV)
+    np.testing.assert_array_equal(idata.posterior["mu"].values, clf.idata_.posterior["mu"].values)
+    np.testing.assert_array_equal(idata.log_likelihood["f"].values, clf.idata_.log_likelihood["y"].values)
+    np.testing.assert_array_equal(idata.sample_stats["tree_index"].values, clf.idata_.sample_stats["tree_index"].values)
+
+
+def test_model_task_inference_and_checks():
+    """"auto" uses data.infer_task; hyperparameters are checked when the variable is made."""
+    rng = np.random.default_rng(22)
+    X = rng.normal(size=(30, 2))
+    with bt.Model():
+        assert bt.SafeBayesForest("a", X, rng.integers(0, 3, 30).astype(float)).task == "classification"
+    with bt.Model():
+        assert bt.SafeBayesForest("b", X, rng.normal(size=30)).task == "regression"
+    with bt.Model():
+        assert bt.SafeBayesForest("c", X, np.arange(30)).task == "regression"       # > 20 distinct whole numbers
+    with bt.Model():
+        assert bt.SafeBayesForest("d", X, np.arange(30), task="classification").task == "classification"
+    for bad, match in ((dict(task="ranking"), "task must be"), (dict(split_prob=0.5), "split_prob"),
+                       (dict(effective_sample_size=0), "effective_sample_size"), (dict(cv=1), "cv"),
+                       (dict(auto_criterion="rmse"), "auto_criterion"), (dict(dtype="float16"), "dtype")):
+        with bt.Model():
+            with pytest.raises(ValueError, match=match):
+                bt.SafeBayesForest("e", X, rng.integers(0, 2, 30), **bad)
+    with bt.Model():
+        bt.SafeBayesForest("g", X, rng.integers(0, 2, 30), max_internal=KMAX)
+        with pytest.raises(ValueError, match="unexpected sample"):
+            bt.sample(draws=4, tune=10)
+
+
+def test_dtype_float64():
+    """dtype="float64" is refused without x64 (never switched on behind the user's back); with x64 on,
+    the weights agree with the float32 fit and the outputs are float64."""
+    X, y = _class_data()
+    kw = dict(n_estimators=K, effective_sample_size=20, max_internal=KMAX, random_state=0)
+    with pytest.raises(ValueError, match="jax_enable_x64"):
+        bt.SafeBayesForestClassifier(dtype="float64", **kw).fit(X, y)
+    with bt.Model():
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            bt.SafeBayesForest("f", X, y, dtype="float64")
+    ref = bt.SafeBayesForestClassifier(**kw).fit(X, y)
+    with jax.enable_x64(True):
+        c64 = bt.SafeBayesForestClassifier(dtype="float64", **kw).fit(X, y)
+        assert c64._result.fit_log_weight.dtype == jnp.float64
+        np.testing.assert_allclose(c64.log_weights_, ref.log_weights_, rtol=1e-5)
+        np.testing.assert_allclose(c64.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+        assert c64.idata_.log_likelihood["y"].dtype == np.float64
+
+
+def test_model_module_imports_no_estimator():
+    """bt.SafeBayesForest is a sibling of the estimators over fit_safebayes: models/safebayes.py imports
+    nothing from the estimators."""
+    import ast
+    from pathlib import Path
+
+    import bayestrees.models.safebayes as mod
+
+    tree = ast.parse(Path(mod.__file__).read_text())
+    imported = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported.append("." * node.level + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            imported += [a.name for a in node.names]
+    assert any("inference.safebayes" in m for m in imported)           # the parser sees the real imports
+    assert not any("estimators" in m for m in imported), imported
+
+
+def test_save_load_roundtrip_keeps_the_draws(tmp_path, sb_reg):
+    X, y, reg = sb_reg
+    reg.save(tmp_path / "r.pkl")
+    back = bt.load(tmp_path / "r.pkl")
+    np.testing.assert_allclose(back.predict(X), reg.predict(X))
+    np.testing.assert_allclose(back.predict_interval(X[:5], kind="predictive"),
+                               reg.predict_interval(X[:5], kind="predictive"))
+    np.testing.assert_array_equal(back.idata_.posterior["mu"].values, reg.idata_.posterior["mu"].values)
 
 
 def test_save_load_roundtrip(tmp_path):
@@ -680,22 +1049,6 @@ def test_plots_smoke():
     plt.close("all")
 
 
-def test_model_context_regression():
-    rng = np.random.default_rng(13)
-    X = rng.uniform(size=(40, 2))
-    y = X[:, 0] + 0.1 * rng.normal(size=40)
-    with bt.Model():
-        xd = bt.Data("X", X)
-        f = bt.SafeBayesForest("f", xd, y, max_internal=KMAX, effective_sample_size=8)
-        assert f.regression
-        idata = bt.sample(draws=K, random_seed=0)
-        bt.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=1)
-    assert idata.posterior_predictive["f"].shape == (1, K, 40)
-    w = np.exp(idata.sample_stats["tempered_log_weight"].values[0])
-    mean = idata.posterior_predictive["f_mean"].values[0]
-    np.testing.assert_allclose(w @ mean, f.fitted_.predict(X), atol=1e-4)
-
-
 @settings(max_examples=12, deadline=None)
 @given(n=st.integers(2, 60), seed=st.integers(0, 10_000), n_classes=st.integers(2, 3),
        nan_frac=st.sampled_from([0.0, 0.2]))
@@ -723,7 +1076,7 @@ def test_property_small_data(n, seed, n_classes, nan_frac):
 
 def test_no_recompile_within_a_row_bucket():
     rng = np.random.default_rng(14)
-    fns = (imp.fit_classification, imp.tree_class_probs, pt._sample_forest_jit)
+    fns = (imp.weigh_trees, imp.tree_class_probs, pt._sample_forest_jit)
     X = rng.normal(size=(60, 2))
     y = (X[:, 0] > 0).astype(int)
     bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X[:41], y[:41]).predict(X[:7])

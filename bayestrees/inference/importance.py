@@ -19,41 +19,44 @@ leaf posterior predictive ((n_c + alpha) / sum(n + alpha) for classes, a
 Student-t for real responses), not tempered.
 
 Everything is in log space (``gammaln``; weights normalised with
-``logsumexp``), so leaves with millions of rows never overflow.  Computations
-run in JAX's default float dtype (float32 unless ``jax_enable_x64`` is on);
-the log weights of big data sets lose absolute precision in float32 (about
-``1e-7 * N log N`` nats), enable x64 for exact BMA on large ``N``.
+``logsumexp``), so leaves with millions of rows never overflow.  The
+per-leaf statistics are the leaf models' (:class:`bayestrees.leaves.DirichletLeaves`,
+:class:`bayestrees.leaves.NormalLeaves`): ``row_stats`` summed into the leaf
+slots by :func:`bayestrees.leaves.leaf_stats`, the marginal ``log_marginal``,
+the node predictions ``predictive`` and the per-row predictive density
+``log_predictive``.  Computations run in the dtype of the arrays passed in
+(float32 by default in the family's fit; float64 needs ``jax_enable_x64``).
+The log weights of big data sets lose absolute precision in float32 (about
+``1e-7 * N log N`` nats); use float64 for exact BMA on large ``N``.
+
+The family's entry point, which builds on these functions, is
+:func:`bayestrees.inference.safebayes.fit_safebayes`.
 
 Shapes: ``K`` trees, ``L`` node slots, ``n`` rows, ``C`` classes, ``M`` values
-of ``m`` on an operating curve.
+of ``m`` on an operating curve, ``k`` statistics per row (``C`` for classes,
+3 for real responses).
 """
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..data import bucket_size, pad_rows  # noqa: F401  (re-exported: used by the estimators)
-from ..leaves import (NIGPrior, dirichlet_log_marginal, dirichlet_predictive, nig_log_marginal, nig_posterior,
-                      student_t_logpdf)
-from ..tree import Tree, apply
+from ..leaves import NIGPrior, leaf_stats, nig_posterior
+from ..tree import LEAF, Tree, apply
 from .prior_trees import PriorForest, bin_cum_counts, cut_thresholds, prior_to_tree, subtree_sums
 
 __all__ = [
-    "ClassWeights",
-    "RegressionWeights",
-    "class_leaf_counts",
-    "class_log_weights",
-    "regression_leaf_stats",
-    "regression_log_weights",
+    "weigh_trees",
+    "node_rows",
     "tempered_log_weights",
     "tree_class_probs",
     "forest_class_probs",
-    "tree_regression_predictive",
+    "regression_tree_predictive",
+    "regression_log_density",
     "operating_curve_classification",
     "operating_curve_regression",
     "default_m_grid",
@@ -61,100 +64,61 @@ __all__ = [
     "pool_curves",
     "choose_m",
     "apply_trees",
-    "bucket_size",
-    "pad_rows",
-    "fit_classification",
-    "fit_regression",
     "tree_skeleton",
 ]
 
 
-class ClassWeights(NamedTuple):
-    """Leaf class counts and tree log weights.
-
-    counts : float (K, L, C)  class counts of training rows per leaf slot (0 on internal slots)
-    log_weight : float (K,)  log p(Y | X, T_k)
-    """
-
-    counts: jax.Array
-    log_weight: jax.Array
-
-
-class RegressionWeights(NamedTuple):
-    """Leaf statistics and tree log weights for real responses.
-
-    n, s, ss : float (K, L)  row count, sum and sum of squares of y per leaf slot
-    log_weight : float (K,)  log p(Y | X, T_k)
-    """
-
-    n: jax.Array
-    s: jax.Array
-    ss: jax.Array
-    log_weight: jax.Array
-
-
-def class_leaf_counts(leaves, y, n_nodes: int, n_classes: int, row_weight=None):
-    """Class counts per node slot.
+def node_rows(leaf_model, stats):
+    """Rows (sum of row weights) behind per-slot statistics: float (...,).
 
     Parameters
     ----------
-    leaves : int32 (K, n)  leaf slot of each row in each tree
-    y : int32 (n,)  class codes in ``[0, n_classes)``
-    n_nodes : int  capacity ``L``
-    n_classes : int
-    row_weight : float (n,), optional  weight of each row (default 1; 0 for padding rows)
+    leaf_model : DirichletLeaves or NormalLeaves
+    stats : float (..., k)  sums of ``leaf_model.row_stats``
 
     Returns
     -------
-    float (K, L, C)
+    The class counts summed (classification) or the count column (regression).
     """
-    K = leaves.shape[0]
-    dtype = jnp.zeros(()).dtype
-    w = jnp.ones(leaves.shape[-1], dtype) if row_weight is None else jnp.asarray(row_weight, dtype)
-    rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
-    cls = jnp.broadcast_to(jnp.asarray(y)[None, :], leaves.shape)
-    ww = jnp.broadcast_to(w[None, :], leaves.shape)
-    return jnp.zeros((K, n_nodes, n_classes), dtype).at[rows, leaves, cls].add(ww)
+    return jnp.sum(stats, -1) if leaf_model.task == "classification" else stats[..., 0]
 
 
-def class_log_weights(counts, alpha):
-    """log p(Y | X, T_k) = sum over non-empty leaves of the Dirichlet-multinomial log marginal.
+@jax.jit
+def weigh_trees(skeleton: Tree, codes, row_stats, leaf_model, row_weight):
+    """Weigh prior trees on data: leaf statistics, node predictions and log marginal likelihoods.
 
     Parameters
     ----------
-    counts : float (K, L, C)
-    alpha : float or float (C,)  Dirichlet concentration
+    skeleton : Tree (K, L)  from :func:`tree_skeleton`
+    codes : uint (n, D)  training codes
+    row_stats : float (n, k)  ``leaf_model.row_stats(y, dtype)``
+    leaf_model : DirichletLeaves or NormalLeaves
+        Passed as a pytree (its numbers are traced): a new ``alpha`` or leaf prior
+        does not recompile.
+    row_weight : float (n,)  1 for data rows, 0 for padding rows
 
     Returns
     -------
-    float (K,)
+    tree : Tree (K, L, V)
+        Node values ``leaf_model.predictive`` of the node's rows (internal nodes
+        from the pooled statistics of their subtree): class probabilities
+        ``(n_c + alpha) / sum(n + alpha)``, or the posterior mean of the leaf mean;
+        ``weight``/``count`` = training rows in the node.
+    stats : float (K, L, k)
+        Leaf statistics (:func:`bayestrees.leaves.leaf_stats`; 0 on internal and unused slots).
+    log_weight : float (K,)
+        ``log p(Y | X, T_k) = leaf_model.log_marginal`` over the leaves (an empty
+        leaf contributes 0).
     """
-    lm = dirichlet_log_marginal(counts, alpha)
-    return jnp.sum(jnp.where(jnp.sum(counts, -1) > 0, lm, 0.0), -1)
-
-
-def regression_leaf_stats(leaves, y, n_nodes: int, row_weight=None):
-    """Row count, sum and sum of squares of ``y`` per node slot; each float (K, L).
-
-    ``row_weight`` (float (n,), default 1) weighs the rows (0 for padding rows).
-    """
-    K = leaves.shape[0]
-    y = jnp.asarray(y)
-    w = jnp.ones_like(y) if row_weight is None else jnp.asarray(row_weight, y.dtype)
-    rows = jnp.broadcast_to(jnp.arange(K)[:, None], leaves.shape)
-    z = jnp.zeros((K, n_nodes), y.dtype)
-    yy = jnp.broadcast_to(y[None, :], leaves.shape)
-    ww = jnp.broadcast_to(w[None, :], leaves.shape)
-    n = z.at[rows, leaves].add(ww)
-    s = z.at[rows, leaves].add(ww * yy)
-    ss = z.at[rows, leaves].add(ww * yy * yy)
-    return n, s, ss
-
-
-def regression_log_weights(n, s, ss, prior: NIGPrior):
-    """log p(Y | X, T_k) under Normal-inverse-gamma leaves; float (K,)."""
-    lm = nig_log_marginal(n, s, ss, prior)
-    return jnp.sum(jnp.where(n > 0, lm, 0.0), -1)
+    L = skeleton.feature.shape[-1]
+    leaves = apply(skeleton, codes)
+    stats = leaf_stats(leaves, row_stats, L, row_weight)
+    log_w = leaf_model.log_marginal(stats, skeleton.left == LEAF)
+    full = subtree_sums(skeleton.left, skeleton.right, stats)
+    n_node = node_rows(leaf_model, full)
+    tree = skeleton._replace(value=leaf_model.predictive(full).astype(stats.dtype), weight=n_node,
+                             count=jnp.round(n_node).astype(jnp.int32))
+    return tree, stats, log_w
 
 
 def tempered_log_weights(log_weight, beta):
@@ -205,25 +169,37 @@ def forest_class_probs(tree_probs, log_weight, beta):
     return jnp.einsum("k,knc->nc", w, tree_probs)
 
 
-def tree_regression_predictive(tree_stats, prior: NIGPrior, leaves):
-    """Student-t predictive parameters per tree and row.
+def _nig(leaf_model, dtype) -> NIGPrior:
+    return NIGPrior(*[jnp.asarray(v, dtype) for v in leaf_model.prior])
+
+
+@jax.jit
+def regression_tree_predictive(leaf_model, stats, leaves):
+    """Student-t predictive parameters of every tree at every row (Normal-inverse-gamma leaves).
 
     Parameters
     ----------
-    tree_stats : (n, s, ss) each float (K, L)
-    prior : NIGPrior
-    leaves : int32 (K, n_rows)
+    leaf_model : NormalLeaves
+    stats : float (K, L, 3)  leaf statistics from :func:`weigh_trees`
+    leaves : int32 (K, n)  leaf slot of each row
 
     Returns
     -------
-    mean, scale2, df : float (K, n_rows)  location, squared scale and degrees of freedom
+    mean, scale2, df : float (K, n)
+        Location (``leaf_model.predictive``, the posterior mean of the leaf mean),
+        squared scale ``b_n (kappa_n + 1) / (a_n kappa_n)`` and degrees of freedom
+        ``2 a_n`` of the leaf's posterior predictive.
     """
-    mn, kn, an, bn = nig_posterior(*tree_stats, prior)
-    mean = jnp.take_along_axis(mn, leaves, axis=-1)
-    kn = jnp.take_along_axis(kn, leaves, axis=-1)
-    an = jnp.take_along_axis(an, leaves, axis=-1)
-    bn = jnp.take_along_axis(bn, leaves, axis=-1)
+    mean = jnp.take_along_axis(leaf_model.predictive(stats)[..., 0], leaves, axis=-1)
+    _, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], _nig(leaf_model, stats.dtype))
+    kn, an, bn = (jnp.take_along_axis(a, leaves, axis=-1) for a in (kn, an, bn))
     return mean, bn * (kn + 1.0) / (an * kn), 2.0 * an
+
+
+@jax.jit
+def regression_log_density(leaf_model, stats, leaves, y):
+    """Per-tree log predictive density of ``y`` at its rows: ``leaf_model.log_predictive``, float (K, n)."""
+    return leaf_model.log_predictive(jnp.asarray(y, stats.dtype), leaves, stats)
 
 
 def default_m_grid(n_train: int, max_points: int = 1000) -> np.ndarray:
@@ -267,14 +243,16 @@ def operating_curve_classification(log_weight, tree_probs, y, m_grid, n_train, r
 
 
 @partial(jax.jit, static_argnames=("batch_size",))
-def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train, row_weight=None,
+def operating_curve_regression(log_weight, mean, log_density, y, m_grid, n_train, row_weight=None,
                                batch_size: int = 32):
     """Root mean squared error and mean log predictive density against ``m``.
 
     Parameters
     ----------
     log_weight : float (K,)
-    mean, scale2, df : float (K, n)  per-tree Student-t predictives on the evaluation rows
+    mean : float (K, n)  per-tree predictive means on the evaluation rows
+    log_density : float (K, n)  per-tree log predictive densities of ``y``
+        (:func:`regression_log_density`)
     y : float (n,)
     m_grid : float (M,)
     n_train : float
@@ -285,7 +263,6 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
     rmse, log_predictive : float (M,)
     """
     betas = jnp.asarray(m_grid, log_weight.dtype) / n_train
-    lpdf = student_t_logpdf(y[None, :], mean, scale2, df)  # (K, n)
     w = jnp.ones(y.shape[0], log_weight.dtype) if row_weight is None else jnp.asarray(row_weight, log_weight.dtype)
     w = w / jnp.sum(w)
 
@@ -293,7 +270,7 @@ def operating_curve_regression(log_weight, mean, scale2, df, y, m_grid, n_train,
         lw = tempered_log_weights(log_weight, beta)
         pred = jnp.einsum("k,kn->n", jnp.exp(lw), mean)
         rmse = jnp.sqrt(jnp.sum(w * (pred - y) ** 2))
-        lp = jnp.sum(w * logsumexp(lw[:, None] + lpdf, axis=0))
+        lp = jnp.sum(w * logsumexp(lw[:, None] + log_density, axis=0))
         return rmse, lp
 
     return jax.lax.map(one, betas, batch_size=batch_size)
@@ -376,7 +353,7 @@ def choose_m(m_grid, log_predictive, score=None, *, higher_is_better: bool = Tru
     return int(m_grid[order[0]])
 
 
-def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
+def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int, dtype=jnp.float32) -> Tree:
     """The prior trees with cuts mapped to the code thresholds of this data set.
 
     Parameters
@@ -385,6 +362,7 @@ def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
     codes : uint (n, D)  training codes (the PIT is the empirical CDF of these rows)
     n_bins : int (D,)  bins per feature
     n_outputs : int  width ``V`` of the (zero) node values
+    dtype : float dtype of the node values and weights
 
     Returns
     -------
@@ -414,57 +392,5 @@ def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int) -> Tree:
                                missing_left=np.where(flip, ~np.asarray(prior.missing_left),
                                                      np.asarray(prior.missing_left)))
         thr = np.where(flip, top[np.maximum(feature, 0)], thr).astype(np.int32)
-    dtype = jnp.zeros(()).dtype
     return prior_to_tree(prior, thr, jnp.zeros((K, L, n_outputs), dtype), jnp.zeros((K, L), dtype),
                          jnp.zeros((K, L), jnp.int32))
-
-
-@partial(jax.jit, static_argnames=("n_classes",))
-def fit_classification(skeleton: Tree, codes, y, alpha, n_classes: int, row_weight=None):
-    """Weigh prior trees on classification data.
-
-    Parameters
-    ----------
-    skeleton : Tree (K, L)  from :func:`tree_skeleton`
-    codes : uint (n, D);  y : int32 (n,) class codes;  alpha : float Dirichlet concentration
-    row_weight : float (n,), optional  1 for data rows, 0 for padding rows
-
-    Returns
-    -------
-    tree : Tree (K, L, C) with node values = posterior predictive class
-        probabilities (internal nodes from the pooled counts of their subtree),
-        ``weight``/``count`` = training rows in the node
-    log_weight : float (K,)  log p(Y | X, T_k)
-    """
-    L = skeleton.feature.shape[-1]
-    leaves = apply(skeleton, codes)
-    counts = class_leaf_counts(leaves, y, L, n_classes, row_weight)
-    log_w = class_log_weights(counts, alpha)
-    full = subtree_sums(skeleton.left, skeleton.right, counts)
-    n_node = jnp.sum(full, -1)
-    tree = skeleton._replace(value=dirichlet_predictive(full, alpha), weight=n_node,
-                             count=jnp.round(n_node).astype(jnp.int32))
-    return tree, log_w
-
-
-@jax.jit
-def fit_regression(skeleton: Tree, codes, y, prior: NIGPrior, row_weight=None):
-    """Weigh prior trees on real responses (Normal-inverse-gamma leaves).
-
-    ``row_weight`` (float (n,), optional): 1 for data rows, 0 for padding rows.
-
-    Returns
-    -------
-    tree : Tree (K, L, 1), node value = posterior mean of the leaf mean
-    stats : (n, s, ss) each float (K, L), leaf statistics (0 on internal slots)
-    log_weight : float (K,)
-    """
-    L = skeleton.feature.shape[-1]
-    leaves = apply(skeleton, codes)
-    n, s, ss = regression_leaf_stats(leaves, y, L, row_weight)
-    log_w = regression_log_weights(n, s, ss, prior)
-    full = subtree_sums(skeleton.left, skeleton.right, jnp.stack([n, s, ss], -1))
-    mn, _, _, _ = nig_posterior(full[..., 0], full[..., 1], full[..., 2], prior)
-    tree = skeleton._replace(value=mn[..., None], weight=full[..., 0],
-                             count=jnp.round(full[..., 0]).astype(jnp.int32))
-    return tree, (n, s, ss), log_w

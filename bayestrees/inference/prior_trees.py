@@ -71,6 +71,7 @@ values take a side drawn from Bernoulli(1/2) per node (data independent).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import partial
 from typing import NamedTuple
 
@@ -90,6 +91,7 @@ __all__ = [
     "uniform_code_string",
     "sample_prior_tree",
     "sample_prior_forest",
+    "cached_prior_forest",
     "cut_thresholds",
     "bin_cum_counts",
     "prior_to_tree",
@@ -352,6 +354,40 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
                          f"got {max_internal}")
     logits = jnp.asarray(_n_internal_log_prob_np(lam, int(max_internal), bool(root_splits)), jnp.float32)
     return _sample_forest_jit(key, logits, jnp.int32(n_features), int(n_trees), int(max_internal))
+
+
+_PRIOR_CACHE: "OrderedDict[tuple, PriorForest]" = OrderedDict()
+_PRIOR_CACHE_SIZE = 8
+
+
+def cached_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 0.475, max_internal: int = 511,
+                        root_splits: bool = True) -> PriorForest:
+    """:func:`sample_prior_forest`, memoised on the key data and the arguments.
+
+    The prior trees never depend on the data, so repeated fits with the same
+    seed (cross-validation folds, repeated splits, the estimators and the model
+    variable) reuse them.  The last 8 forests are kept.
+
+    Parameters
+    ----------
+    key : PRNG key
+    n_trees, n_features, split_prob, max_internal, root_splits
+        As for :func:`sample_prior_forest`.
+
+    Returns
+    -------
+    PriorForest with leading axis ``n_trees``.
+    """
+    kd = tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    ck = (kd, int(n_trees), int(n_features), float(split_prob), int(max_internal), bool(root_splits))
+    if ck in _PRIOR_CACHE:
+        _PRIOR_CACHE.move_to_end(ck)
+        return _PRIOR_CACHE[ck]
+    pf = sample_prior_forest(key, n_trees, n_features, split_prob, max_internal, bool(root_splits))
+    _PRIOR_CACHE[ck] = pf
+    while len(_PRIOR_CACHE) > _PRIOR_CACHE_SIZE:
+        _PRIOR_CACHE.popitem(last=False)
+    return pf
 
 
 @partial(jax.jit, static_argnums=(3, 4))

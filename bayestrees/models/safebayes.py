@@ -2,123 +2,135 @@
 
 >>> with bt.Model():
 ...     X = bt.Data("X", X_train)
-...     f = bt.SafeBayesForest("f", X, y_train, effective_sample_size=5)
-...     idata = bt.sample(draws=1000, random_seed=0)   # 1000 prior trees, importance weighted
+...     f = bt.SafeBayesForest("f", X, y_train)
+...     idata = bt.sample(draws=1000, random_seed=0)   # 1000 prior trees, resampled to equal weights
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The draws are the prior trees (``chain x draw`` of them); they are *not*
-equally weighted: ``sample_stats.log_weight`` holds the importance log weight
-``log p(Y | X, T_k)`` and ``sample_stats.tempered_log_weight`` the normalised
-``beta log w_k`` (``beta = m / N``) with which the forest averages them.
-Posterior-predictive draws are per tree: ``<name>`` a label (or value) drawn
-from each tree's leaf predictive and ``<name>_proba`` (classes) or
-``<name>_mean`` (regression) the tree's predictive; weigh them with
-``exp(tempered_log_weight)``.
+The variable calls :func:`bayestrees.inference.safebayes.fit_safebayes`, as the
+scikit-learn style estimators do; it never builds an estimator.  ``bt.sample``
+draws ``chains * draws`` prior trees, weighs them, and writes that many equally
+weighted posterior draws (:func:`~bayestrees.inference.safebayes.safebayes_inferencedata`):
+the trees resampled by their tempered weights ``w^beta`` (``beta = m / N``), each
+with its leaf parameters drawn from their posterior given the tree.
 """
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+from dataclasses import dataclass, replace
 
-from ..estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor
-from .base import TreeRV
+import jax
+
+from ..convert import trees_from_inferencedata
+from ..data import TrainingData, infer_task
+from ..inference.safebayes import (FAMILY, SafeBayesConfig, SafeBayesResult, fit_safebayes, prepare_safebayes_data,
+                                   safebayes_inferencedata, safebayes_predictive)
+from .base import DataContainer, TreeRV
 
 __all__ = ["SafeBayesForest"]
 
 
-def _is_regression(y, task: str) -> bool:
-    if task == "classification":
-        return False
-    if task == "regression":
-        return True
-    if task != "auto":
-        raise ValueError(f"task must be 'auto', 'classification' or 'regression', got {task!r}")
-    arr = np.asarray(y)
-    return arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr)))
+@dataclass(frozen=True)
+class SafeBayesFit:
+    """What ``bt.sample`` leaves on a :class:`SafeBayesForest` (its ``fitted_``).
+
+    Attributes
+    ----------
+    result : SafeBayesResult
+        The fit: unresampled ``log_weights`` of all ``chains * draws`` trees,
+        ``effective_sample_size``, ``beta``, ``curve``, ...
+    data : TrainingData
+    chains, draws : int
+    """
+
+    result: SafeBayesResult
+    data: TrainingData
+    chains: int
+    draws: int
 
 
 class SafeBayesForest(TreeRV):
-    """Safe-Bayesian random forest random variable.
+    """Safe-Bayesian random forest random variable (Quadrianto & Ghahramani 2015).
 
     Parameters
     ----------
     name : str
-    X : DataContainer or array (n, d)
+        The variable's name: ``observed_data[name]``, ``log_likelihood[name]``, and
+        ``name`` / ``name_mu`` / ``name_proba`` in the predictive groups.
+    X : bt.Data or array (n, d)
     y : array (n,)  labels (classification) or real targets (regression)
-    task : "auto", "classification" or "regression"
-        ``"auto"``: regression when ``y`` holds non-integer floats.
-    split_prob, effective_sample_size, alpha, max_internal, validation_fraction, auto_criterion, leaf_prior
-        As for :class:`bayestrees.SafeBayesForestClassifier` / ``Regressor``
-        (``alpha`` for classes only, ``leaf_prior`` for regression only).
+    task : {"auto", "classification", "regression"}, default "auto"
+        "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with at
+        most 20 distinct values, are classes; other numbers regression).
+    split_prob, effective_sample_size, alpha, leaf_prior, root_splits, max_internal, cv, validation_fraction
+        As for :class:`bayestrees.SafeBayesForestClassifier` / ``Regressor``, with
+        the same defaults (``effective_sample_size="auto"``: ``m`` by 5-fold
+        cross-validation); ``alpha`` is used for classes only, ``leaf_prior`` for
+        regression only.
+    auto_criterion : str or None, default None
+        The task's default (``"accuracy"`` for classes, ``"log_predictive"`` for
+        regression), or one of the estimators' choices.
+    dtype : {"float32", "float64"}, default "float32"
+        Precision of the fit; "float64" needs ``jax.config.update("jax_enable_x64", True)``
+        first (``ValueError`` otherwise).
 
-    ``bt.sample(draws, chains)`` draws ``draws * chains`` prior trees.
+    Notes
+    -----
+    ``bt.sample(draws, chains)`` weighs ``draws * chains`` prior trees and writes as
+    many equally weighted draws, draw ``j`` of chain ``c`` being draw
+    ``c * draws + j``.  ``sample_stats`` holds each draw's ``log_weight``,
+    ``tempered_log_weight`` and ``tree_index``; the unresampled weights are
+    ``fitted_.result.log_weights``.  ``bt.sample_posterior_predictive`` writes, for
+    classification, ``name_proba`` (each draw's class probabilities at the rows, dims
+    ``obs, class``) and ``name`` (a label drawn from them); for regression
+    ``name_mu`` (each draw's leaf mean) and ``name`` (a response drawn from
+    ``N(mu, s2)``, ``s2`` drawn from its posterior given the draw's mean).
     """
 
-    family = "safe-bayes"
+    family = FAMILY
 
-    def __init__(self, name, X, y, *, task: str = "auto", split_prob=0.475, effective_sample_size=5,
-                 alpha=1.0, max_internal=511, validation_fraction=0.2, auto_criterion="log_predictive",
-                 leaf_prior=None, model=None):
-        super().__init__(name, X, y, model=model, task=task, split_prob=split_prob,
-                         effective_sample_size=effective_sample_size, alpha=alpha, max_internal=max_internal,
-                         validation_fraction=validation_fraction, auto_criterion=auto_criterion,
-                         leaf_prior=leaf_prior)
-        self.regression = _is_regression(self.y_value, task)
+    def __init__(self, name, X, y, *, task: str = "auto", split_prob=0.475, effective_sample_size="auto",
+                 alpha=1.0, leaf_prior=None, root_splits=True, max_internal=511, cv=5, validation_fraction=None,
+                 auto_criterion=None, dtype: str = "float32", model=None):
+        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
+        self.config = SafeBayesConfig(n_trees=1, split_prob=split_prob, effective_sample_size=effective_sample_size,
+                                      alpha=alpha, leaf_prior=leaf_prior, root_splits=root_splits,
+                                      max_internal=max_internal, cv=cv, validation_fraction=validation_fraction,
+                                      auto_criterion=auto_criterion, dtype=dtype)
+        self.config.criterion(self.task)
+        super().__init__(name, X, y, model=model, task=self.task, split_prob=split_prob,
+                         effective_sample_size=effective_sample_size, alpha=alpha, leaf_prior=leaf_prior,
+                         root_splits=root_splits, max_internal=max_internal, cv=cv,
+                         validation_fraction=validation_fraction, auto_criterion=auto_criterion, dtype=dtype)
 
-    def _estimator(self, n_trees, key):
-        p = dict(self.params)
-        common = dict(n_estimators=n_trees, split_prob=p["split_prob"],
-                      effective_sample_size=p["effective_sample_size"], max_internal=p["max_internal"],
-                      validation_fraction=p["validation_fraction"], auto_criterion=p["auto_criterion"],
-                      random_state=key)
-        if self.regression:
-            return SafeBayesForestRegressor(leaf_prior=p["leaf_prior"], **common)
-        return SafeBayesForestClassifier(alpha=p["alpha"], **common)
+    @property
+    def regression(self) -> bool:
+        """Whether the variable is a real response (``task == "regression"``)."""
+        return self.task == "regression"
 
     def _fit(self, key, draws: int, chains: int, progressbar: bool, **kwargs):
         if kwargs:
             raise ValueError(f"unexpected sample() arguments for SafeBayesForest: {sorted(kwargs)}")
-        est = self._estimator(draws * chains, key).fit(self.X_value, self.y_value)
-        self.fitted_ = est
-        from ..convert import trees_to_inferencedata
-        from ..tree import Tree
+        data = prepare_safebayes_data(self.X_value, self.y_value, task=self.task)
+        result = fit_safebayes(key, data, replace(self.config, n_trees=draws * chains))
+        self.fitted_ = SafeBayesFit(result, data, chains, draws)
+        return safebayes_inferencedata(jax.random.fold_in(key, 1), result, data, chains=chains, y_name=self.name,
+                                       attrs={"rv": self.name})
 
-        def cd(a):
-            a = np.asarray(a)
-            return a.reshape((chains, draws) + a.shape[1:])
+    def _predictive(self, idata, X, key) -> dict:
+        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``.
 
-        trees = Tree(*[cd(a) for a in est.trees_])
-        lw = np.asarray(est.log_weights_)
-        tlw = np.asarray(est._log_w("safe"))
-        obs = np.asarray(self.y_value)
-        return trees_to_inferencedata(
-            trees,
-            sample_stats={"log_weight": cd(lw), "tempered_log_weight": cd(tlw)},
-            observed_data={self.name: obs} if obs.dtype.kind in "biuf" else None,
-            attrs={"family": self.family, "task": est._task, "effective_sample_size": float(est.effective_sample_size_),
-                   "beta": float(est.beta_), "n_train": int(est.n_train_),
-                   "truncated_mass": float(est.truncated_mass_)},
-            output_names=est._output_names(),
-        )
+        The draws are those of ``idata``'s ``trees`` group (resampled trees with their
+        drawn leaf parameters), so the predictions match ``idata``.
+        """
+        fit = self.fitted_
+        codes = fit.data.binner.transform(X)
+        return safebayes_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result)
 
     def _predict_draws(self, idata, X, key):
-        est = self.fitted_
-        chains = idata.posterior.sizes["chain"]
-        draws = idata.posterior.sizes["draw"]
-        codes = jnp.asarray(est._codes(X))
-        key_y = key
-        if self.regression:
-            mean, scale2, df = est._t_params(None, codes)
-            t = jax.random.t(key_y, df)
-            ydraw = mean + jnp.sqrt(scale2) * t
-            out = {self.name: np.asarray(ydraw), f"{self.name}_mean": np.asarray(mean)}
-            out = {k: v.reshape((chains, draws) + v.shape[1:]) for k, v in out.items()}
-            return out, {self.name: ["obs"], f"{self.name}_mean": ["obs"]}
-        probs = est._tree_probs(X)  # (K, n, C)
-        yc = jax.random.categorical(key_y, jnp.log(probs), axis=-1)
-        labels = np.asarray(est.classes_)[np.asarray(yc)]
-        out = {self.name: labels, f"{self.name}_proba": np.asarray(probs)}
-        out = {k: v.reshape((chains, draws) + v.shape[1:]) for k, v in out.items()}
-        return out, {self.name: ["obs"], f"{self.name}_proba": ["obs", "class"]}
+        kw = self._predictive(idata, X, key)
+        out, dims = {self.name: kw["draws"]}, {self.name: ["obs"]}
+        if kw["task"] == "regression":
+            out[f"{self.name}_mu"], dims[f"{self.name}_mu"] = kw["mu"], ["obs"]
+        else:
+            out[f"{self.name}_proba"], dims[f"{self.name}_proba"] = kw["proba"], ["obs", "class"]
+        return out, dims
