@@ -43,8 +43,7 @@ import numpy as np
 
 from .tree import Tree, feature_counts, max_depth, n_leaves
 
-__all__ = ["to_inferencedata", "trees_to_inferencedata", "trees_from_inferencedata", "predictive_group", "TREE_VARS",
-           "TREE_GROUP", "add_group"]
+__all__ = ["to_inferencedata", "trees_from_inferencedata", "predictive_group", "TREE_VARS", "TREE_GROUP", "add_group"]
 
 #: the group that holds the tree arrays
 TREE_GROUP = "trees"
@@ -76,85 +75,6 @@ _LEGACY_TREE_VARS = {
     "depth": "tree_node_depth",
     "n_nodes": "tree_n_nodes",
 }
-
-
-def _as_chain_draw(a: np.ndarray, batch_ndim: int) -> np.ndarray:
-    a = np.asarray(a)
-    if batch_ndim == 1:
-        return a[None]
-    if batch_ndim == 2:
-        return a
-    raise ValueError(f"trees must have batch shape (draw,) or (chain, draw), got batch rank {batch_ndim}")
-
-
-def trees_to_inferencedata(
-    trees: Tree,
-    *,
-    posterior_extra: Mapping[str, np.ndarray] | None = None,
-    sample_stats: Mapping[str, np.ndarray] | None = None,
-    log_likelihood: Mapping[str, np.ndarray] | None = None,
-    observed_data: Mapping[str, np.ndarray] | None = None,
-    constant_data: Mapping[str, np.ndarray] | None = None,
-    extra_dims: Mapping[str, list] | None = None,
-    attrs: Mapping[str, object] | None = None,
-    output_names: list | None = None,
-) -> az.InferenceData:
-    """Build InferenceData from a batch of trees.
-
-    Parameters
-    ----------
-    trees : Tree with batch shape ``(draw,)`` or ``(chain, draw)``
-    posterior_extra, sample_stats : arrays with leading ``(chain, draw)``
-        (or ``(draw,)``) axes, added to those groups.
-    log_likelihood : arrays of shape ``(chain, draw, obs)``.
-    observed_data, constant_data : arrays without chain/draw axes.
-    extra_dims : dims for the extra variables (after chain, draw).
-    attrs : attributes stored on every group (strings/numbers only).
-    """
-    t = jax.tree_util.tree_map(np.asarray, trees)
-    bnd = t.feature.ndim - 1
-    post = {}
-    dims = {}
-    for field, var in _LEGACY_TREE_VARS.items():
-        a = _as_chain_draw(getattr(t, field), bnd)
-        if field == "missing_left":
-            a = a.astype(np.int8)
-        post[var] = a
-        if field == "value":
-            dims[var] = ["node", "output"]
-        elif field == "n_nodes":
-            dims[var] = []
-        else:
-            dims[var] = ["node"]
-    post["n_leaves"] = _as_chain_draw(np.asarray(n_leaves(trees)), bnd)
-    post["depth"] = _as_chain_draw(np.asarray(max_depth(trees)), bnd)
-    for k, v in (posterior_extra or {}).items():
-        post[k] = _as_chain_draw(np.asarray(v), bnd) if np.ndim(v) >= bnd else np.asarray(v)
-    ss = {k: _as_chain_draw(np.asarray(v), bnd) for k, v in (sample_stats or {}).items()}
-    ll = {k: _as_chain_draw(np.asarray(v), bnd) for k, v in (log_likelihood or {}).items()}
-    all_dims = dict(dims)
-    for k, v in (extra_dims or {}).items():
-        all_dims[k] = list(v)
-    for k in ll:
-        all_dims.setdefault(k, ["obs"])
-    coords = {}
-    if output_names is not None:
-        coords["output"] = list(output_names)
-    kwargs = dict(posterior=post, dims=all_dims, coords=coords)
-    if ss:
-        kwargs["sample_stats"] = ss
-    if ll:
-        kwargs["log_likelihood"] = ll
-    if observed_data:
-        kwargs["observed_data"] = {k: np.asarray(v) for k, v in observed_data.items()}
-    if constant_data:
-        kwargs["constant_data"] = {k: np.asarray(v) for k, v in constant_data.items()}
-    idata = az.from_dict(**kwargs)
-    if attrs:
-        clean = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in attrs.items()}
-        for g in idata.groups():
-            idata[g].attrs.update(clean)
-    return idata
 
 
 def trees_from_inferencedata(idata: az.InferenceData, group: str | None = None) -> Tree:

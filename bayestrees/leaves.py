@@ -308,6 +308,16 @@ class NormalLeaves(NamedTuple):
         sd = jnp.take_along_axis(draw.sigma, leaf, -1)
         return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
 
+    def sigma_given_mean(self, key, stats, mean):
+        """A draw of each leaf's noise sd from ``p(s2 | mu, Y, T)`` for a drawn leaf mean ``mu``.
+
+        ``p(s2 | mu, Y) ∝ IG(s2; a_n, b_n) N(mu; m_n, s2 / kappa_n)``, i.e.
+        ``IG(a_n + 1/2, b_n + kappa_n (mu - m_n)^2 / 2)`` (for draws stored without their sigma).
+        """
+        mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._prior(stats.dtype))
+        b = bn + 0.5 * kn * (mean - mn) ** 2
+        return jnp.sqrt(b / jax.random.gamma(key, an + 0.5, dtype=stats.dtype))
+
 
 class CommonVarianceNormalLeaves(NamedTuple):
     """Real responses with a mean per leaf and one variance per tree (Chipman et al. 1998).

@@ -68,7 +68,6 @@ update leaves ``pi`` invariant, so their composition does.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..convert import to_inferencedata
 from ..data import TrainingData, missing_code, prepare_data
-from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats, nig_posterior
+from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
 from ..tree import Tree, apply, predict
 from . import pcfg as P
 from .pcfg_structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
@@ -662,19 +662,6 @@ def pcfg_inferencedata(result: PCFGResult, data: TrainingData, *, y_name: str = 
                             sample_stats={"lp": result.lp}, attrs=meta)
 
 
-def _sigma_given_mean(key, stats, mean, prior: NIGPrior):
-    """A draw of each leaf's noise sd from ``p(s2 | mu, Y, T)`` for a drawn mean ``mu``.
-
-    Under the Normal-inverse-gamma leaf, ``p(s2 | mu, Y) ∝ IG(s2; a_n, b_n) N(mu; m_n, s2 / kappa_n)``,
-    i.e. ``IG(a_n + 1/2, b_n + kappa_n (mu - m_n)^2 / 2)``.
-    """
-    pr = NIGPrior(*(jnp.asarray(v, stats.dtype) for v in prior))
-    mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], pr)
-    a = an + 0.5
-    b = bn + 0.5 * kn * (mean - mn) ** 2
-    return jnp.sqrt(b / jax.random.gamma(key, a, dtype=stats.dtype))
-
-
 def pcfg_predictive(key, trees: Tree, codes, data: TrainingData, leaf_model) -> dict:
     """Keyword arguments of :func:`bayestrees.convert.predictive_group` at coded rows.
 
@@ -715,8 +702,7 @@ def pcfg_predictive(key, trees: Tree, codes, data: TrainingData, leaf_model) -> 
     for idx, keep in _chunks(n_trees, size):
         tc = _take(flat, idx)
         stats = leaf_stats(apply(tc, train), rs, S)
-        s = jax.vmap(lambda k, st, mean: _sigma_given_mean(k, st, mean, leaf_model.prior))(
-            keys[idx], stats, jnp.asarray(tc.value[..., 0], dtype))
+        s = jax.vmap(leaf_model.sigma_given_mean)(keys[idx], stats, jnp.asarray(tc.value[..., 0], dtype))
         sd.append(np.asarray(jnp.take_along_axis(s, apply(tc, codes), -1))[:keep])
     sd = np.concatenate(sd).reshape(values.shape[:-1])
     mu = values[..., 0]

@@ -58,7 +58,7 @@ from jax.scipy.special import logsumexp
 
 from ..convert import to_inferencedata
 from ..data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data
-from ..leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats, nig_posterior
+from ..leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
 from ..tree import LEAF, Tree, apply, predict
 from . import importance as imp
 from .prior_trees import PriorForest, _check_split_prob, cached_prior_forest, truncated_mass
@@ -876,25 +876,13 @@ def safebayes_inferencedata(key, result: SafeBayesResult, data: TrainingData, *,
                             sample_stats=sample_stats, attrs=meta)
 
 
-def _sigma_given_mean(key, prior: NIGPrior, stats, mean):
-    """A draw of each leaf's noise sd from ``p(s2 | mu, Y, T)`` for a drawn mean ``mu`` (one tree).
-
-    Under the Normal-inverse-gamma leaf, ``p(s2 | mu, Y) ∝ IG(s2; a_n, b_n) N(mu; m_n, s2 / kappa_n)``,
-    i.e. ``IG(a_n + 1/2, b_n + kappa_n (mu - m_n)^2 / 2)``.
-    """
-    pr = NIGPrior(*(jnp.asarray(v, stats.dtype) for v in prior))
-    mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], pr)
-    b = bn + 0.5 * kn * (mean - mn) ** 2
-    return jnp.sqrt(b / jax.random.gamma(key, an + 0.5, dtype=stats.dtype))
-
-
 @jax.jit
 def _draw_sigma(key, leaf_model, trees: Tree, train_codes, row_stats, row_weight, mean_z, codes):
     """Noise sd (internal scale) of each tree's leaf at the rows ``codes``, given the drawn leaf means."""
     L = trees.feature.shape[-1]
     stats = leaf_stats(apply(trees, train_codes), row_stats, L, row_weight)
     keys = jax.random.split(key, stats.shape[0])
-    sd = jax.vmap(lambda k, st, m: _sigma_given_mean(k, leaf_model.prior, st, m))(keys, stats, mean_z)
+    sd = jax.vmap(leaf_model.sigma_given_mean)(keys, stats, mean_z)
     return jnp.take_along_axis(sd, apply(trees, codes), axis=-1)
 
 

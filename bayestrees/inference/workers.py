@@ -228,7 +228,7 @@ def _serve() -> None:
             reply = ("error", e)
         try:
             pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as e:  # an exception that does not pickle
+        except Exception:  # an exception that does not pickle
             pickle.dump(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")), out)
             del e
         out.flush()
