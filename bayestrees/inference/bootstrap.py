@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
-import time
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..progress import Progress
 from ..tree import Tree, apply, empty_tree
 from . import workers
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, response_ranks, sort_by_trunk
@@ -54,27 +53,6 @@ def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: floa
     # (and the trunk of an empirical Bayesian forest) share one compilation
     c = min(c, 16, max(1, int(2e5 // max(1, n * d))))
     return 1 << int(math.floor(math.log2(c)))
-
-
-class Progress:
-    """A minimal text progress bar on stderr (no dependency)."""
-
-    def __init__(self, total: int, desc: str = "", enabled: bool = True):
-        self.total, self.desc, self.enabled = total, desc, enabled
-        self.done = 0
-        self.t0 = time.perf_counter()
-
-    def update(self, k: int) -> None:
-        self.done += k
-        if not self.enabled:
-            return
-        frac = self.done / max(self.total, 1)
-        bar = "#" * int(30 * frac)
-        el = time.perf_counter() - self.t0
-        sys.stderr.write(f"\r{self.desc} [{bar:<30}] {self.done}/{self.total} {el:.1f}s")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: str = "exponential", *,
