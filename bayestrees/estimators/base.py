@@ -86,6 +86,16 @@ class TreeEstimatorMixin:
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
         return codes
 
+    def _remember_data(self, data, X) -> None:
+        """Set the fitted data attributes from a :class:`~bayestrees.data.TrainingData`:
+        ``binner_``, ``n_features_in_``, ``feature_names_in_`` (DataFrames) and ``classes_`` (classifiers)."""
+        self.binner_ = data.binner
+        self.n_features_in_ = data.binner.n_features_in_
+        if hasattr(X, "columns"):
+            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        if data.task == "classification":
+            self.classes_ = data.classes
+
     def _check_fitted(self):
         if getattr(self, "binner_", None) is None:
             raise NotFittedError(

@@ -46,12 +46,7 @@ class _BCARTMixin:
         if int(self.max_bins) < 2:
             raise ValueError(f"max_bins must be >= 2, got {self.max_bins}")
         data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins), allow_nan=False)
-        self.binner_ = data.binner
-        self.n_features_in_ = data.binner.n_features_in_
-        if hasattr(X, "columns"):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-        if self._task == "classification":
-            self.classes_ = data.classes
+        self._remember_data(data, X)
         self.result_ = fit_bcart(self._key(), data, config)
         self.trees_ = self.result_.trees
         self._train_data = data

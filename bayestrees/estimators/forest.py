@@ -73,12 +73,7 @@ class _ForestMixin:
         config = self._forest_config()
         data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins),
                             categorical=self.categorical_features)
-        self.binner_ = data.binner
-        self.n_features_in_ = data.binner.n_features_in_
-        if hasattr(X, "columns"):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-        if self._task == "classification":
-            self.classes_ = data.classes
+        self._remember_data(data, X)
         result = fit_bayesian_forest(self._key(), data, config)
         self.trees_ = result.trees
         self.trunk_ = result.trunk

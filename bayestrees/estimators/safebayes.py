@@ -90,12 +90,8 @@ class _SafeBayesBase:
         config = self._config()
         config.criterion(self._task)
         data = sb.prepare_safebayes_data(X, y, task=self._task)
-        self.binner_ = data.binner
-        self.n_features_in_ = data.binner.n_features_in_
-        if hasattr(X, "columns"):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+        self._remember_data(data, X)
         if self._task == "classification":
-            self.classes_ = data.classes
             self.n_classes_ = int(data.n_classes)
         key = self._key()
         result = sb.fit_safebayes(key, data, config)
