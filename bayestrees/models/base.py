@@ -9,8 +9,8 @@
 
 A family adds a random variable by subclassing :class:`TreeRV` and
 implementing two methods: ``_fit(key, draws, chains, progressbar) ->
-InferenceData`` and ``_predict_draws(idata, X, key) -> dict`` (arrays with
-leading ``(chain, draw)`` axes).  The context, data containers and sampling
+InferenceData`` and ``_predictive(idata, X, key) -> dict`` (the arguments of
+:func:`bayestrees.convert.predictive_group`).  The context, data containers and sampling
 entry points are written once, here.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _value(x):
 class TreeRV:
     """Base class of the tree random variables (``bt.BayesianForest``, ...).
 
-    Subclasses set ``family`` and implement ``_fit`` and ``_predict_draws``.
+    Subclasses set ``family`` and implement ``_fit`` and ``_predictive``.
     The features may be a :class:`DataContainer` (so that :func:`set_data`
     can later swap in new rows) or an array.
     """
@@ -137,9 +137,6 @@ class TreeRV:
         return _value(self.y)
 
     def _fit(self, key, draws: int, chains: int, progressbar: bool) -> az.InferenceData:
-        raise NotImplementedError
-
-    def _predict_draws(self, idata: az.InferenceData, X, key) -> dict:
         raise NotImplementedError
 
     def _predictive(self, idata: az.InferenceData, X, key) -> dict:
@@ -187,7 +184,7 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     ``X``.  With ``predictions=True`` they go to the ``predictions`` group
     (new data), otherwise to ``posterior_predictive``.
     """
-    from ..convert import add_group, predictive_group
+    from ..convert import predictive_group
 
     m = modelcontext(model)
     if not m.rvs:
@@ -198,14 +195,8 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     key = make_key(random_seed)
     group = "predictions" if predictions else "posterior_predictive"
     target = idata if extend_inferencedata else az.InferenceData()
-    if type(rv)._predictive is not TreeRV._predictive:
-        kw = rv._predictive(idata, rv.X_value, key)
-        if var_names is not None:
-            names = {"draws": rv.name, "mu": f"{rv.name}_mu", "proba": f"{rv.name}_proba"}
-            kw = {k: (v if k not in names or names[k] in var_names else None) for k, v in kw.items()}
-        return predictive_group(target, group, rv.name, **kw)
-    out, dims = rv._predict_draws(idata, rv.X_value, key)  # families not yet on the naming scheme
+    kw = rv._predictive(idata, rv.X_value, key)
     if var_names is not None:
-        out = {k: v for k, v in out.items() if k in var_names}
-    add_group(target, group, out, dims=dims)
-    return target
+        names = {"draws": rv.name, "mu": f"{rv.name}_mu", "proba": f"{rv.name}_proba"}
+        kw = {k: (v if k not in names or names[k] in var_names else None) for k, v in kw.items()}
+    return predictive_group(target, group, rv.name, **kw)

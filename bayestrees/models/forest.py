@@ -130,12 +130,3 @@ class BayesianForest(TreeRV):
         flat = type(trees)(*(np.reshape(a, (chains * draws,) + a.shape[2:]) for a in trees))
         return forest_predictive(key, flat, codes, fit.result.cart_config.missing, self.task, chains=chains,
                                  classes=fit.data.classes)
-
-    def _predict_draws(self, idata, X, key):
-        kw = self._predictive(idata, X, key)
-        out, dims = {self.name: kw["draws"]}, {self.name: ["obs"]}
-        if kw["task"] == "regression":
-            out[f"{self.name}_mu"], dims[f"{self.name}_mu"] = kw["mu"], ["obs"]
-        else:
-            out[f"{self.name}_proba"], dims[f"{self.name}_proba"] = kw["proba"], ["obs", "class"]
-        return out, dims

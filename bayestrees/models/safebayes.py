@@ -125,12 +125,3 @@ class SafeBayesForest(TreeRV):
         fit = self.fitted_
         codes = fit.data.binner.transform(X)
         return safebayes_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result)
-
-    def _predict_draws(self, idata, X, key):
-        kw = self._predictive(idata, X, key)
-        out, dims = {self.name: kw["draws"]}, {self.name: ["obs"]}
-        if kw["task"] == "regression":
-            out[f"{self.name}_mu"], dims[f"{self.name}_mu"] = kw["mu"], ["obs"]
-        else:
-            out[f"{self.name}_proba"], dims[f"{self.name}_proba"] = kw["proba"], ["obs", "class"]
-        return out, dims
