@@ -104,6 +104,8 @@ class MCMCConfig:
     temperatures : inverse temperatures ``(1, b_1, ...)``, decreasing: with more than one, every
         chain is a parallel-tempering ensemble (one replica per temperature, replica 0 the
         posterior) and each step swaps one random adjacent pair by Metropolis-Hastings
+    min_leaf_rows : every used node must hold at least this much row weight (default 1: a node
+        must hold rows, ``weight > 0``); BET's ``q``
     """
 
     prior: Any
@@ -113,6 +115,7 @@ class MCMCConfig:
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     scheme: str = "moves"
     temperatures: tuple = (1.0,)
+    min_leaf_rows: int = 1
 
     def __post_init__(self):
         t = tuple(float(b) for b in self.temperatures)
@@ -138,12 +141,17 @@ class MCMCData(NamedTuple):
     y : (n,) responses (float) or class codes (int32)
     row_stats : float (n, k)  ``leaf_model.row_stats(y)``
     weight : float (n,)  row weights (0 for padding rows or rows outside a cluster)
+    var_weight : float (d,), optional  split-variable weights ``xi`` (BET): the rule prior and the
+        sweep's proposal pick variable ``j`` with probability ``xi_j / sum_valid xi`` among the
+        node's valid variables (default None: uniform, ``1 / nvar``); honoured by
+        :func:`evaluate` and :func:`sweep` (not by the random-move scheme)
     """
 
     codes: jax.Array
     y: jax.Array
     row_stats: jax.Array
     weight: jax.Array
+    var_weight: Any = None
 
 
 class Eval(NamedTuple):
@@ -249,7 +257,8 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig) -> Eval:
     lo, hi, cnt = _ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
-    valid = jnp.all(jnp.where(tree.is_used(), cnt > 0, True))
+    q = cfg.min_leaf_rows
+    valid = jnp.all(jnp.where(tree.is_used(), (cnt >= q) if q > 1 else (cnt > 0), True))
     depth = _depth_of(jnp.arange(S))
     if cfg.canonical:
         left = jnp.clip(2 * jnp.arange(S) + 1, 0, S - 1)
@@ -263,6 +272,9 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig) -> Eval:
         nthr_f = jnp.take_along_axis(nthr, f[:, None], -1)[:, 0]
         log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - jnp.log(
             jnp.maximum(nthr_f, 1).astype(stats.dtype))
+        if data.var_weight is not None:  # xi-weighted variable choice: log xi_j - log sum_valid xi
+            log_rule = log_rule + jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) + _log_var_prob(
+                nthr, f, data.var_weight).astype(stats.dtype)
         # a node that cannot split (at max_depth: the prior truncated there, explicitly; or no valid
         # rule among its rows) is a leaf with probability 1, as in the generative prior
         cannot = (depth >= cfg.max_depth) | (nvar == 0)
@@ -295,19 +307,34 @@ def _nog(tree: Tree, cfg: MCMCConfig):
     return tree.is_internal() & (tree.left[lc] == LEAF) & (tree.left[rc] == LEAF)
 
 
-def _draw_rule(key, ev: Eval, node):
-    """A rule at ``node``: variable uniform among the valid ones, threshold uniform among its valid codes."""
+def _log_var_prob(nthr, j, var_weight):
+    """``log xi_j - log sum_{valid v} xi_v`` (valid: ``nthr > 0``), broadcast over leading node axes."""
+    xi = jnp.asarray(var_weight)
+    tot = jnp.sum(jnp.where(nthr > 0, xi, 0.0), -1)
+    xj = jnp.take(xi, j)
+    return jnp.log(jnp.maximum(xj, 1e-30)) - jnp.log(jnp.maximum(tot, 1e-30))
+
+
+def _draw_rule(key, ev: Eval, node, var_weight=None):
+    """A rule at ``node``: variable uniform among the valid ones (or with probability ``xi_j / sum_valid xi``
+    given ``var_weight``), threshold uniform among its valid codes."""
     k_j, k_t = jax.random.split(key)
     nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
-    j, _ = _choose(k_j, nthr > 0)
+    if var_weight is None:
+        j, _ = _choose(k_j, nthr > 0)
+    else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
+        g = jax.random.gumbel(k_j, nthr.shape) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
+        j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
     t = ev.lo[node, j] + jax.random.randint(k_t, (), 0, jnp.maximum(nthr[j], 1))
     return j, t.astype(jnp.int32)
 
 
-def _log_rule_q(ev: Eval, node, j):
+def _log_rule_q(ev: Eval, node, j, var_weight=None):
     nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
     nvar = jnp.sum(nthr > 0)
     dt = ev.stats.dtype
+    if var_weight is not None:
+        return _log_var_prob(nthr, j, var_weight).astype(dt) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
     return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
 
 
@@ -548,7 +575,7 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
         is_leaf = tree.left[sc] == LEAF
         nog = _nog(tree, cfg)[sc]
         to_leaf = nog & jax.random.bernoulli(k_kind, 0.5)
-        j, t = _draw_rule(k_rule, ev, sc)
+        j, t = _draw_rule(k_rule, ev, sc, data.var_weight)
         grown, ok_g = grow_leaf(tree, sc, j, t, heap=True)
         pruned, ok_p = prune_node(tree, sc)
         changed = _set_rule(tree, sc, j, t)
@@ -562,9 +589,12 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
         j_old = tree.feature[sc]
         nthr = jnp.maximum(ev.hi[sc] - ev.lo[sc], 0).astype(dt)
         # grow from a leaf: reverse is "to leaf" (prob 1/2 at a node whose children are leaves)
-        lr_grow = half - _log_rule_q(ev, sc, j)
-        lr_prune = _log_rule_q(new_ev, sc, j_old) - half
+        lr_grow = half - _log_rule_q(ev, sc, j, data.var_weight)
+        lr_prune = _log_rule_q(new_ev, sc, j_old, data.var_weight) - half
         lr_change = jnp.log(jnp.maximum(nthr[j], 1)) - jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1))
+        if data.var_weight is not None:  # q(T|T') / q(T'|T) = xi_jold nthr_j / (xi_j nthr_jold)
+            lr_change = (_log_rule_q(ev, sc, jnp.maximum(j_old, 0), data.var_weight)
+                         - _log_rule_q(ev, sc, j, data.var_weight))
         log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
         tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)
