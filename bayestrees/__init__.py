@@ -14,6 +14,7 @@ from .estimators.forest import (  # noqa: E402
     EmpiricalBayesianForestRegressor, SubSampleForestClassifier, SubSampleForestRegressor)
 from .models.forest import BayesianForest  # noqa: E402
 from . import posterior  # noqa: E402
+from . import plots  # noqa: E402  (matplotlib is imported only when a plot is drawn)
 # --- family: pcfg (issue 3) ---
 from .models.pcfg import PCFGTree  # noqa: E402
 from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402
@@ -28,7 +29,7 @@ from .estimators.bcart import BayesianCARTClassifier, BayesianCARTRegressor  # n
 __version__ = "0.1.0"
 
 __all__ = [
-    "data", "tree", "leaves", "convert", "priors", "posterior", "load", "loo", "compare",
+    "data", "tree", "leaves", "convert", "priors", "posterior", "plots", "load", "loo", "compare",
     "Model", "Data", "set_data", "sample", "sample_posterior_predictive",
     "BayesianForest", "BayesianForestRegressor", "BayesianForestClassifier",
     "EmpiricalBayesianForestRegressor", "EmpiricalBayesianForestClassifier",

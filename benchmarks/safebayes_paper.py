@@ -167,7 +167,7 @@ def _plot_curve(name, curves, suffix=""):
         import matplotlib
 
         matplotlib.use("Agg")
-        from bayestrees.plots_safebayes import plot_operating_curve
+        from bayestrees.plots import plot_operating_curve
     except ImportError:
         return
     import matplotlib.pyplot as plt
@@ -188,7 +188,7 @@ def _plot_trees(name, clf, suffix=""):
         import matplotlib
 
         matplotlib.use("Agg")
-        from bayestrees.plots_safebayes import plot_extreme_trees
+        from bayestrees.plots import plot_extreme_trees
     except ImportError:
         return
     import matplotlib.pyplot as plt
