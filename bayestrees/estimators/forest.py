@@ -24,6 +24,12 @@ __all__ = [
 ]
 
 
+def _dask_input(X) -> bool:
+    """A Dask collection or Parquet path(s): the Dask path (:mod:`bayestrees.distributed`)."""
+    from ..distributed.inputs import is_dask_input
+    return is_dask_input(X)
+
+
 class _ForestMixin:
     """Fitting, prediction and posterior views shared by every forest estimator.
 
@@ -49,20 +55,31 @@ class _ForestMixin:
             progressbar=self.progressbar, **extra)
 
     # -- fitting ------------------------------------------------------------
-    def fit(self, X, y):
+    def fit(self, X, y=None, *, target=None, client=None):
         """Fit the forest: one weighted CART per posterior draw.
 
         Parameters
         ----------
         X : array-like or DataFrame (n_samples, n_features)
-            NaN allowed (missing values get their own code).
+            NaN allowed (missing values get their own code).  Empirical Bayesian and sub-sample
+            forests also take a Dask DataFrame or Parquet path(s), fitted on a Dask cluster
+            (``docs/distributed.md``).
         y : array-like (n_samples,)
-            Real targets (regressors) or labels (classifiers).
+            Real targets (regressors) or labels (classifiers); a Dask Series with a Dask ``X``.
+        target : str, optional
+            Dask input only: the response column of ``X`` (instead of ``y``).
+        client : None, distributed.Client or str, optional
+            Dask input only: the cluster (None: a local cluster on this machine's cores).
 
         Returns
         -------
         self
         """
+        if _dask_input(X):
+            from ..distributed.estimator import fit_estimator
+            return fit_estimator(self, X, y, target=target, client=client)
+        if target is not None or client is not None:
+            raise ValueError("target= and client= are for Dask input (a Dask DataFrame or Parquet path)")
         self._reject_sparse(X)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -240,7 +257,11 @@ class _RegressorForest(_ForestMixin, RegressorBase):
     _task = "regression"
 
     def predict(self, X) -> np.ndarray:
-        """Posterior mean prediction (average over trees), shape (n_samples,)."""
+        """Posterior mean prediction (average over trees), shape (n_samples,); a lazy Dask Series,
+        computed on the cluster, for a Dask ``X``."""
+        if _dask_input(X):
+            from ..distributed.estimator import predict_dask
+            return predict_dask(self, X, "mean")
         return self.predict_draws(X).mean(axis=0)
 
 
@@ -248,11 +269,18 @@ class _ClassifierForest(_ForestMixin, ClassifierBase):
     _task = "classification"
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities averaged over trees, shape (n_samples, n_classes)."""
+        """Class probabilities averaged over trees, shape (n_samples, n_classes); a lazy Dask
+        DataFrame for a Dask ``X``."""
+        if _dask_input(X):
+            from ..distributed.estimator import predict_dask
+            return predict_dask(self, X, "proba")
         p = self.predict_draws(X).astype(np.float64).mean(axis=0)
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
+        if _dask_input(X):
+            from ..distributed.estimator import predict_dask
+            return predict_dask(self, X, "label")
         return self._labels(self.predict_proba(X))
 
 

@@ -1,0 +1,107 @@
+"""Finding the Dask cluster to run on.
+
+``client=None`` starts (once per process, then reused) a :class:`distributed.LocalCluster` on
+this machine's cores, listening on the loopback interface only; a
+:class:`distributed.Client` is used as it is; a string is a scheduler address
+(``"tcp://host:8786"``), connected to within ``timeout`` seconds or a ``ValueError``.
+"""
+from __future__ import annotations
+
+import os
+
+__all__ = ["get_client", "local_client", "close_local_cluster", "worker_memory_limits"]
+
+_LOCAL: dict = {}
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError('the Dask path needs the "distributed" extra: pip install "bayestrees[distributed]"') from e
+    return distributed
+
+
+def local_client(n_workers: int | None = None):
+    """The process-wide local cluster's client, started on first use.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Worker processes (default: the CPUs this process may use), one thread each.
+
+    Returns
+    -------
+    distributed.Client
+    """
+    distributed = _import_distributed()
+    c = _LOCAL.get("client")
+    if c is not None and c.status == "running":
+        return c
+    if n_workers is None:
+        n_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cluster = distributed.LocalCluster(n_workers=max(1, int(n_workers)), threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None)
+    client = distributed.Client(cluster)
+    _LOCAL.update(cluster=cluster, client=client)
+    return client
+
+
+def close_local_cluster() -> None:
+    """Close the local cluster started by :func:`local_client`, if any."""
+    c, cl = _LOCAL.pop("client", None), _LOCAL.pop("cluster", None)
+    if c is not None:
+        c.close()
+    if cl is not None:
+        cl.close()
+
+
+def get_client(client=None, *, timeout: float = 10.0):
+    """The Dask client a fit or prediction runs on.
+
+    Parameters
+    ----------
+    client : None, distributed.Client or str
+        None: the local cluster (:func:`local_client`); a Client: itself; a string: the address
+        of a running scheduler.
+    timeout : float
+        Seconds to wait for a scheduler given by address.
+
+    Returns
+    -------
+    distributed.Client
+
+    Raises
+    ------
+    ValueError
+        The scheduler could not be reached within ``timeout`` seconds, or ``client`` is of
+        another type.
+    """
+    distributed = _import_distributed()
+    if client is None:
+        return local_client()
+    if isinstance(client, distributed.Client):
+        return client
+    if isinstance(client, str):
+        try:
+            return distributed.Client(client, timeout=timeout)
+        except (OSError, TimeoutError) as e:
+            raise ValueError(f"could not reach a Dask scheduler at {client!r} within {timeout:g} s ({e}); "
+                             "check the address and that the scheduler is running, or pass client=None "
+                             "for a local cluster") from None
+    raise ValueError(f"client must be None, a distributed.Client or a scheduler address, got {type(client).__name__}")
+
+
+def worker_memory_limits(client) -> dict:
+    """Memory limit (bytes; 0 when unlimited) of every worker, by address."""
+    info = client.scheduler_info(n_workers=-1) if _accepts_n_workers(client) else client.scheduler_info()
+    return {addr: int(w.get("memory_limit") or 0) for addr, w in info.get("workers", {}).items()}
+
+
+def _accepts_n_workers(client) -> bool:
+    import inspect
+
+    try:
+        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False

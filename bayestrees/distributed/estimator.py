@@ -1,0 +1,127 @@
+"""The estimators' Dask path: what ``fit``/``predict`` of the forest estimators call for Dask input."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..tree import pack
+from .client import get_client
+from .fit import fit_forest_dask
+from .inputs import as_dask
+
+__all__ = ["fit_estimator", "estimator_client"]
+
+
+def fit_estimator(est, X, y=None, *, target=None, client=None, sample_rows: int = 200_000):
+    """Fit a forest estimator (EBF or SSF) on Dask input; sets the same fitted attributes as ``fit``.
+
+    Parameters
+    ----------
+    est : an EmpiricalBayesianForest* or SubSampleForest* estimator
+    X : Dask DataFrame, or Parquet path(s) (then ``target`` names the response column)
+    y : Dask Series, optional
+    target : str, optional
+    client : None, distributed.Client or scheduler address (:func:`~bayestrees.distributed.client.get_client`)
+    sample_rows : rows the bins (and ``idata_``) are computed from
+
+    Returns
+    -------
+    est
+
+    Notes
+    -----
+    Besides the attributes of a single-machine fit, sets ``n_rows_`` (rows of the data set) and
+    ``dask_timings_`` (seconds per step).  ``idata_`` is computed at the rows of the bin sample
+    (the whole data set when it has at most ``sample_rows`` rows), since the training rows are
+    never collected in one process.  A sub-sample forest's ``block_of_row_`` is None (the blocks
+    are a hash of each row's global index).
+    """
+    kind = est._kind
+    if kind not in ("ebf", "ssf"):
+        raise ValueError(f"{type(est).__name__} needs all rows in one process; Dask input is for "
+                         "EmpiricalBayesianForest* and SubSampleForest* (their trees are fitted per branch/block)")
+    Xd, yd = as_dask(X, y, target)
+    config = est._forest_config()
+    cl = get_client(client)
+    res = fit_forest_dask(cl, Xd, yd, config, est._task, est._key(), max_bins=int(est.max_bins),
+                          categorical=est.categorical_features, sample_rows=sample_rows)
+    est._remember_data(res.sample, Xd)
+    est.trees_ = res.trees
+    est.trunk_ = res.trunk
+    if kind == "ssf":
+        est.block_of_row_ = None
+    est.config_ = res.cart_config
+    dev = jax.tree_util.tree_map(jnp.asarray, res.trees)
+    est._dev_trees = (est.trees_, dev, pack(dev))
+    est._dev_client = cl  # not saved (``save`` drops ``_dev*``)
+    est._train_data = res.sample
+    est._idata = None
+    est.n_rows_ = res.n_rows
+    est.dask_timings_ = dict(res.timings)
+    return est
+
+
+def estimator_client(est, client=None):
+    """The client to predict on: ``client``, else the fit's if it is still running, else the local one."""
+    if client is not None:
+        return get_client(client)
+    c = est.__dict__.get("_dev_client")
+    if c is not None and getattr(c, "status", None) == "running":
+        return c
+    return get_client(None)
+
+
+def _predict_part(X, payload, what: str):
+    import pandas as pd
+
+    from ..inference.forest import forest_values
+
+    trees, binner, missing, classes = payload
+    if X.shape[1] != binner.n_features_in_:
+        raise ValueError(f"X has {X.shape[1]} features, but the forest was fitted with {binner.n_features_in_}")
+    v = forest_values(trees, binner.transform(X), missing)  # (T, m, V)
+    if what == "mean":
+        return pd.Series(v[..., 0].mean(0).astype(np.float64), index=X.index)
+    p = v.astype(np.float64).mean(0)
+    p = p / p.sum(1, keepdims=True)
+    if what == "proba":
+        return pd.DataFrame(p, index=X.index, columns=[str(c) for c in classes])
+    return pd.Series(np.asarray(classes)[np.argmax(p, 1)], index=X.index)
+
+
+def predict_dask(est, X, what: str, client=None):
+    """Lazy predictions of a fitted forest for a Dask DataFrame (or Parquet path), computed on the cluster.
+
+    Parameters
+    ----------
+    est : a fitted forest estimator
+    X : Dask DataFrame or Parquet path(s) (the feature columns only)
+    what : "mean" (regression), "proba" or "label" (classification)
+    client : optional client (default: the fit's, else the local cluster)
+
+    Returns
+    -------
+    Dask Series (``"mean"``, ``"label"``) or Dask DataFrame (``"proba"``, one column per class),
+    partitioned as ``X``: every partition is coded and walked through the trunk into its
+    branch's trees on the worker holding it.
+    """
+    import dask
+    import dask.dataframe as dd
+    import pandas as pd
+
+    est._check_fitted()
+    if not dask.is_dask_collection(X):
+        X = dd.read_parquet(X)
+    cl = estimator_client(est, client)
+    classes = getattr(est, "classes_", None)
+    trees = jax.tree_util.tree_map(np.asarray, est.trees_)
+    payload = cl.scatter((trees, est.binner_, int(est.config_.missing), classes), broadcast=True, hash=False)
+    parts = [dask.delayed(_predict_part)(p, payload, what) for p in X.to_delayed()]
+    if what == "mean":
+        meta = pd.Series([], dtype=np.float64)
+    elif what == "proba":
+        meta = pd.DataFrame({str(c): pd.Series([], dtype=np.float64) for c in classes})
+    else:
+        meta = pd.Series(np.asarray(classes)[:0])
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)

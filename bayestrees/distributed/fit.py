@@ -1,0 +1,321 @@
+"""Fitting empirical Bayesian and sub-sample forests on a Dask cluster.
+
+The plan of :func:`fit_forest_dask` (no step brings the whole data set into one process):
+
+1. **describe** every partition (rows, response sum or labels): the row offsets give every row
+   its global index, which fixes its Bayesian-bootstrap weights
+   (:mod:`~bayestrees.distributed.weights`);
+2. **sample** at most ``sample_rows`` rows (all rows, in order, when the data set is smaller)
+   and fit the :class:`~bayestrees.data.Binner` on the sample, once;
+3. **code** every partition on its worker (kept in the workers' memory, compact codes);
+4. **trunk** (EBF): level by level from summed histograms (:mod:`~bayestrees.distributed.trunk`);
+5. **regroup** the rows by trunk leaf (EBF) or random block (SSF): every partition is cut by
+   group and every group's task pulls its pieces from the workers holding them (the all-to-all
+   exchange of Dask's task shuffle);
+6. **fit** one forest per group as one task (:func:`~bayestrees.distributed.branch_fit.fit_branch`,
+   the single-machine JAX engine); only the fitted trees come back;
+7. **graft** the branch trees onto the trunk (:func:`~bayestrees.distributed.graft.graft`).
+
+A worker that dies during step 6 loses its tasks and the pieces it held; Dask recomputes them
+from their lineage (steps 3 and 5 on the surviving workers) and reruns the fits.  A fit's trees
+depend only on its rows' global indices and the forest key, never on the worker, so the result
+is the same as an undisturbed run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from ..data import Binner, TrainingData, bucket_size, missing_code
+from ..inference.cart import default_capacity
+from ..inference.forest import ForestConfig, _cart_config
+from ..tree import Tree
+from . import partitions as P
+from .branch_fit import BranchSpec, branch_bytes, fit_branch
+from .client import worker_memory_limits
+from .graft import graft
+from .trunk import TrunkBuilder, TrunkSpec, add_histograms, partition_histogram
+
+__all__ = ["DaskFitResult", "fit_forest_dask"]
+
+
+@dataclass
+class DaskFitResult:
+    """What :func:`fit_forest_dask` returns.
+
+    Attributes
+    ----------
+    trees : Tree (NumPy), batch ``(n_trees,)``: whole trees (trunk and branches grafted)
+    trunk : Tree or None (EBF)
+    cart_config : the branch trees' CARTConfig (its ``missing`` is the missing code)
+    sample : TrainingData of the bin sample (``idata_`` is computed at its rows)
+    classes : class labels or None
+    n_rows : rows in the data set
+    group_rows : dict group -> rows (trunk leaf or block)
+    timings : dict of seconds per step
+    """
+
+    trees: Tree
+    trunk: Tree | None
+    cart_config: object
+    sample: TrainingData
+    classes: np.ndarray | None
+    n_rows: int
+    group_rows: dict
+    timings: dict
+
+
+def _tree_sum(client, futures, fn):
+    """Reduce futures pairwise on the cluster; returns the final future."""
+    futs = list(futures)
+    while len(futs) > 1:
+        nxt = [client.submit(fn, futs[i], futs[i + 1], pure=False) for i in range(0, len(futs) - 1, 2)]
+        if len(futs) % 2:
+            nxt.append(futs[-1])
+        futs = nxt
+    return futs[0]
+
+
+def fit_forest_dask(client, X, y, config: ForestConfig, task: str, key, *, max_bins: int = 1024,
+                    categorical=None, sample_rows: int = 200_000, progress=None) -> DaskFitResult:
+    """Fit an empirical Bayesian (``config.kind == "ebf"``) or sub-sample (``"ssf"``) forest on Dask.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X, y : Dask DataFrame and Series with the same partitions (:func:`~bayestrees.distributed.inputs.as_dask`)
+    config : ForestConfig
+    task : "regression" or "classification"
+    key : JAX PRNG key (split as in :func:`~bayestrees.inference.forest.fit_bayesian_forest`)
+    max_bins, categorical : binning (as the estimators')
+    sample_rows : rows the bins are computed from
+    progress : callable(str), optional
+        Called with a line per step.
+
+    Returns
+    -------
+    DaskFitResult
+
+    Raises
+    ------
+    ValueError
+        Bad input (found on the workers: mismatched partition lengths, NaN responses), too few
+        rows, a branch larger than any worker's memory limit.
+    """
+    import dask
+
+    say = progress or (lambda s: None)
+    timings = {}
+    t0 = time.perf_counter()
+    xs, ys = X.to_delayed(), y.to_delayed()
+    n_parts = len(xs)
+    # 1. describe
+    desc = dask.compute(*[dask.delayed(P.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
+                        scheduler=client)
+    lens = np.array([d["n"] for d in desc], np.int64)
+    n = int(lens.sum())
+    msl = config.min_samples_leaf
+    if n < 2 * msl:
+        raise ValueError(f"X has {n} rows (n_samples={n}), fewer than 2 * min_samples_leaf = {2 * msl}")
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    if task == "regression":
+        mean = float(np.sum([d["sum"] for d in desc])) / n
+        classes = None
+    else:
+        mean = 0.0
+        classes = np.unique(np.concatenate([np.asarray(d["labels"]) for d in desc]))
+        if classes.shape[0] < 2:
+            raise ValueError(f"y has only one class ({classes[0]!r}); a classifier needs at least two classes")
+    timings["describe"] = time.perf_counter() - t0
+    say(f"{n:,} rows in {n_parts} partitions")
+    # 2. sample and bins
+    t1 = time.perf_counter()
+    share = np.minimum(lens, np.ceil(lens * min(1.0, sample_rows / n)).astype(np.int64))
+    samples = dask.compute(*[dask.delayed(P.sample)(xs[p], ys[p], p, int(share[p]), 5807, task, mean)
+                             for p in range(n_parts)], scheduler=client)
+    import pandas as pd
+
+    Xs = pd.concat([s[0] for s in samples])
+    ys_raw = np.concatenate([s[1] for s in samples])
+    if task == "regression":
+        ys_codes = ys_raw.astype(np.float64)
+        scale = float(np.sqrt(np.sum([s[2] for s in samples]) / n))
+        scale = scale if scale > 0 else 1.0
+    else:
+        ys_codes = np.searchsorted(classes, ys_raw).astype(np.int32)
+        scale = 1.0
+    binner = Binner(max_bins=max_bins, categorical=categorical)
+    binner.fit(Xs, ys_codes, classification=task == "classification")
+    sample = TrainingData(binner.transform(Xs), ys_codes, task, binner, classes, ys_raw)
+    timings["bins"] = time.perf_counter() - t1
+    # 3. code the partitions (kept on the workers)
+    t1 = time.perf_counter()
+    b_d = dask.delayed(binner, pure=True)
+    cl_d = dask.delayed(classes, pure=True)
+    coded = client.compute([dask.delayed(P.code)(xs[p], ys[p], p, int(offsets[p]), b_d, task, cl_d)
+                            for p in range(n_parts)])
+    summ = client.gather(client.map(P.summary, coded))
+    has_missing = any(s["missing"] for s in summ)
+    timings["code"] = time.perf_counter() - t1
+    d = binner.n_features_in_
+    miss = missing_code(binner.dtype_)
+    n_classes = 0 if classes is None else int(classes.shape[0])
+    shift = mean if task == "regression" else 0.0
+    _k_trunk, k_blocks, k_forest = jax.random.split(key, 3)
+    cart = _cart_config(config, task, n, d, n_classes, has_missing, miss)
+    # 4. trunk
+    trunk = None
+    t1 = time.perf_counter()
+    if config.kind == "ebf":
+        tm = config.trunk_min_samples_leaf
+        spec = TrunkSpec(n_features=d, n_codes=int(binner.n_bins_.max()) + 1, missing=miss, n_classes=n_classes,
+                         criterion=cart.criterion, min_samples_leaf=tm, max_depth=None,
+                         capacity=default_capacity(n, tm))
+        builder = TrunkBuilder(spec, _root_stats(client, coded, spec))
+        level = 0
+        while True:
+            tr = builder.tree()
+            hists = [client.submit(partition_histogram, c, tr, builder.open, spec, pure=False) for c in coded]
+            total = _tree_sum(client, hists, add_histograms).result()
+            level += 1
+            if not builder.grow(*total):
+                break
+        trunk = builder.tree()
+        say(f"trunk: {int(trunk.n_nodes)} nodes, {int(np.sum(trunk.left[:int(trunk.n_nodes)] == -1))} leaves, "
+            f"{level} levels")
+    timings["trunk"] = time.perf_counter() - t1
+    # 5. regroup
+    t1 = time.perf_counter()
+    if config.kind == "ebf":
+        groups = [int(g) for g in np.nonzero(trunk.left == -1)[0]]
+        group_rows = {g: int(trunk.count[g]) for g in groups}
+        split_kw = dict(kind="ebf", trunk=trunk, missing=miss)
+    else:
+        k = config.n_blocks
+        if not 1 <= k <= n // (2 * msl):
+            raise ValueError(f"n_blocks must be between 1 and n / (2 min_samples_leaf) = {n // (2 * msl)}, "
+                             f"got {config.n_blocks}")
+        groups = list(range(k))
+        seed = int(np.asarray(jax.random.bits(k_blocks, (), np.uint32)))
+        split_kw = dict(kind="ssf", n_blocks=k, seed=seed)
+        group_rows = None
+    _check_memory(client, group_rows, d, cart.n_stats, binner.dtype_, config, n)
+    splits = [client.submit(P.split_groups, c, pure=False, **split_kw) for c in coded]
+    pieces = {g: [client.submit(P.piece, s, g, d, binner.dtype_, pure=False) for s in splits] for g in groups}
+    # 6. fit every group's forest where its pieces meet
+    key_data = tuple(int(v) for v in np.asarray(jax.random.key_data(k_forest)).ravel())
+    bspec = BranchSpec(cart=dataclasses.replace(cart, positive_weights=False), n_trees=config.n_trees,
+                       weights=config.weights, key_data=key_data, y_shift=shift, y_scale=scale, dtype=config.dtype,
+                       task=task, pad_to=_common_size(group_rows, n, len(groups)))
+    if config.kind == "ebf":
+        fits = {g: client.submit(_fit_group, pieces[g], bspec, None, key=f"bayestrees-branch-{g}-{_token(key_data)}")
+                for g in groups}
+    else:
+        k = config.n_blocks
+        fits = {}
+        for g in groups:
+            trees_g = np.arange(g, config.n_trees, k)
+            if trees_g.size == 0:
+                continue
+            fits[g] = client.submit(_fit_group, pieces[g], bspec, trees_g,
+                                    key=f"bayestrees-block-{g}-{_token(key_data)}")
+    results = {}
+    from distributed import as_completed
+
+    group_of = {f.key: g for g, f in fits.items()}
+    for fut, res in as_completed(list(fits.values()), with_results=True):
+        g = group_of[fut.key]
+        results[g] = res
+        say(f"group {g} fitted ({len(results)}/{len(fits)})")
+    del pieces, splits
+    timings["branches"] = time.perf_counter() - t1
+    # 7. assemble
+    if config.kind == "ebf":
+        trees = graft(trunk, {g: r[0] for g, r in results.items()})
+        group_rows = {g: r[1] for g, r in results.items()}
+    else:
+        order = np.concatenate([np.arange(g, config.n_trees, k) for g in sorted(results)])
+        allt = _concat_trees([results[g][0] for g in sorted(results)])
+        inv = np.argsort(order)
+        trees = jax.tree_util.tree_map(lambda a: a[inv], allt)
+        group_rows = {g: r[1] for g, r in results.items()}
+    for c in coded:
+        c.release()
+    timings["total"] = time.perf_counter() - t0
+    return DaskFitResult(trees=trees, trunk=trunk, cart_config=cart, sample=sample, classes=classes, n_rows=n,
+                         group_rows=group_rows, timings=timings)
+
+
+def _common_size(group_rows, n: int, k: int) -> int | None:
+    """One padded size for every group when that costs at most 50% more rows than padding each
+    group to its own bucket would save in compilations (one compiled program per worker)."""
+    sizes = list(group_rows.values()) if group_rows else [-(-n // max(1, k))] * k
+    common = bucket_size(max(sizes))
+    return common if common * len(sizes) <= 1.5 * sum(sizes) else None
+
+
+def _token(key_data) -> str:
+    return "-".join(str(v) for v in key_data) + f"-{time.time_ns()}"
+
+
+def _concat_trees(trees: list) -> Tree:
+    """Concatenate batches of trees of different capacities (free slots padded as :data:`FREE`)."""
+    from ..tree import FREE
+
+    cap = max(int(np.asarray(t.feature).shape[1]) for t in trees)
+    fills = dict(feature=-1, left=FREE, right=FREE)
+    out = {}
+    for name in Tree._fields:
+        arrs = []
+        for t in trees:
+            a = np.asarray(getattr(t, name))
+            if name != "n_nodes":
+                pad = [(0, 0), (0, cap - a.shape[1])] + [(0, 0)] * (a.ndim - 2)
+                a = np.pad(a, pad, constant_values=fills.get(name, 0))
+            arrs.append(a)
+        out[name] = np.concatenate(arrs)
+    return Tree(**out)
+
+
+def _root_stats(client, coded, spec: TrunkSpec) -> np.ndarray:
+    """Statistics of all rows (count, sum y, sum y^2 or class counts) summed over partitions."""
+    def stats(part):
+        y = np.asarray(part["y"])
+        if spec.n_classes:
+            return np.concatenate([[y.shape[0]], np.bincount(y, minlength=spec.n_classes)]).astype(np.float64)
+        yf = y.astype(np.float64)
+        return np.array([yf.shape[0], yf.sum(), (yf * yf).sum()])
+
+    return _tree_sum(client, [client.submit(stats, c, pure=False) for c in coded], np.add).result()
+
+
+def _fit_group(pieces: list, spec: BranchSpec, trees=None):
+    """One group's forest from its pieces (runs on a worker): (Tree, rows)."""
+    part = P.concat_pieces(pieces)
+    if trees is not None:
+        spec = dataclasses.replace(spec, n_trees=len(trees))
+    t = fit_branch(part["codes"], part["y"], part["row"], spec, trees=trees)
+    return t, int(part["codes"].shape[0])
+
+
+def _check_memory(client, group_rows, d: int, n_stats: int, code_dtype, config: ForestConfig, n: int) -> None:
+    """Refuse a fit whose largest group cannot fit in the largest worker's memory limit."""
+    limits = [v for v in worker_memory_limits(client).values() if v > 0]
+    if not limits:
+        return
+    limit = max(limits)
+    if group_rows is None:  # blocks: about n / n_blocks rows each
+        k = max(1, config.n_blocks)
+        group_rows = {b: -(-n // k) for b in range(k)}
+    g, m = max(group_rows.items(), key=lambda kv: kv[1])
+    need = branch_bytes(m, d, n_stats) + m * (d * np.dtype(code_dtype).itemsize + 24)
+    if need > limit:
+        what = "branch (trunk leaf)" if config.kind == "ebf" else "block"
+        raise ValueError(
+            f"{what} {g} holds {m:,} rows and needs about {need / 2**20:,.0f} MiB to fit, more than the "
+            f"largest worker memory limit ({limit / 2**20:,.0f} MiB); lower trunk_min_samples_leaf (smaller "
+            "branches) / raise n_blocks, or give the workers more memory")
