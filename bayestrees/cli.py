@@ -1,6 +1,8 @@
-"""Command line: ``bayestrees demo`` and ``bayestrees fit``.
+"""Command line: ``bayestrees demo``, ``fit``, ``predict``, ``summary`` and ``plot``.
 
-Run ``bayestrees --help`` or ``bayestrees fit --help``.
+Run ``bayestrees --help`` or ``bayestrees COMMAND --help``.  A bad file or
+column name ends the command with one line on standard error (``error: ...``)
+and exit status 2, never a traceback.
 """
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+class CLIError(Exception):
+    """A user error reported as one line (``error: ...``) with exit status 2."""
+
 
 MODELS = {
     "bf": "Bayesian forest (Bayesian-bootstrap weighted CART)",
@@ -28,33 +34,57 @@ def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def make_estimator(model: str, task: str, n_estimators: int, min_samples_leaf: int, seed: int | None,
-                   trunk_min_samples_leaf: int = 1000, n_blocks: int = 5, progressbar: bool = True,
-                   n_jobs: int | None = None, draws: int = 1000, tune: int = 1000, chains: int = 4):
-    """The estimator for a ``--model`` choice and a task ("regression"/"classification")."""
+def make_estimator(model: str, task: str, n_estimators: int | None = None, min_samples_leaf: int = 1,
+                   seed: int | None = None, trunk_min_samples_leaf: int = 1000, n_blocks: int = 5,
+                   progressbar: bool = True, n_jobs: int | None = None, draws: int | None = None,
+                   tune: int | None = None, chains: int | None = None):
+    """The estimator for a ``--model`` choice and a task ("regression"/"classification").
+
+    Parameters
+    ----------
+    model : str
+        A key of :data:`MODELS`.
+    task : {"regression", "classification"}
+    n_estimators : int, optional
+        Trees of a forest (default 100) or prior trees of the safe-Bayes forest (its default).
+    min_samples_leaf, trunk_min_samples_leaf, n_blocks, n_jobs : forest settings
+    seed : int, optional
+    progressbar : bool
+    draws, tune, chains : int, optional
+        Bayesian CART: kept draws and tuning steps per chain, chains (defaults 1000, 1000, 4).
+        PCFG: ``draws`` exact posterior trees stored (default 100).
+
+    Returns
+    -------
+    an unfitted estimator
+    """
     import bayestrees as bt
 
     reg = task == "regression"
+    n_trees = 100 if n_estimators is None else n_estimators
     common = dict(min_samples_leaf=min_samples_leaf, random_state=seed, progressbar=progressbar, n_jobs=n_jobs)
     if model in ("bf", "rf", "dt", "et"):
         cls = bt.BayesianForestRegressor if reg else bt.BayesianForestClassifier
         kw = {"bf": dict(weights="exponential"), "rf": dict(weights="multinomial"),
               "dt": dict(weights="none"), "et": dict(weights="none", splitter="random")}[model]
-        return cls(n_estimators=1 if model == "dt" else n_estimators, **kw, **common)
+        return cls(n_estimators=1 if model == "dt" else n_trees, **kw, **common)
     if model == "ebf":
         cls = bt.EmpiricalBayesianForestRegressor if reg else bt.EmpiricalBayesianForestClassifier
-        return cls(n_estimators=n_estimators, trunk_min_samples_leaf=trunk_min_samples_leaf, **common)
+        return cls(n_estimators=n_trees, trunk_min_samples_leaf=trunk_min_samples_leaf, **common)
     if model == "ssf":
         cls = bt.SubSampleForestRegressor if reg else bt.SubSampleForestClassifier
-        return cls(n_estimators=n_estimators, n_blocks=n_blocks, **common)
+        return cls(n_estimators=n_trees, n_blocks=n_blocks, **common)
     if model == "pcfg":
-        return bt.PCFGTreeRegressor() if reg else bt.PCFGTreeClassifier()
+        kw = {} if draws is None else dict(n_samples=draws)
+        return bt.PCFGTreeRegressor(random_state=seed, **kw) if reg else bt.PCFGTreeClassifier(random_state=seed, **kw)
     if model == "safebayes":
         cls = bt.SafeBayesForestRegressor if reg else bt.SafeBayesForestClassifier
-        return cls(random_state=seed)
+        kw = {} if n_estimators is None else dict(n_estimators=n_estimators)
+        return cls(random_state=seed, **kw)
     if model == "bcart":
         cls = bt.BayesianCARTRegressor if reg else bt.BayesianCARTClassifier
-        return cls(draws=draws, tune=tune, chains=chains, random_state=seed, progressbar=progressbar)
+        return cls(draws=1000 if draws is None else draws, tune=1000 if tune is None else tune,
+                   chains=4 if chains is None else chains, random_state=seed, progressbar=progressbar)
     raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
 
 
@@ -150,15 +180,35 @@ def cmd_demo(args) -> int:
 
 
 def _read_table(path: Path):
+    """A CSV (header row) or Parquet file as a DataFrame; :class:`CLIError` for a missing or unreadable file."""
     try:
         import pandas as pd
     except ImportError:
-        raise SystemExit("reading CSV/Parquet needs pandas: pip install 'bayestrees[io]'") from None
+        raise CLIError("reading CSV/Parquet needs pandas: pip install 'bayestrees[io]'") from None
     if not path.exists():
-        raise SystemExit(f"no such file: {path}")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    return pd.read_csv(path)
+        raise CLIError(f"no such file: {path}")
+    if path.is_dir():
+        raise CLIError(f"{path} is a folder, not a data file")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path)
+    except ImportError as e:
+        raise CLIError(f"cannot read {path}: {e}") from None
+    except Exception as e:  # parser errors, binary files, bad encodings: one line, no traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CLIError(f"cannot read {path} as a {'Parquet' if path.suffix.lower() in ('.parquet', '.pq') else 'CSV'} "
+                       f"table: {first}") from None
+    if df.shape[0] == 0 or df.shape[1] == 0:
+        raise CLIError(f"{path} holds no data rows (columns: {list(df.columns)})")
+    return df
+
+
+def _columns_or_fail(df, names, path, what: str):
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise CLIError(f"{what} {missing} not in {path}; its columns: {list(df.columns)}")
 
 
 def cmd_fit(args) -> int:
@@ -167,13 +217,13 @@ def cmd_fit(args) -> int:
 
     df = _read_table(Path(args.data))
     if args.target not in df.columns:
-        raise SystemExit(f"target column {args.target!r} not in the file; columns: {list(df.columns)}")
+        raise CLIError(f"target column {args.target!r} not in {args.data}; its columns: {list(df.columns)}")
     y = df.pop(args.target)
     if args.features:
-        missing = [c for c in args.features if c not in df.columns]
-        if missing:
-            raise SystemExit(f"feature columns not in the file: {missing}")
+        _columns_or_fail(df, args.features, args.data, "feature columns")
         df = df[args.features]
+    if df.shape[1] == 0:
+        raise CLIError(f"{args.data} has no feature column besides the target {args.target!r}")
     from .data import infer_task
 
     task = infer_task(y, args.task)  # the library's one task-inference rule
@@ -193,7 +243,7 @@ def cmd_fit(args) -> int:
     else:
         fit_line = f"in-sample accuracy: {np.mean(pred == yv):.4f}"
     idata = est.idata_
-    scalars = [v for v in ("n_leaves", "depth", "sigma") if v in idata.posterior]
+    scalars = [v for v in ("n_leaves", "depth", "sigma", "n_trees") if v in idata.posterior]
     summary = az.summary(idata, var_names=scalars, kind="stats") if scalars else None
     lines = [f"model: {args.model} ({MODELS[args.model]})", f"task: {task}", f"data: {args.data}",
              f"rows: {len(df)}, features: {list(df.columns)}", f"fit time: {el:.2f}s", fit_line]
@@ -201,10 +251,251 @@ def cmd_fit(args) -> int:
         lines += ["", "posterior summary of tree size:", summary.to_string()]
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     idata.to_netcdf(str(out / "posterior.nc"))
-    if hasattr(est, "save"):
-        est.save(out / "model.pkl")
+    est.save(out / "model.pkl")
     _say("\n".join(lines))
     _say(f"\nwrote {out / 'summary.txt'}, {out / 'posterior.nc'} and {out / 'model.pkl'}")
+    _say(f"next: bayestrees predict {out / 'model.pkl'} NEW.csv --out predictions.csv; "
+         f"bayestrees summary {out / 'posterior.nc'}; bayestrees plot {out / 'posterior.nc'}")
+    return 0
+
+
+# -- predict ----------------------------------------------------------------------------------------
+def _load_model(path: Path):
+    import pickle
+
+    from .estimators.base import load
+
+    if not path.exists():
+        raise CLIError(f"no such file: {path}")
+    if path.is_dir():
+        raise CLIError(f"{path} is a folder, not a model file (bayestrees fit writes OUT/model.pkl)")
+    try:
+        return load(path)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, IndexError, KeyError):
+        raise CLIError(f"{path} is not a bayestrees model file (write one with bayestrees fit or est.save)") from None
+
+
+def _feature_frame(model, df, path, target: str | None):
+    """The columns the model was fitted on, in its order (by name when it knows them)."""
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        names = [str(c) for c in names]
+        _columns_or_fail(df, names, path, "feature columns of the model")
+        return df[names]
+    if target is not None and target in df.columns:
+        df = df.drop(columns=target)
+    if df.shape[1] != model.n_features_in_:
+        raise CLIError(f"{path} has {df.shape[1]} feature columns but the model was fitted on "
+                       f"{model.n_features_in_} (unnamed) features")
+    return df
+
+
+def cmd_predict(args) -> int:
+    """Predict with a saved model on a table; write the posterior mean, class probabilities and intervals."""
+    import pandas as pd
+
+    if not 0 < args.prob < 1:
+        raise CLIError(f"--prob must be in (0, 1), got {args.prob}")
+    model = _load_model(Path(args.model))
+    df = _read_table(Path(args.data))
+    X = _feature_frame(model, df, args.data, args.target)
+    pct = f"{args.prob * 100:g}"
+    out = pd.DataFrame(index=df.index)
+    has_interval = hasattr(model, "predict_interval")
+    if hasattr(model, "predict_proba"):
+        proba = np.asarray(model.predict_proba(X))
+        classes = [str(c) for c in model.classes_]
+        out["prediction"] = np.asarray(model.classes_)[np.argmax(proba, axis=1)]
+        for j, c in enumerate(classes):
+            out[f"proba_{c}"] = proba[:, j]
+        if has_interval:
+            try:
+                iv = np.asarray(model.predict_interval(X, prob=args.prob))
+            except (TypeError, ValueError, NotImplementedError):
+                iv, has_interval = None, False
+            if iv is not None and iv.ndim == 3:
+                for j, c in enumerate(classes):
+                    out[f"proba_{c}_lower_{pct}"] = iv[:, j, 0]
+                    out[f"proba_{c}_upper_{pct}"] = iv[:, j, 1]
+            else:
+                has_interval = False
+    else:
+        out["mean"] = np.asarray(model.predict(X))
+        if has_interval:
+            iv = np.asarray(model.predict_interval(X, prob=args.prob))
+            out[f"lower_{pct}"] = iv[:, 0]
+            out[f"upper_{pct}"] = iv[:, 1]
+    dest = Path(args.out)
+    if dest.parent and not dest.parent.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(dest, index=False)
+    note = "" if has_interval else f" (no interval columns: {type(model).__name__} gives no posterior draws here)"
+    _say(f"wrote {len(out)} predictions of {type(model).__name__} to {dest}: columns {list(out.columns)}{note}")
+    return 0
+
+
+# -- summary ----------------------------------------------------------------------------------------
+_MCMC_FAMILIES = ("bayesian_cart", "bet")
+
+
+def _read_idata(path: Path):
+    import arviz as az
+
+    if not path.exists():
+        raise CLIError(f"no such file: {path}")
+    if path.is_dir():
+        if (path / "posterior.nc").exists():
+            path = path / "posterior.nc"
+        else:
+            raise CLIError(f"{path} is a folder without posterior.nc")
+    try:
+        idata = az.from_netcdf(str(path))
+    except Exception as e:  # not NetCDF / not HDF5: one line, no traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CLIError(f"cannot read {path} as an ArviZ NetCDF file: {first}") from None
+    if "posterior" not in idata.groups():
+        raise CLIError(f"{path} has no posterior group (groups: {idata.groups()})")
+    return idata
+
+
+def _summary_vars(idata, wanted=None) -> list[str]:
+    post = idata.posterior
+    if wanted:
+        missing = [v for v in wanted if v not in post]
+        if missing:
+            raise CLIError(f"posterior variables {missing} not in the file; it has {list(post.data_vars)}")
+        return list(wanted)
+    return [v for v in ("n_leaves", "depth", "sigma", "n_trees", "split_counts", "xi_bar") if v in post]
+
+
+def cmd_summary(args) -> int:
+    """Print the ``az.summary`` table and the diagnostics that matter for the file's family."""
+    import warnings
+
+    import arviz as az
+
+    from .diagnostics import loo
+
+    idata = _read_idata(Path(args.posterior))
+    post = idata.posterior
+    family = str(post.attrs.get("family", "unknown"))
+    task = str(post.attrs.get("task", "unknown"))
+    nc, nd = post.sizes.get("chain", 1), post.sizes.get("draw", 0)
+    mcmc = family in _MCMC_FAMILIES
+    _say(f"file: {args.posterior}")
+    _say(f"family: {family}, task: {task}, {nc} chain(s) x {nd} draw(s); groups: {', '.join(idata.groups())}")
+    names = _summary_vars(idata, args.var_names)
+    kind = "all" if mcmc or nc > 1 else "stats"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ArviZ warns about few chains / constant draws; the table says enough
+        table = az.summary(idata, var_names=names, kind=kind, hdi_prob=args.prob)
+    _say("\nposterior summary (az.summary):")
+    _say(table.to_string())
+    if mcmc:
+        if "r_hat" in table:
+            worst = table["r_hat"].max()
+            _say(f"\nlargest R-hat: {worst:.3f}" + ("  (above 1.01: run longer or more chains)" if worst > 1.01 else ""))
+            _say(f"smallest bulk ESS: {table['ess_bulk'].min():.0f} over {nc * nd} draws")
+    else:
+        why = {"bayesian_forest": "each draw is a tree fitted to independent Bayesian-bootstrap weights",
+               "pcfg": "the draws are exact independent samples of the posterior",
+               "safe_bayes": "the draws are prior trees resampled by their importance weights"}.get(family, "")
+        if why:
+            _say(f"\nno R-hat/ESS: {why}.")
+    acc = {k: v for k, v in post.attrs.items() if k.startswith("acceptance_")}
+    if acc:
+        _say("acceptance rates: " + ", ".join(f"{k[len('acceptance_'):]} {float(v):.3f}" for k, v in acc.items()))
+    if "sample_stats" in idata.groups():
+        ss = idata.sample_stats
+        for v in ss.data_vars:
+            if "accept" in v and (np.issubdtype(ss[v].dtype, np.number) or ss[v].dtype == bool):
+                _say(f"sample_stats.{v}: mean {float(np.mean(ss[v].values)):.3f}")
+    if family == "safe_bayes":
+        keys = ("effective_sample_size", "beta", "distinct_trees", "weights_ess")
+        _say("safe-Bayes: " + ", ".join(f"{k} {post.attrs[k]}" for k in keys if k in post.attrs))
+    if "log_likelihood" in idata.groups():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = loo(idata, pointwise=True)
+        k = np.asarray(res.pareto_k)
+        _say(f"\nLOO: elpd_loo {res.elpd_loo:.2f} (se {res.se:.2f}), p_loo {res.p_loo:.2f}; "
+             f"Pareto k > 0.7 at {int(np.sum(k > 0.7))} of {k.size} rows")
+    else:
+        _say("\nno log_likelihood group: LOO is not defined for this family (compare on held-out data)")
+    return 0
+
+
+# -- plot -------------------------------------------------------------------------------------------
+def cmd_plot(args) -> int:
+    """Write the main figures of a fit: leaf counts, variable importance, a tree, traces, BET's and PD plots."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CLIError("plotting needs matplotlib: pip install 'bayestrees[plot]'") from None
+    import arviz as az
+
+    from . import plots
+
+    idata = _read_idata(Path(args.posterior))
+    post = idata.posterior
+    family = str(post.attrs.get("family", "unknown"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig, name):
+        fig.savefig(out / name, dpi=args.dpi)
+        plt.close(fig)
+        written.append(out / name)
+
+    if "n_leaves" in post:
+        ax = plots.plot_n_leaves(idata)
+        ax.set_title(f"{family}: posterior of the number of leaves")
+        save(ax.figure, "n_leaves.png")
+    if "split_counts" in post:
+        ax = plots.plot_variable_importance(idata)
+        save(ax.figure, "variable_importance.png")
+    model = _load_model(Path(args.model)) if args.model else None
+    if "trees" in idata.groups():
+        binner = getattr(model, "binner_", None)  # thresholds in the data's units (bin codes without it)
+        ax = plots.plot_tree(idata, binner=binner, title=f"{family}: the tree of chain 0, draw 0")
+        save(ax.figure, "tree.png")
+    trace_vars = [v for v in ("n_leaves", "depth", "sigma", "n_trees") if v in post]
+    if family in _MCMC_FAMILIES and trace_vars:
+        axes = az.plot_trace(idata, var_names=trace_vars, compact=True, backend_kwargs={"layout": "constrained"})
+        save(np.asarray(axes).ravel()[0].figure, "trace.png")
+    if "n_trees" in post:
+        save(plots.plot_n_trees(idata).figure, "n_trees.png")
+    if "xi_bar" in post:
+        save(plots.plot_xi_bar(idata).figure, "xi_bar.png")
+    if model is not None:
+        if hasattr(model, "operating_curve_"):
+            ax = plots.plot_operating_curve(model.operating_curve_, m_marker=model.effective_sample_size_)
+            save(ax[0].figure, "operating_curve.png")
+        if args.data and hasattr(model, "predict_draws"):
+            df = _read_table(Path(args.data))
+            X = _feature_frame(model, df, args.data, args.target)
+            feats = args.features
+            if feats:
+                _columns_or_fail(X, feats, args.data, "--features")
+            else:  # the feature with the largest posterior share of splits
+                sc = post["split_counts"]
+                extra = [d for d in sc.dims if d not in ("chain", "draw", "feature")]
+                share = sc.sum(extra) if extra else sc
+                mean = share.mean(("chain", "draw"))
+                feats = [str(mean["feature"].values[int(np.argmax(mean.values))])]
+            if len(feats) > 2:
+                raise CLIError("--features takes one or two columns")
+            res = plots.plot_partial_dependence(model, X, feats if len(feats) == 2 else feats[0])
+            save((res[0] if len(feats) == 2 else res).figure, "partial_dependence.png")
+    if not written:
+        raise CLIError(f"{args.posterior} holds nothing to plot (posterior variables: {list(post.data_vars)})")
+    _say("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
@@ -223,7 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
     f = sub.add_parser("fit", help="fit a model to a CSV or Parquet file",
                        description="Fit a tree model to a table. Writes OUT/summary.txt, OUT/posterior.nc "
-                                   "(ArviZ InferenceData, draw = tree) and OUT/model.pkl (bayestrees.load).",
+                                   "(ArviZ InferenceData, draw = tree) and OUT/model.pkl (bayestrees.load, "
+                                   "bayestrees predict).",
                        epilog="example: bayestrees fit housing.csv --target price --model bf --out fit-bf")
     f.add_argument("data", help="CSV (header row) or Parquet file")
     f.add_argument("--target", required=True, help="name of the response column")
@@ -232,23 +524,62 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--task", default="auto", choices=["auto", "regression", "classification"],
                    help="auto: labels, and whole numbers with at most 20 distinct values, are classification")
     f.add_argument("--features", nargs="+", help="feature columns (default: every other column)")
-    f.add_argument("--n-estimators", type=int, default=100, help="trees (posterior draws) for forests")
+    f.add_argument("--n-estimators", type=int, default=None,
+                   help="trees (posterior draws) of a forest (default 100); prior trees of safebayes (default 1000)")
     f.add_argument("--min-samples-leaf", type=int, default=1, help="minimum rows per leaf (forests)")
     f.add_argument("--trunk-min-samples-leaf", type=int, default=1000, help="EBF trunk leaf size")
     f.add_argument("--n-blocks", type=int, default=5, help="SSF blocks")
-    f.add_argument("--draws", type=int, default=1000, help="kept draws per chain (bcart)")
-    f.add_argument("--tune", type=int, default=1000, help="discarded tuning steps per chain (bcart)")
-    f.add_argument("--chains", type=int, default=4, help="chains, run vmapped (bcart)")
+    f.add_argument("--draws", type=int, default=None,
+                   help="kept draws per chain (bcart, default 1000); exact trees stored (pcfg, default 100)")
+    f.add_argument("--tune", type=int, default=None, help="discarded tuning steps per chain (bcart, default 1000)")
+    f.add_argument("--chains", type=int, default=None, help="chains, run vmapped (bcart, default 4)")
     f.add_argument("--seed", type=int, default=0, help="random seed")
     f.add_argument("--n-jobs", type=int, default=1,
                    help="trees fitted at the same time by forests (-1: one per CPU core; default 1)")
     f.add_argument("--out", default="bayestrees-fit", help="output folder")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_fit)
+    pr = sub.add_parser("predict", help="predict with a saved model on a CSV or Parquet file",
+                        description="Writes one row per input row: regression 'mean' and the credible interval "
+                                    "of the function ('lower_90', 'upper_90'); classification 'prediction' (the "
+                                    "most probable class), 'proba_<class>' and their intervals where the family "
+                                    "gives posterior draws (forests, Bayesian CART).",
+                        epilog="example: bayestrees predict fit-bf/model.pkl new.csv --out pred.csv")
+    pr.add_argument("model", help="model file written by bayestrees fit (OUT/model.pkl) or est.save")
+    pr.add_argument("data", help="CSV (header row) or Parquet file with the model's feature columns")
+    pr.add_argument("--out", default="predictions.csv", help="output CSV (default: predictions.csv)")
+    pr.add_argument("--prob", type=float, default=0.9, help="credible interval probability (default 0.9)")
+    pr.add_argument("--target", help="a column to ignore when the model's feature names are unknown")
+    pr.set_defaults(func=cmd_predict)
+    su = sub.add_parser("summary", help="summarise a posterior file (az.summary and the family's diagnostics)",
+                        description="Prints az.summary of the tree-size variables (n_leaves, depth, sigma, "
+                                    "split_counts; BET's n_trees, xi_bar), R-hat and ESS for MCMC, acceptance "
+                                    "rates, and LOO where the file has a log_likelihood group.")
+    su.add_argument("posterior", help="NetCDF file written by bayestrees fit (OUT/posterior.nc) or idata.to_netcdf")
+    su.add_argument("--var-names", nargs="+", help="posterior variables to summarise")
+    su.add_argument("--prob", type=float, default=0.9, help="HDI probability (default 0.9)")
+    su.set_defaults(func=cmd_summary)
+    pl = sub.add_parser("plot", help="write the main figures of a fit as PNG files",
+                        description="From the posterior: n_leaves.png, variable_importance.png, tree.png, and "
+                                    "trace.png for MCMC (n_trees.png, xi_bar.png for BET). With --model: "
+                                    "operating_curve.png (safe-Bayes); with --model and --data: "
+                                    "partial_dependence.png.",
+                        epilog="example: bayestrees plot fit-bc/posterior.nc --model fit-bc/model.pkl "
+                               "--data train.csv --out figures")
+    pl.add_argument("posterior", help="NetCDF file (or the folder bayestrees fit wrote)")
+    pl.add_argument("--model", help="model file, for the safe-Bayes operating curve and partial dependence")
+    pl.add_argument("--data", help="table whose rows the partial dependence averages over")
+    pl.add_argument("--target", help="a column of --data to ignore when the model's feature names are unknown")
+    pl.add_argument("--features", nargs="+", help="one or two features for the partial dependence "
+                                                  "(default: the most used feature)")
+    pl.add_argument("--out", default="bayestrees-figures", help="output folder (default: ./bayestrees-figures)")
+    pl.add_argument("--dpi", type=int, default=110, help="resolution of the PNG files (default 110)")
+    pl.set_defaults(func=cmd_plot)
     return p
 
 
 def main(argv=None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 no command, 2 an error reported in one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
@@ -256,8 +587,9 @@ def main(argv=None) -> int:
         return 1
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (CLIError, ValueError) as e:
+        msg = str(e).strip().splitlines()
+        print(f"error: {msg[0] if msg else type(e).__name__}", file=sys.stderr)
         return 2
 
 

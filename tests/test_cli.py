@@ -1,4 +1,8 @@
-"""The command line: `bayestrees fit` on a CSV file, `bayestrees demo`, and `--help`."""
+"""The command line: `bayestrees fit`, `predict`, `summary`, `plot` on CSV files, `demo`, `--help`,
+and one-line errors for bad files and column names."""
+import subprocess
+import sys
+
 import arviz as az
 import numpy as np
 import pandas as pd
@@ -12,10 +16,22 @@ def test_help_lists_the_commands(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     out = capsys.readouterr().out
-    assert "demo" in out and "fit" in out
+    for command in ("demo", "fit", "predict", "summary", "plot"):
+        assert command in out
 
 
-def test_fit_writes_summary_posterior_and_model(tmp_path):
+def _expect_error(capsys, argv, fragment):
+    """``main(argv)`` fails with exit status 2 and one line on stderr that contains ``fragment``."""
+    capsys.readouterr()
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_fit_writes_summary_posterior_and_model(tmp_path, capsys):
     r = np.random.default_rng(0)
     df = pd.DataFrame({"a": r.normal(size=120), "b": r.normal(size=120), "c": r.choice(["u", "v"], 120)})
     df["price"] = 3 * df["a"] + (df["c"] == "u") + 0.1 * r.normal(size=120)
@@ -33,9 +49,22 @@ def test_fit_writes_summary_posterior_and_model(tmp_path):
     assert model.n_jobs == 2
     pred = model.predict(df.drop(columns="price"))
     assert np.sqrt(np.mean((pred - df["price"]) ** 2)) < 1.0
+    # predict from the command line: columns found by name (order and the target column do not matter)
+    new = df[["c", "price", "b", "a"]].iloc[:30]
+    new.to_csv(tmp_path / "new.csv", index=False)
+    rc = main(["predict", str(out / "model.pkl"), str(tmp_path / "new.csv"), "--out", str(tmp_path / "p.csv"),
+               "--prob", "0.8"])
+    assert rc == 0
+    p = pd.read_csv(tmp_path / "p.csv")
+    assert list(p.columns) == ["mean", "lower_80", "upper_80"] and len(p) == 30
+    np.testing.assert_allclose(p["mean"], pred[:30], rtol=1e-5)
+    assert np.all(p["lower_80"] <= p["mean"] + 1e-6) and np.all(p["mean"] <= p["upper_80"] + 1e-6)
+    # a feature column missing from the new data: one line, exit status 2
+    new.drop(columns="b").to_csv(tmp_path / "bad.csv", index=False)
+    _expect_error(capsys, ["predict", str(out / "model.pkl"), str(tmp_path / "bad.csv")], "['b'] not in")
 
 
-def test_fit_bcart_from_the_command_line(tmp_path):
+def test_fit_bcart_from_the_command_line(tmp_path, capsys):
     r = np.random.default_rng(1)
     df = pd.DataFrame({"a": r.integers(0, 6, 90) / 6, "b": r.normal(size=90)})
     df["y"] = np.where(df["a"] < 0.5, 0.0, 3.0) + 0.2 * r.normal(size=90)
@@ -51,13 +80,46 @@ def test_fit_bcart_from_the_command_line(tmp_path):
     assert "log_likelihood" in idata.groups()
     model = bt.load(out / "model.pkl")
     assert np.sqrt(np.mean((model.predict(df[["a", "b"]]) - df["y"]) ** 2)) < 0.6
+    # fit -> predict -> summary -> plot on the files the fit wrote
+    rc = main(["predict", str(out / "model.pkl"), str(csv), "--out", str(tmp_path / "pred.csv")])
+    assert rc == 0
+    p = pd.read_csv(tmp_path / "pred.csv")
+    np.testing.assert_allclose(p["mean"], model.predict(df[["a", "b"]]), rtol=1e-5)
+    assert np.all(p["upper_90"] > p["lower_90"])
+    capsys.readouterr()
+    assert main(["summary", str(out / "posterior.nc")]) == 0
+    text = capsys.readouterr().out
+    for part in ("bayesian_cart", "2 chain(s) x 40 draw(s)", "r_hat", "ess_bulk", "largest R-hat",
+                 "acceptance rates: grow", "LOO: elpd_loo"):
+        assert part in text, part
+    figs = tmp_path / "figs"
+    assert main(["plot", str(out / "posterior.nc"), "--model", str(out / "model.pkl"), "--data", str(csv),
+                 "--target", "y", "--out", str(figs)]) == 0
+    for name in ("n_leaves", "variable_importance", "tree", "trace", "partial_dependence"):
+        assert (figs / f"{name}.png").stat().st_size > 5000, name
 
 
-def test_fit_reports_a_missing_target_column(tmp_path):
+def test_bad_files_and_column_names_are_one_line_errors(tmp_path, capsys):
     csv = tmp_path / "d.csv"
     pd.DataFrame({"a": [1.0, 2.0]}).to_csv(csv, index=False)
-    with pytest.raises(SystemExit, match="target column"):
-        main(["fit", str(csv), "--target", "nope"])
+    _expect_error(capsys, ["fit", str(csv), "--target", "nope"], "target column 'nope' not in")
+    _expect_error(capsys, ["fit", str(csv), "--target", "a", "--features", "zz"], "['zz'] not in")
+    _expect_error(capsys, ["fit", str(tmp_path / "missing.csv"), "--target", "a"], "no such file")
+    _expect_error(capsys, ["predict", str(csv), str(csv)], "not a bayestrees model file")
+    _expect_error(capsys, ["predict", str(tmp_path / "none.pkl"), str(csv)], "no such file")
+    _expect_error(capsys, ["summary", str(csv)], "cannot read")
+    _expect_error(capsys, ["summary", str(tmp_path / "none.nc")], "no such file")
+    _expect_error(capsys, ["plot", str(csv), "--out", str(tmp_path / "f")], "cannot read")
+    binary = tmp_path / "b.csv"
+    binary.write_bytes(bytes(range(256)) * 4)
+    _expect_error(capsys, ["fit", str(binary), "--target", "a"], "cannot read")
+
+
+def test_console_errors_exit_nonzero_without_traceback(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bayestrees.cli", "summary", str(tmp_path / "none.nc")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: no such file: {tmp_path / 'none.nc'}"]
 
 
 def test_demo_runs_every_family(tmp_path, capsys):
