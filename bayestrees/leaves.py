@@ -59,6 +59,7 @@ __all__ = [
     "DirichletLeaves",
     "NormalLeaves",
     "CommonVarianceNormalLeaves",
+    "ObjectiveNormalLeaves",
     "NIGPrior",
     "dirichlet_log_marginal",
     "dirichlet_predictive",
@@ -390,3 +391,101 @@ class CommonVarianceNormalLeaves(NamedTuple):
         sd = jnp.take_along_axis(draw.sigma, leaf, -1)
         return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
 
+
+
+class ObjectiveNormalLeaves(NamedTuple):
+    """Real responses with a mean and a variance per leaf under the objective prior ``p(mu, s2) ∝ 1 / s2`` (BET).
+
+    ``y_i ~ N(mu_leaf, s2_leaf)`` independently in every leaf, with the improper
+    prior ``p(mu, s2) ∝ 1 / s2`` (unit constant).  :class:`NormalLeaves` cannot
+    express it: it is the limit ``kappa0 -> 0, a0 -> -1/2, b0 -> 0`` of the
+    Normal-inverse-gamma prior, where ``nig_log_marginal`` has ``log kappa0 = -inf``
+    and ``a0 log b0 = +inf``.
+
+    Parameters
+    ----------
+    ref : NIGPrior
+        A proper reference prior used only where the objective posterior does not
+        exist: leaves holding fewer than two rows (weight), e.g. an unoccupied
+        mixture component, whose parameters are then drawn from ``ref`` (its
+        posterior given the leaf's rows).
+    s_floor : float
+        The centred sum of squares of a leaf is floored at ``s_floor * (n - 1)``
+        (leaves whose responses are all equal would otherwise have an infinite
+        marginal); standardise ``y`` first, so that the floor is relative to unit variance.
+
+    Notes
+    -----
+    A leaf with ``n >= 2`` rows, mean ``ybar`` and centred sum of squares ``S``:
+    the likelihood is ``(2 pi s2)^(-n/2) exp(-(S + n (ybar - mu)^2) / (2 s2))``.
+    Integrating ``mu`` over the real line gives ``(2 pi s2 / n)^(1/2)``, so
+
+    ``∫∫ p(y | mu, s2) / s2 dmu ds2
+      = (2 pi)^(-(n-1)/2) n^(-1/2) ∫ s2^(-(n-1)/2 - 1) exp(-S / (2 s2)) ds2
+      = (2 pi)^(-(n-1)/2) n^(-1/2) Gamma((n-1)/2) (S/2)^(-(n-1)/2)``,
+
+    i.e. ``log p(y_leaf) = -(n-1)/2 log(2 pi) - log(n)/2 + gammaln((n-1)/2) - (n-1)/2 log(S/2)``
+    (the prior's constant is 1 per leaf: with an improper prior the marginal, and so
+    the comparison of trees with different numbers of leaves, depends on that choice).
+    The posterior is ``s2 | y ~ IG((n-1)/2, S/2)``, ``mu | s2, y ~ N(ybar, s2 / n)``;
+    the predictive of a new row is Student-t with ``n - 1`` degrees of freedom,
+    location ``ybar`` and squared scale ``S (1 + 1/n) / (n - 1)``.  Leaves with no
+    rows contribute 0 to the log marginal (the reference branch with ``n = 0``).
+    """
+
+    ref: NIGPrior = NIGPrior(0.0, 0.1, 1.5, 0.2922)
+    s_floor: float = 1e-6
+
+    task = "regression"
+    common_sigma = False
+    n_outputs = 1
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return _normal_row_stats(y, dtype)
+
+    def _ref(self, dtype):
+        return NIGPrior(*[jnp.asarray(v, dtype) for v in self.ref])
+
+    def _parts(self, stats):
+        """``proper`` (n >= 2), and n, ybar, S made safe where not proper."""
+        n, s, ss = stats[..., 0], stats[..., 1], stats[..., 2]
+        proper = n >= 2.0
+        ns = jnp.where(proper, n, 2.0)
+        ybar = jnp.where(proper, s / ns, 0.0)
+        S = jnp.where(proper, jnp.maximum(ss - ns * ybar * ybar, self.s_floor * (ns - 1.0)), 1.0)
+        return proper, ns, ybar, S
+
+    def log_marginal(self, stats, mask):
+        proper, n, ybar, S = self._parts(stats)
+        h = 0.5 * (n - 1.0)
+        obj = -h * jnp.log(2.0 * jnp.pi) - 0.5 * jnp.log(n) + gammaln(h) - h * jnp.log(0.5 * S)
+        ref = nig_log_marginal(stats[..., 0], stats[..., 1], stats[..., 2], self._ref(stats.dtype))
+        return jnp.sum(jnp.where(mask, jnp.where(proper, obj, ref), 0.0), -1)
+
+    def predictive(self, stats):
+        proper, n, ybar, S = self._parts(stats)
+        mn, _, _, _ = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._ref(stats.dtype))
+        return jnp.where(proper, ybar, mn)[..., None]
+
+    def log_predictive(self, y, leaf, stats, mask=None):
+        st = _take_rows(stats, leaf)
+        proper, n, ybar, S = self._parts(st)
+        y = jnp.asarray(y, stats.dtype)
+        obj = student_t_logpdf(y, ybar, S * (1.0 + 1.0 / n) / (n - 1.0), n - 1.0)
+        ref = nig_predictive_logpdf(y, st[..., 0], st[..., 1], st[..., 2], self._ref(stats.dtype))
+        return jnp.where(proper, obj, ref)
+
+    def draw(self, key, stats, mask=None):
+        k_s, k_m, k_rs, k_rm = jax.random.split(key, 4)
+        proper, n, ybar, S = self._parts(stats)
+        s2 = _inv_gamma(k_s, 0.5 * (n - 1.0), 0.5 * S, stats.dtype)
+        mu = ybar + jnp.sqrt(s2 / n) * jax.random.normal(k_m, ybar.shape, stats.dtype)
+        mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._ref(stats.dtype))
+        s2r = _inv_gamma(k_rs, an, bn, stats.dtype)
+        mur = mn + jnp.sqrt(s2r / kn) * jax.random.normal(k_rm, mn.shape, stats.dtype)
+        return LeafDraw(jnp.where(proper, mu, mur)[..., None], jnp.sqrt(jnp.where(proper, s2, s2r)))
+
+    def log_likelihood(self, y, leaf, draw: LeafDraw):
+        mu = _take_rows(draw.value, leaf)[..., 0]
+        sd = jnp.take_along_axis(draw.sigma, leaf, -1)
+        return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)

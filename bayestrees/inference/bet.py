@@ -1,0 +1,280 @@
+"""BET (Duan, Clancy & Szczesniak): a Dirichlet-process mixture of trees, fit by a slice sampler.
+
+:func:`fit_bet` takes a key, validated training data
+(:class:`~bayestrees.data.TrainingData`) and a :class:`BETConfig`, runs ``chains``
+chains of the kernel of :mod:`bayestrees.inference.bet_kernel` through the
+shared chain loop and returns a :class:`BETResult`; the estimators
+(:mod:`bayestrees.estimators.bet`) and ``bt.BETMixture``
+(:mod:`bayestrees.models.bet`) are thin layers over it, :func:`bet_inferencedata`
+and :func:`bet_values`.
+
+Regression responses are standardised inside (the objective prior is then applied to
+the standardised response); leaf means, ``sigma``, ``mu`` and the pointwise
+log-likelihood are reported in the response's units.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..convert import to_inferencedata
+from ..data import TrainingData, check_dtype
+from ..leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
+from ..priors import DepthDecayPrior
+from ..tree import Tree, predict
+from . import bet_kernel as K
+from . import mcmc as M
+from .loop import run_chains
+
+__all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
+           "MAX_ROWS", "MAX_TREES"]
+
+FAMILY = "bet"
+
+#: rows the fixed arrays take (every draw stores Z, one int per row, and every tree step routes every row
+#: through J trees)
+MAX_ROWS = 200_000
+
+#: the largest J_max accepted
+MAX_TREES = 256
+
+
+def _pos(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if float(v) <= 0:
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+    return float(v)
+
+
+def _int(name, v, lo, hi=None, hint=""):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng}, got {v!r}{hint}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class BETConfig:
+    """Validated settings of a BET fit.
+
+    Parameters
+    ----------
+    alpha_dp : float > 0  Dirichlet-process concentration (stick-breaking ``Beta(1, alpha_dp)``)
+    delta : float > 0  depth decay: a node at depth ``d`` splits with probability ``exp(-d / delta)``
+    min_leaf_rows : int >= 2  ``q``: every node of a tree holds at least ``q`` of its rows
+    max_trees : int >= 1  ``J_max``, the fixed number of tree slots (components)
+    active_trees : int >= 1  occupied trees swept per step (all of them when at most this many are
+        occupied, else this many chosen at random; unoccupied ones are drawn from the prior)
+    alpha_leaves : float  Dirichlet concentration of class leaves (the paper: 0.5)
+    leaf_prior : "objective" (``p(mu, s2) ∝ 1/s2``, the paper) or a ``NIGPrior`` (proper, on the
+        standardised response) for regression
+    draws, tune, chains, thin : chain lengths (per chain)
+    max_depth : deepest leaf level (the prior is truncated there, explicitly)
+    on_overflow : "warn" or "raise" when the slice reached past ``max_trees`` components
+    dtype : "float32" or "float64"
+    progressbar : print progress on stderr
+    """
+
+    alpha_dp: float = 1.0
+    delta: float = 2.0
+    min_leaf_rows: int = 5
+    max_trees: int = 10
+    active_trees: int = 4
+    alpha_leaves: float = 0.5
+    leaf_prior: Any = "objective"
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 1
+    thin: int = 1
+    max_depth: int = 5
+    on_overflow: str = "warn"
+    dtype: Any = "float32"
+    progressbar: bool = False
+
+    def __post_init__(self):
+        _pos("alpha_dp", self.alpha_dp)
+        _pos("delta", self.delta)
+        _int("min_leaf_rows", self.min_leaf_rows, 2, hint=" (q: every leaf must hold at least 2 rows, so that "
+                                                           "the objective leaf posterior is proper)")
+        _int("max_trees", self.max_trees, 1, MAX_TREES)
+        _int("active_trees", self.active_trees, 1)
+        _pos("alpha_leaves", self.alpha_leaves)
+        _int("draws", self.draws, 1)
+        _int("tune", self.tune, 0)
+        _int("chains", self.chains, 1)
+        _int("thin", self.thin, 1)
+        _int("max_depth", self.max_depth, 0, 12)
+        if not (self.leaf_prior == "objective" if isinstance(self.leaf_prior, str) else
+                isinstance(self.leaf_prior, NIGPrior)):
+            raise ValueError(f"leaf_prior must be 'objective' or a bayestrees.leaves.NIGPrior, got {self.leaf_prior!r}")
+        if self.on_overflow not in ("warn", "raise"):
+            raise ValueError(f"on_overflow must be 'warn' or 'raise', got {self.on_overflow!r}")
+        check_dtype(self.dtype)
+
+    def leaf_model_for(self, task: str, n_classes: int):
+        if task == "classification":
+            return DirichletLeaves(n_classes, float(self.alpha_leaves))
+        if isinstance(self.leaf_prior, NIGPrior):
+            from ..leaves import NormalLeaves
+
+            return NormalLeaves(self.leaf_prior)
+        return ObjectiveNormalLeaves()
+
+    def kernel_config(self, task: str, n_classes: int, d: int) -> K.KernelConfig:
+        mc = M.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
+                          d, scheme="sweep", min_leaf_rows=int(self.min_leaf_rows))
+        return K.KernelConfig(mc, int(self.max_trees), float(self.alpha_dp), d,
+                              active_trees=int(self.active_trees))
+
+
+@dataclass
+class BETResult:
+    """A BET fit: ``draws`` is a :class:`~bayestrees.inference.bet_kernel.Draw` with leading dims
+    ``(chains, draws)`` (numpy), leaf values, ``sigma``, ``mu`` and ``log_lik`` in response units;
+    ``info`` the kernel's Info of the kept steps; ``overflow_total`` the slice overflows over every step
+    kept (``info.overflow`` summed)."""
+
+    draws: Any
+    info: Any
+    leaf_model: Any
+    config: BETConfig
+    y_shift: float
+    y_scale: float
+    seconds: float
+    overflow_total: int
+
+    @property
+    def trees(self) -> Tree:
+        return self.draws.tree
+
+
+def check_rows(n: int) -> None:
+    if n > MAX_ROWS:
+        raise ValueError(f"BET keeps every row's component in fixed arrays: at most {MAX_ROWS} rows, got {n}; "
+                         "fit on a sub-sample of the rows")
+
+
+def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
+    """Run the BET sampler on ``data``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    data : TrainingData (no missing values)
+    config : BETConfig
+
+    Returns
+    -------
+    BETResult
+    """
+    from ..data import missing_code
+
+    codes = np.asarray(data.codes)
+    if np.any(codes == missing_code(codes.dtype)):
+        raise ValueError("BET does not take missing values: impute or drop the rows with NaN first")
+    check_rows(data.n)
+    if data.n < 2 * config.min_leaf_rows:
+        raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
+                         f"got {data.n}; lower min_leaf_rows or add rows")
+    dtype = jnp.dtype(check_dtype(config.dtype))
+    task = data.task
+    if task == "regression":
+        y = np.asarray(data.y, np.float64)
+        shift, scale = float(y.mean()), float(y.std())
+        scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+        yt = jnp.asarray((y - shift) / scale, dtype)
+    else:
+        shift, scale = 0.0, 1.0
+        yt = jnp.asarray(data.y, jnp.int32)
+    kcfg = config.kernel_config(task, data.n_classes, data.d)
+    lm = kcfg.mcmc.leaf_model
+    bdata = K.BETData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype))
+    kernel = K.build_kernel(kcfg, dtype)
+    t0 = time.perf_counter()
+    res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
+                     thin=config.thin, collect=K.collect(kcfg), progressbar=config.progressbar, desc="BET")
+    draws = jax.tree_util.tree_map(np.asarray, res.samples)
+    info = jax.tree_util.tree_map(np.asarray, res.info)
+    seconds = time.perf_counter() - t0
+    if task == "regression":
+        draws = draws._replace(tree=draws.tree._replace(value=draws.tree.value * scale + shift),
+                               sigma=draws.sigma * scale, mu=draws.mu * scale + shift,
+                               log_lik=draws.log_lik - math.log(scale),
+                               log_lik_y_given_z=draws.log_lik_y_given_z - data.n * math.log(scale),
+                               log_lik_y_z=draws.log_lik_y_z - data.n * math.log(scale))
+    over = int(np.sum(info.overflow))
+    if over:
+        msg = (f"BET: in {int(np.sum(info.overflow > 0))} of {info.overflow.size} kept steps the slice needed more "
+               f"than max_trees={config.max_trees} trees ({over} row-steps in all); the components beyond it were "
+               "left out of those rows' choices: raise max_trees")
+        if config.on_overflow == "raise":
+            raise RuntimeError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    return BETResult(draws, info, lm, config, shift, scale, seconds, over)
+
+
+def bet_inferencedata(result: BETResult, data: TrainingData, y_name: str = "y", extra_attrs=None):
+    """The posterior contract for a BET fit (:func:`bayestrees.convert.to_inferencedata`).
+
+    ``posterior``: ``n_leaves``, ``depth``, ``split_counts`` (dims ``component``[, ``feature``]),
+    ``mu`` (the cluster-specific fitted value at the training rows), ``n_trees`` (occupied trees),
+    ``w`` (dim ``component``), ``Z`` (dim ``obs``), ``xi`` (dims ``component, feature``), ``xi_bar``
+    (dim ``feature``); ``trees`` with a ``component`` dim; ``sample_stats``: ``log_lik_y_given_z``
+    ([Y | Z, T]), ``log_lik_y_z`` ([Y, Z | T]), ``lp`` (= ``log_lik_y_z``), ``overflow``, ``tail``,
+    ``n_accepted``, ``xi_accepted``; ``log_likelihood``: the mixture density
+    ``log sum_j w_j p(y_i | T_j, theta_j)``.
+    """
+    dr, info = result.draws, result.info
+    cfg = result.config
+    J = cfg.max_trees
+    attrs = {"inference": "mcmc (blocked Gibbs, slice sampler)", "alpha_dp": cfg.alpha_dp, "delta": cfg.delta,
+             "min_leaf_rows": cfg.min_leaf_rows, "max_trees": J, "max_depth": cfg.max_depth,
+             "leaf_model": type(result.leaf_model).__name__, "sampling_seconds": result.seconds,
+             "slice_overflow": result.overflow_total,
+             "mu": "cluster-specific fitted value E(theta | T_{Z_i}) at the training rows",
+             **dict(extra_attrs or {})}
+    ss = {"log_lik_y_given_z": dr.log_lik_y_given_z, "log_lik_y_z": dr.log_lik_y_z, "lp": dr.log_lik_y_z,
+          "overflow": info.overflow, "tail": info.tail, "n_accepted": info.n_accepted,
+          "xi_accepted": info.xi_accepted}
+    mu = dr.mu[..., 0] if data.task == "regression" else dr.mu
+    extra = {"n_trees": dr.n_trees, "w": dr.w, "Z": dr.z, "xi": dr.xi, "xi_bar": dr.xi_bar}
+    dims = {"n_trees": [], "w": ["component"], "Z": ["obs"], "xi": ["component", "feature"], "xi_bar": ["feature"]}
+    return to_inferencedata(
+        dr.tree, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
+        observed=data.y_observed, mu=mu, log_likelihood=dr.log_lik, class_names=data.classes, n_bins=data.n_bins,
+        tree_dims=("component",), posterior_extra=extra, sample_stats=ss, extra_dims=dims,
+        coords={"component": list(range(J))}, attrs=attrs)
+
+
+def _weights(w, occupied):
+    """Ensemble weights over the occupied components: ``w_j 1[n_j > 0] / sum``."""
+    ww = np.where(occupied, w, 0.0)
+    return ww / np.maximum(ww.sum(-1, keepdims=True), 1e-300)
+
+
+def bet_values(trees: Tree, w, occupied, codes) -> np.ndarray:
+    """The ensemble estimator of every draw at coded rows: ``sum_j w~_j theta_j(x)``, ``(chains, draws, n, V)``.
+
+    ``w~`` are the stick weights of the occupied components, normalised to sum to 1.
+    """
+    vals = np.asarray(predict(trees, np.asarray(codes)))                     # (c, d, J, n, V)
+    ww = _weights(np.asarray(w), np.asarray(occupied))                       # (c, d, J)
+    return np.einsum("cdj,cdjnv->cdnv", ww, vals)
+
+
+def best_ensemble(result: BETResult) -> dict:
+    """The draw with the highest ``[Y, Z | T]``: its trees (J,), weights, occupied mask and where it was."""
+    dr = result.draws
+    c, d = np.unravel_index(int(np.argmax(dr.log_lik_y_z)), dr.log_lik_y_z.shape)
+    trees = jax.tree_util.tree_map(lambda a: np.asarray(a)[c, d], dr.tree)
+    return {"trees": trees, "w": np.asarray(dr.w[c, d]), "occupied": np.asarray(dr.occupied[c, d]),
+            "xi": np.asarray(dr.xi[c, d]), "chain": int(c), "draw": int(d),
+            "log_lik_y_z": float(dr.log_lik_y_z[c, d]), "n_trees": int(dr.n_trees[c, d])}

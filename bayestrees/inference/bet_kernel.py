@@ -1,0 +1,429 @@
+"""BET (Duan, Clancy & Szczesniak): a Dirichlet-process mixture of trees, as one ``init``/``step`` kernel.
+
+The kernel is written for ONE chain over NamedTuple :class:`State`/:class:`Info`
+and run by :func:`bayestrees.inference.loop.run_chains` (vmapped chains).  A chain
+holds ``J = max_trees`` heap trees (the sampler of :mod:`bayestrees.inference.mcmc`,
+vmapped over the tree axis), their drawn leaf parameters, their split-variable
+weights ``xi_j``, the stick-breaking fractions ``v_j`` and the assignment ``Z_i``
+of every row.  Everything lives in fixed arrays; the number of occupied trees is
+a mask, never a Python branch.
+
+Model
+-----
+``v_j ~ Beta(1, alpha_DP)``, ``w_j = v_j prod_{k<j} (1 - v_k)``; ``Z_i ~ w``;
+``(T_j, theta_j) ~ G0``: the tree prior is :class:`~bayestrees.priors.DepthDecayPrior`
+(node ``k`` at depth ``floor(log2(k+1))`` splits with probability
+``exp(-depth / delta)``), the split variable ``c ~ xi_j`` restricted to the node's
+valid variables (``xi_c / sum_valid xi``), ``xi_j ~ Dirichlet(1_m)``, the threshold
+uniform among the node's valid codes, every node of a tree holding at least ``q``
+of the tree's rows; leaves: the objective Normal prior
+(:class:`~bayestrees.leaves.ObjectiveNormalLeaves`) or Dirichlet(0.5) class
+probabilities.
+
+One step (blocked Gibbs)
+------------------------
+1. **Tree step**, for every component ``j`` at once (vmap), on its rows
+   (``MCMCData.weight = 1[Z_i = j]``):
+
+   a. splits whose children no longer hold ``q`` rows each after the last clustering
+      step are collapsed (:func:`collapse`: the largest sub-tree from the root whose
+      internal nodes have two children with at least ``q`` rows each);
+   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.mcmc.sweep`)
+      with the leaf parameters integrated out, the rule prior and proposal
+      weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
+   c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`update_xi`);
+   d. the leaf parameters drawn from their posterior given the tree.
+
+   A component with no rows collapses to the root leaf (with no rows no rule is
+   valid, so the prior puts the root leaf there with probability 1), its ``xi_j``
+   is a fresh Dirichlet(1) draw and its leaf parameters a draw from the base
+   measure: Dirichlet(0.5) for classes; for the improper objective Normal prior,
+   which has no draw, the proper reference prior of
+   :class:`~bayestrees.leaves.ObjectiveNormalLeaves` (``ref``).
+2. **Clustering step** (slice sampler, :func:`slice_step`), exactly as the issue states:
+   ``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})``, ``u_i ~ U(0, w_{Z_i})``,
+   ``P(Z_i = j) ∝ 1[w_j > u_i] p(y_i | T_j, theta_j)`` over ``j < J``.  The
+   components beyond ``J`` hold the stick's remainder ``r = prod_{j<J} (1 - v_j)``; a
+   row with ``u_i < r`` could have had one of them in its slice: such rows are
+   counted in ``Info.overflow`` (the fit warns or raises with the count) and never
+   silently dropped from the count.
+
+Notes
+-----
+*Conditionals of the clustering step.*  With ``n_j = #{Z_i = j}`` and
+``m_j = #{Z_i > j}``, ``p(v | Z) ∝ prod_j v_j^{n_j} (1 - v_j)^{m_j} Beta(v_j; 1, alpha)``,
+i.e. ``Beta(1 + n_j, alpha + m_j)`` independently.  Given ``v`` and the trees,
+the slice variable makes ``(Z_i, u_i)`` have joint density
+``1[u_i < w_{Z_i}] p(y_i | theta_{Z_i})``: ``u_i | Z_i ~ U(0, w_{Z_i})`` and
+``P(Z_i = j | u_i) ∝ 1[w_j > u_i] p(y_i | theta_j)``; integrating ``u_i`` gives back
+``P(Z_i = j) ∝ w_j p(y_i | theta_j)`` (the test checks this by brute force).
+
+*Sweep.*  The acceptance ratios are those of :func:`bayestrees.inference.mcmc.sweep` with the
+rule probability ``xi_c / sum_valid xi * 1 / nthr_c`` in the prior and the proposal
+(grow: ``pi(T') / pi(T) * (1/2) / q_rule``; prune: ``pi(T') / pi(T) * q_rule / (1/2)``;
+change: ``pi(T') / pi(T) * xi_old nthr_new / (xi_new nthr_old)``).
+
+*Split-variable weights.*  ``p(xi | T) ∝ Dir(xi; 1) prod_k xi_{c_k} / sum_{v in V_k} xi_v``
+over the internal nodes ``k`` (``V_k`` the valid variables of node ``k``).  The proposal
+``xi' ~ Dirichlet(1 + counts)`` (counts: splits per variable) has density
+``∝ prod_k xi'_{c_k}``, so the independence MH ratio is
+``prod_k sum_{V_k} xi / sum_{V_k} xi'``.  With every variable valid at every node it is 1
+(the Dirichlet-multinomial conjugate draw).
+
+*Approximations, as in the paper.*  The rule prior is defined on a node's own rows,
+so ``p(T_j)`` depends on which rows ``Z`` gives the tree; the clustering step, as the
+paper's, uses ``p(y_i | T_j, theta_j)`` alone.  Likewise the truncation of the tree
+prior to trees whose nodes hold ``q`` rows is treated as not depending on ``xi``,
+and step 1a is a deterministic repair, not a Metropolis-Hastings move.  With
+``J = 1`` and ``q = 1`` none of these acts, and the tree step is Bayesian CART's sweep.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import betaln
+
+from ..leaves import LeafDraw
+from ..tree import FREE, LEAF, Tree
+from . import mcmc as M
+from .loop import Kernel
+
+__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "collapse", "update_xi",
+           "slice_step", "stick_weights", "tree_step", "collect"]
+
+
+class BETData(NamedTuple):
+    """Training data for the kernel.
+
+    codes : int32 (n, d)  feature codes
+    y : (n,) responses (float, standardised) or class codes (int32)
+    row_stats : float (n, k)  ``leaf_model.row_stats(y)``
+    """
+
+    codes: jax.Array
+    y: jax.Array
+    row_stats: jax.Array
+
+
+class State(NamedTuple):
+    """One chain.
+
+    tree : Tree, batch (J,): heap trees; ``value`` the drawn leaf parameters, ``weight``/``count``
+        the rows per node at the last tree step
+    sigma : float (J, S)  drawn leaf noise sd (0 for classes)
+    xi : float (J, d)  split-variable weights per tree
+    v : float (J,)  stick-breaking fractions
+    z : int32 (n,)  component of every row
+    """
+
+    tree: Tree
+    sigma: jax.Array
+    xi: jax.Array
+    v: jax.Array
+    z: jax.Array
+
+
+class Info(NamedTuple):
+    """What one step did."""
+
+    n_trees: jax.Array       # int32: occupied components after the step
+    overflow: jax.Array      # int32: rows whose slice reached past the J_max components
+    tail: jax.Array          # the stick's remainder prod_j (1 - v_j) beyond J_max
+    n_accepted: jax.Array    # int32: node updates accepted by the sweeps of all trees
+    xi_accepted: jax.Array   # float: fraction of occupied trees whose xi proposal was accepted
+
+
+class Draw(NamedTuple):
+    """What is kept per draw (:class:`collect`)."""
+
+    tree: Tree               # (J,) trees with drawn leaf parameters; weight/count: rows per node under Z
+    sigma: jax.Array         # (J, S)
+    w: jax.Array             # (J,) stick weights
+    z: jax.Array             # (n,) int32
+    xi: jax.Array            # (J, d)
+    xi_bar: jax.Array        # (d,) sum_j w_j xi_j / sum_j w_j
+    n_trees: jax.Array       # int32
+    occupied: jax.Array      # (J,) bool
+    log_lik: jax.Array       # (n,) pointwise log sum_j w_j p(y_i | T_j, theta_j)
+    mu: jax.Array            # (n, V) cluster-specific fitted value theta_{Z_i} at row i's leaf
+    log_lik_y_given_z: jax.Array  # [Y | Z, T] = sum_j log p(Y_j | T_j), theta integrated out
+    log_lik_y_z: jax.Array        # [Y, Z | T] = [Y | Z, T] + log p(Z) (stick-breaking, v integrated out)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Static settings of the kernel (hashable).
+
+    mcmc : M.MCMCConfig (prior = DepthDecayPrior(delta), leaf model, max_depth, min_leaf_rows = q,
+        scheme "sweep")
+    max_trees : J
+    alpha_dp : DP concentration
+    n_features : d
+    update_xi : sample xi (False keeps every xi_j uniform: the tests compare with Bayesian CART)
+    active_trees : A, the tree slots swept per step (``<= max_trees``; see :class:`_Step`)
+    """
+
+    mcmc: Any
+    max_trees: int
+    alpha_dp: float
+    n_features: int
+    update_xi: bool = True
+    active_trees: int = 4
+
+    def __post_init__(self):
+        if not 1 <= self.active_trees:
+            raise ValueError(f"active_trees must be >= 1, got {self.active_trees}")
+        object.__setattr__(self, "active_trees", min(int(self.active_trees), int(self.max_trees)))
+
+
+def stick_weights(v):
+    """``w_j = v_j prod_{k<j} (1 - v_k)`` (J,), and the remainder ``prod_j (1 - v_j)``."""
+    log1m = jnp.log1p(-jnp.clip(v, 0.0, 1.0 - 1e-7))
+    before = jnp.cumsum(log1m) - log1m
+    return v * jnp.exp(before), jnp.exp(jnp.sum(log1m))
+
+
+def collapse(tree: Tree, count, q) -> Tree:
+    """The largest sub-tree from the root in which every internal node's children hold ``>= q`` rows.
+
+    Parameters
+    ----------
+    tree : Tree, one heap tree (capacity S)
+    count : float (S,)  row weight per node
+    q : minimum rows per child
+
+    Returns
+    -------
+    Tree: a node stays internal when it is internal, both its children hold ``>= q`` rows and
+    its parent stays internal (the root has no parent); a node whose parent stays internal but
+    which does not is a leaf; everything below is freed.
+    """
+    S = tree.feature.shape[-1]
+    idx = jnp.arange(S)
+    lc, rc = jnp.clip(2 * idx + 1, 0, S - 1), jnp.clip(2 * idx + 2, 0, S - 1)
+    kept = tree.is_internal() & (count[lc] >= q) & (count[rc] >= q)
+    depth = S.bit_length() - 1  # S = 2^(D+1) - 1
+    for level in range(1, depth + 1):
+        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
+        kept = kept.at[a:b].set(kept[a:b] & kept[(idx[a:b] - 1) // 2])
+    par = jnp.maximum((idx - 1) // 2, 0)
+    alive = (idx == 0) | kept[par]
+    left = jnp.where(alive & kept, tree.left, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
+    right = jnp.where(alive & kept, tree.right, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
+    return tree._replace(left=left, right=right, feature=jnp.where(kept, tree.feature, -1).astype(jnp.int32),
+                         threshold=jnp.where(kept, tree.threshold, 0).astype(jnp.int32),
+                         n_nodes=jnp.sum(alive).astype(jnp.int32))
+
+
+def update_xi(key, tree: Tree, ev: M.Eval, xi):
+    """Independence Metropolis-Hastings update of ``xi`` given the tree (see the module Notes).
+
+    Returns ``(xi, accepted)``.
+    """
+    k_p, k_a = jax.random.split(key)
+    d = xi.shape[-1]
+    internal = tree.is_internal()
+    f = jnp.maximum(tree.feature, 0)
+    counts = jax.ops.segment_sum(internal.astype(xi.dtype), f, d)
+    prop = jax.random.dirichlet(k_p, 1.0 + counts, dtype=xi.dtype)
+    prop = jnp.maximum(prop, jnp.finfo(xi.dtype).tiny)
+    valid = (ev.hi - ev.lo) > 0                                  # (S, d)
+    tot_old = jnp.sum(jnp.where(valid, xi, 0.0), -1)
+    tot_new = jnp.sum(jnp.where(valid, prop, 0.0), -1)
+    log_a = jnp.sum(jnp.where(internal, jnp.log(jnp.maximum(tot_old, 1e-30)) - jnp.log(jnp.maximum(tot_new, 1e-30)),
+                              0.0))
+    acc = jnp.log(jax.random.uniform(k_a, dtype=xi.dtype)) < log_a
+    return jnp.where(acc, prop, xi), acc
+
+
+def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
+    """Step 1 for component ``j``: collapse, sweep, ``xi`` update, leaf draw.
+
+    Returns ``(tree, sigma, xi, ev, n_accepted, xi_accepted)``; ``tree.value`` holds the drawn
+    leaf parameters and ``ev`` the evaluation of the new tree on the component's rows.
+    """
+    mc = cfg.mcmc
+    k_sw, k_xi, k_leaf = jax.random.split(key, 3)
+    dt = data.row_stats.dtype
+    w = (z == j).astype(dt)
+    md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None)
+    ev = M.evaluate(tree, md, mc)
+    tree = collapse(tree, ev.count, mc.min_leaf_rows)
+    ev = M.evaluate(tree, md, mc)
+    st, n_acc = M.sweep(k_sw, M.State(tree, ev, jnp.ones((), dt)), md, mc)
+    tree, ev = st.tree, st.ev
+    if cfg.update_xi:
+        xi, xi_acc = update_xi(k_xi, tree, ev, xi)
+    else:
+        xi_acc = jnp.array(False)
+    draw: LeafDraw = mc.leaf_model.draw(k_leaf, ev.stats, tree.is_leaf())
+    used = tree.is_used()
+    value = jnp.where(used[:, None], draw.value, 0.0).astype(tree.value.dtype)
+    sigma = jnp.where(used, draw.sigma, 0.0).astype(tree.value.dtype)
+    tree = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
+                         count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
+    return tree, sigma, xi, ev, n_acc, xi_acc
+
+
+def _log_p_rows(tree: Tree, sigma, leaf, y, leaf_model):
+    """``log p(y_i | T_j, theta_j)`` for every component and row: (J, n)."""
+    ll = jax.vmap(lambda lf, val, sg: leaf_model.log_likelihood(y, lf, LeafDraw(val, sg)))(leaf, tree.value, sigma)
+    return jnp.where(jnp.isnan(ll), -jnp.inf, ll)
+
+
+def slice_step(key, z, log_p, alpha_dp, dtype):
+    """Step 2: ``v | Z``, then ``u | Z, v`` and ``Z | u, v, trees``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    z : int32 (n,)  current assignments
+    log_p : float (J, n)  ``log p(y_i | T_j, theta_j)``
+    alpha_dp : DP concentration
+
+    Returns
+    -------
+    v (J,), z (n,), overflow (int32: rows with ``u_i < prod_j (1 - v_j)``), tail (the remainder)
+    """
+    k_v, k_u, k_z = jax.random.split(key, 3)
+    J, n = log_p.shape
+    nj = jax.ops.segment_sum(jnp.ones(n, dtype), z, J)
+    mj = jnp.sum(nj) - jnp.cumsum(nj)                        # #{Z_i > j}
+    v = jax.random.beta(k_v, 1.0 + nj, alpha_dp + mj, dtype=dtype)
+    w, tail = stick_weights(v)
+    u = jax.random.uniform(k_u, (n,), dtype) * w[z]
+    allowed = w[:, None] > u[None, :]                         # (J, n)
+    logits = jnp.where(allowed, jnp.maximum(log_p, -1e30), -jnp.inf)
+    z_new = jax.random.categorical(k_z, logits, axis=0).astype(jnp.int32)
+    overflow = jnp.sum(u < tail).astype(jnp.int32)
+    return v, z_new, overflow, tail
+
+
+def log_p_z(z, J: int, alpha_dp, dtype):
+    """``log p(Z | alpha_DP)`` with ``v`` integrated out: ``sum_j log B(1 + n_j, alpha + m_j) - log B(1, alpha)``
+    (terms with ``n_j = m_j = 0`` vanish)."""
+    nj = jax.ops.segment_sum(jnp.ones(z.shape[0], dtype), z, J)
+    mj = jnp.sum(nj) - jnp.cumsum(nj)
+    return jnp.sum(betaln(1.0 + nj, alpha_dp + mj) - betaln(jnp.ones_like(nj), alpha_dp + 0.0 * nj))
+
+
+@dataclass(frozen=True)
+class _Init:
+    cfg: KernelConfig
+    dtype: Any
+
+    def __call__(self, key, data: BETData) -> State:
+        cfg, dt = self.cfg, self.dtype
+        J, d, n = cfg.max_trees, cfg.n_features, data.codes.shape[0]
+        root = M.root_tree(cfg.mcmc, dt)
+        tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
+        return State(tree, jnp.ones((J, cfg.mcmc.capacity), dt), jnp.full((J, d), 1.0 / d, dt),
+                     jnp.full((J,), 0.5, dt), jnp.zeros(n, jnp.int32))
+
+
+def prior_component(key, cfg: KernelConfig, dtype):
+    """A draw of an unoccupied component from its conditional, the prior: the root leaf (with no rows
+    no rule is valid), ``xi ~ Dirichlet(1)`` and leaf parameters from the base measure."""
+    k_xi, k_leaf = jax.random.split(key)
+    mc = cfg.mcmc
+    tree = M.root_tree(mc, dtype)
+    stats = jnp.zeros((mc.capacity, mc.leaf_model.row_stats(jnp.zeros(1, dtype), dtype).shape[-1]), dtype)
+    draw = mc.leaf_model.draw(k_leaf, stats, tree.is_leaf())
+    used = tree.is_used()
+    tree = tree._replace(value=jnp.where(used[:, None], draw.value, 0.0).astype(dtype))
+    xi = jax.random.dirichlet(k_xi, jnp.ones(cfg.n_features, dtype), dtype=dtype)
+    return tree, jnp.where(used, draw.sigma, 0.0).astype(dtype), xi
+
+
+def _where_j(mask, a, b):
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One blocked-Gibbs step.
+
+    The tree step sweeps ``A = cfg.active_trees`` slots: the occupied components if there are at
+    most ``A``, else ``A`` of them chosen uniformly at random (a random-scan Gibbs update: the
+    choice depends on ``Z`` only, which the tree step does not change, so every component's update
+    leaves the posterior invariant).  Every unoccupied component is drawn from its prior.
+    """
+
+    cfg: KernelConfig
+
+    def __call__(self, key, state: State, data: BETData):
+        cfg = self.cfg
+        J, A = cfg.max_trees, cfg.active_trees
+        dt = data.row_stats.dtype
+        k_sel, k_tree, k_prior, k_slice = jax.random.split(key, 4)
+        occ_before = jax.ops.segment_sum(jnp.ones_like(state.z), state.z, J) > 0
+        score = jnp.where(occ_before, jax.random.gumbel(k_sel, (J,), dt), -jnp.inf)
+        _, idx = jax.lax.top_k(score, A)
+        take = partial_take(idx)
+        t_a, s_a, xi_a, ev_a, n_acc, xi_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None))(
+            jax.random.split(k_tree, A), take(state.tree), state.xi[idx], idx, state.z, data, cfg)
+        p_tree, p_sigma, p_xi = jax.vmap(prior_component, in_axes=(0, None, None))(
+            jax.random.split(k_prior, J), cfg, dt)
+        tree, sigma, xi = _where_j(occ_before, (state.tree, state.sigma, state.xi), (p_tree, p_sigma, p_xi))
+        tree, sigma, xi = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), (tree, sigma, xi),
+                                                 (t_a, s_a, xi_a))
+        leaf = jax.vmap(M._route, in_axes=(0, None, None))(tree, data.codes, cfg.mcmc.max_depth)
+        log_p = _log_p_rows(tree, sigma, leaf, data.y, cfg.mcmc.leaf_model)
+        v, z, overflow, tail = slice_step(k_slice, state.z, log_p, cfg.alpha_dp, dt)
+        occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
+        sel_occ = occ_before[idx]
+        xi_rate = jnp.sum(xi_acc & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
+        info = Info(jnp.sum(occ).astype(jnp.int32), overflow, tail, jnp.sum(n_acc).astype(jnp.int32),
+                    xi_rate.astype(dt))
+        return State(tree, sigma, xi, v, z), info
+
+
+def partial_take(idx):
+    return lambda t: jax.tree_util.tree_map(lambda a: a[idx], t)
+
+
+@dataclass(frozen=True)
+class collect:  # noqa: N801 (a function-like callable, hashable by its config)
+    """``collect(key, state, data)`` for :func:`~bayestrees.inference.loop.run_chains`: a :class:`Draw`."""
+
+    cfg: KernelConfig
+
+    def __call__(self, key, state: State, data: BETData) -> Draw:
+        cfg = self.cfg
+        J, mc = cfg.max_trees, cfg.mcmc
+        dt = data.row_stats.dtype
+        w, _ = stick_weights(state.v)
+
+        def ev_of(tree, j):
+            md = M.MCMCData(data.codes, data.y, data.row_stats, (state.z == j).astype(dt), None)
+            return M.evaluate(tree, md, mc)
+
+        ev = jax.vmap(ev_of)(state.tree, jnp.arange(J))
+        nj = jax.ops.segment_sum(jnp.ones(state.z.shape[0], dt), state.z, J)
+        occupied = nj > 0
+        tree = state.tree._replace(weight=jnp.where(state.tree.is_used(), ev.count, 0.0).astype(state.tree.weight.dtype),
+                                   count=jnp.where(state.tree.is_used(), jnp.round(ev.count), 0).astype(jnp.int32))
+        log_p = _log_p_rows(state.tree, state.sigma, ev.leaf, data.y, mc.leaf_model)     # (J, n)
+        log_lik = jax.scipy.special.logsumexp(jnp.log(jnp.maximum(w, 1e-38))[:, None] + log_p, axis=0)
+        rows = jnp.arange(state.z.shape[0])
+        own_leaf = ev.leaf[state.z, rows]
+        mu = state.tree.value[state.z, own_leaf]                                           # (n, V)
+        y_given_z = jnp.sum(jnp.where(occupied, ev.log_lik, 0.0))
+        y_z = y_given_z + log_p_z(state.z, J, cfg.alpha_dp, dt)
+        xi_bar = jnp.sum(w[:, None] * state.xi, 0) / jnp.maximum(jnp.sum(w), 1e-30)
+        return Draw(tree, state.sigma, w, state.z, state.xi, xi_bar, jnp.sum(occupied).astype(jnp.int32), occupied,
+                    log_lik, mu, y_given_z, y_z)
+
+
+def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
+    """The BET ``init``/``step`` pair for one chain (hashable by ``cfg``: one compilation per setting and shape).
+
+    ``init(key, data)`` starts with every row in component 0 and every tree a root leaf;
+    ``step(key, state, data)`` is one tree step and one clustering step (module docstring).
+    """
+    if cfg.mcmc.scheme != "sweep":
+        raise ValueError("BET's tree step is the node-by-node sweep: MCMCConfig.scheme must be 'sweep'")
+    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
