@@ -446,8 +446,8 @@ def _pd_draws(estimator, X, cols: list[int], grids: list[np.ndarray], class_inde
         big = pd.concat([X] * len(combos), ignore_index=True)
         for j, c in enumerate(cols):
             name = X.columns[c]
-            vals = np.repeat(np.asarray([combo[j] for combo in combos], dtype=object), n)
-            big[name] = pd.Series(vals, dtype=X[name].dtype) if X[name].dtype != object else vals
+            vals = np.repeat(np.asarray([combo[j] for combo in combos], dtype=grids[j].dtype), n)
+            big[name] = vals
     else:
         arr = np.asarray(X)
         big = np.tile(arr, (len(combos), 1)).astype(float if arr.dtype != object else object)
@@ -461,7 +461,8 @@ def _pd_draws(estimator, X, cols: list[int], grids: list[np.ndarray], class_inde
 
 
 def plot_partial_dependence(estimator, X, features, ax=None, *, prob: float = 0.9, grid_resolution: int = 30,
-                            max_rows: int = 200, class_index: int = -1, random_state=0):
+                            max_rows: int = 200, class_index: int = -1, random_state=0, color=None, label=None,
+                            rug: bool = True):
     """Partial dependence with a credible band, for one or two features.
 
     For every posterior draw of the function (``estimator.predict_draws``) the
@@ -487,6 +488,12 @@ def plot_partial_dependence(estimator, X, features, ax=None, *, prob: float = 0.
         Classifiers: the class whose probability is shown (default: the last class).
     random_state : int, default 0
         Seed of the row subsample.
+    color : matplotlib colour, optional
+        Line and band colour (one feature), e.g. to overlay several estimators on one ``ax``.
+    label : str, optional
+        Prefix of the legend entries (one feature), e.g. the estimator's name.
+    rug : bool, default True
+        Mark the deciles of the feature's values along the bottom (one numeric feature).
 
     Returns
     -------
@@ -514,17 +521,20 @@ def plot_partial_dependence(estimator, X, features, ax=None, *, prob: float = 0.
     if len(cols) == 1:
         ax = _new_ax(ax, (5.5, 3.5))
         g = grids[0]
+        col = color if color is not None else "C0"
+        pre = f"{label}: " if label else ""
         if numeric[0]:
-            ax.fill_between(g, lo, hi, color="C0", alpha=0.25, label=f"{pct} credible band")
-            ax.plot(g, mean, "C0", lw=2, label="posterior mean")
-            rug = np.asarray(cols_data[cols[0]], float)
-            ymin = ax.get_ylim()[0]
-            ax.plot(np.quantile(rug[np.isfinite(rug)], np.linspace(0, 1, 11)), np.full(11, ymin), "|", color="k",
-                    ms=8, label="deciles of the data")
+            ax.fill_between(g, lo, hi, color=col, alpha=0.25, label=f"{pre}{pct} credible band")
+            ax.plot(g, mean, color=col, lw=2, label=f"{pre}posterior mean")
+            if rug:
+                vals = np.asarray(cols_data[cols[0]], float)
+                ymin = ax.get_ylim()[0]
+                ax.plot(np.quantile(vals[np.isfinite(vals)], np.linspace(0, 1, 11)), np.full(11, ymin), "|",
+                        color="k", ms=8, label="deciles of the data")
         else:
             pos = np.arange(len(g))
-            ax.errorbar(pos, mean, yerr=[mean - lo, hi - mean], fmt="o", color="C0", capsize=3,
-                        label=f"posterior mean, {pct} interval")
+            ax.errorbar(pos, mean, yerr=[mean - lo, hi - mean], fmt="o", color=col, capsize=3,
+                        label=f"{pre}posterior mean, {pct} interval")
             ax.set_xticks(pos)
             ax.set_xticklabels([str(v) for v in g], rotation=30, ha="right")
         ax.set_xlabel(names[cols[0]])

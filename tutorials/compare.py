@@ -1,0 +1,143 @@
+# %% [markdown]
+# # Comparing families on one data set
+#
+# Every family returns the same ArviZ InferenceData: `posterior` holds
+# `n_leaves`, `depth`, `split_counts` (per feature) and `mu` (the fitted
+# function at the training rows); families with a likelihood (BCART-PCFG,
+# safe-Bayes, Bayesian CART) add a pointwise `log_likelihood`, so `az.loo` and
+# `az.compare` rank them on the same rows. The Bayesian forest defines no
+# likelihood (it is a Bayesian bootstrap of the CART functional), so all
+# families are also compared on held-out rows.
+#
+# Data: Haberman's breast-cancer survival (306 patients, shipped with the
+# package); label 1 = survived five years, 2 = died.
+# `BAYESTREES_TUTORIAL_QUICK=1` shrinks every fit; figures go to
+# `tutorials/output/compare/`.
+
+# %%
+import os
+import time
+from pathlib import Path
+
+import arviz as az
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import bayestrees as bt
+from bayestrees.datasets import load_haberman
+
+QUICK = os.environ.get("BAYESTREES_TUTORIAL_QUICK", "0") not in ("", "0")
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "compare"
+OUT.mkdir(parents=True, exist_ok=True)
+pd.set_option("display.width", 160)
+
+
+def save(fig, name):
+    fig.savefig(OUT / name, dpi=110)
+    plt.close(fig)
+    print(f"figure: {OUT / name}")
+
+
+# %%
+X, y, names = load_haberman()
+X = pd.DataFrame(X, columns=names)
+rng = np.random.default_rng(0)
+test = rng.uniform(size=len(y)) < 0.25
+Xtr, Xte, ytr, yte = X[~test], X[test], y[~test], y[test]
+print(f"{len(ytr)} training rows, {len(yte)} test rows, features {names}")
+
+models = {
+    "Bayesian forest": bt.BayesianForestClassifier(n_estimators=8 if QUICK else 200, min_samples_leaf=5,
+                                                   random_state=0),
+    "BCART-PCFG": bt.PCFGTreeClassifier(log_phi=2.0, max_bins=5 if QUICK else 10, n_samples=50 if QUICK else 500,
+                                        predict_with="posterior", random_state=0),
+    "safe-Bayes": bt.SafeBayesForestClassifier(n_estimators=100 if QUICK else 1000, random_state=0),
+    "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 1000, tune=40 if QUICK else 1000,
+                                               chains=2 if QUICK else 4, random_state=0),
+}
+
+# %% [markdown]
+# ## Held-out rows
+#
+# Accuracy and mean log predictive probability of the true label (higher is
+# better) on the test rows, and the fit time.
+
+# %%
+rows = []
+for name, est in models.items():
+    t0 = time.perf_counter()
+    est.fit(Xtr, ytr)
+    sec = time.perf_counter() - t0
+    p = np.clip(est.predict_proba(Xte), 1e-12, 1)
+    idx = np.searchsorted(est.classes_, yte)
+    rows.append({"family": name, "test accuracy": np.mean(est.classes_[p.argmax(1)] == yte),
+                 "mean log predictive": np.mean(np.log(p[np.arange(len(yte)), idx])), "fit s": sec,
+                 "mean leaves": float(est.idata_.posterior.n_leaves.mean())})
+print(pd.DataFrame(rows).round(3).to_string(index=False))
+print(f"(always predicting the majority class: accuracy {np.mean(yte == 1):.3f})")
+
+# %% [markdown]
+# ## LOO on the training rows: `az.compare`
+#
+# For the families with a likelihood. `bt.compare` is `az.compare` with a clear
+# error for a family without one (try adding the Bayesian forest).
+
+# %%
+idatas = {name: est.idata_ for name, est in models.items()}
+with_lik = {k: v for k, v in idatas.items() if "log_likelihood" in v.groups()}
+cmp = az.compare(with_lik)
+print(cmp[["rank", "elpd_loo", "p_loo", "elpd_diff", "weight", "se", "dse", "warning"]].round(2))
+try:
+    bt.compare(idatas)
+except ValueError as e:
+    print("bt.compare with the forest:", str(e).split(",")[0])
+ax = az.plot_compare(cmp, figsize=(7, 2.6))
+ax.figure.set_layout_engine("constrained")
+save(ax.figure, "compare_loo.png")
+
+# %% [markdown]
+# ## The posteriors side by side
+#
+# `az.plot_forest` of the tree size and the splits per feature in every
+# family's posterior (94% HDI, thick line: interquartile range), the library's
+# leaf-count plot for all four, and Bayesian CART's trace (MCMC is the only
+# family here whose draws are correlated).
+
+# %%
+axes = az.plot_forest(list(idatas.values()), model_names=list(idatas), var_names=["n_leaves", "split_counts"],
+                      combined=True, figsize=(8, 5))
+leg = axes[0].get_legend()
+if leg is not None:  # move ArviZ's legend off the intervals
+    handles, labels = leg.legend_handles, [t.get_text() for t in leg.texts]
+    leg.remove()
+    axes[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+axes[0].figure.set_layout_engine("constrained")
+axes[0].set_title("tree size and splits per feature, by family")
+save(axes[0].figure, "compare_forest.png")
+ax = bt.plots.plot_n_leaves(idatas)
+ax.set_title("posterior of the number of leaves")
+save(ax.figure, "compare_n_leaves.png")
+axes = az.plot_trace(idatas["Bayesian CART"], var_names=["n_leaves", "depth"],
+                     backend_kwargs={"layout": "constrained"})
+save(np.asarray(axes).ravel()[0].figure, "compare_bcart_trace.png")
+
+# %% [markdown]
+# Variable importance (share of each draw's splits per feature, 90% interval)
+# and the partial dependence of the probability of death on the number of
+# positive nodes, for the two families with posterior draws of the function.
+
+# %%
+fig, axes = plt.subplots(1, len(idatas), figsize=(4 * len(idatas), 2.8), layout="constrained")
+for ax, (name, idata) in zip(axes, idatas.items()):
+    bt.plots.plot_variable_importance(idata, ax=ax)
+    ax.set_title(name, pad=18)
+save(fig, "compare_importance.png")
+fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
+for j, name in enumerate(("Bayesian forest", "Bayesian CART")):
+    bt.plots.plot_partial_dependence(models[name], Xtr, "positive_nodes", ax=ax, grid_resolution=10 if QUICK else 25,
+                                     color=f"C{j}", label=name, rug=j == 1)
+ax.legend(fontsize=7, loc="lower right")
+ax.set_title("partial dependence with 90% credible bands")
+save(fig, "compare_partial_dependence.png")
