@@ -317,9 +317,12 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
             ax.stairs(p, edges, color=f"C{j}", lw=1.5, label=name)
     ax.set_xlabel("number of leaves" + (f" (bins of {step})" if step > 1 else ""))
     ax.set_ylabel("posterior probability")
-    from matplotlib.ticker import MaxNLocator
+    if hi - lo <= 15:
+        ax.set_xticks(np.arange(lo, hi + 1))
+    else:
+        from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, None)
     if m > 1:
         ax.legend(fontsize=8)
@@ -383,15 +386,14 @@ def plot_variable_importance(idata, ax=None, *, kind: str = "share", prob: float
     order = np.argsort(mean)[::-1][:max_features][::-1]  # largest at the top
     ax = _new_ax(ax, (6, 0.9 + 0.3 * len(order)))
     y = np.arange(len(order))
-    ax.barh(y, mean[order], color="C0", alpha=0.7, label="posterior mean")
-    ax.hlines(y, lo[order], hi[order], color="k", lw=1.5, label=f"{int(round(prob * 100))}% interval")
+    ax.barh(y, mean[order], color="C0", alpha=0.7)
+    ax.hlines(y, lo[order], hi[order], color="k", lw=1.5)
     ax.set_yticks(y)
     ax.set_yticklabels([names[i] for i in order])
-    ax.set_xlabel(label)
+    ax.set_xlabel(f"{label} (bar: posterior mean; line: {int(round(prob * 100))}% interval)")
     ax.set_ylim(-0.6, len(order) - 0.4)
     if kind != "counts":
         ax.set_xlim(0, max(1e-9, min(1.0, float(hi[order].max()) * 1.1)))
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     return ax
 
 
@@ -587,13 +589,16 @@ def plot_operating_curve(curve, ax=None, *, m_marker=None, **line_kwargs):
     first = "accuracy" if "accuracy" in curve else "rmse"
     ax[0].plot(m, np.asarray(curve[first]), **line_kwargs)
     ax[1].plot(m, np.asarray(curve["log_predictive"]), **line_kwargs)
+    n_train = curve.get("n_train")
     for a, lab in zip(ax, (first.replace("rmse", "RMSE"), "mean log predictive (nats)")):
         a.set_xscale("log")
-        a.set_xlabel("effective sample size m  (m = N: BMA)")
+        a.set_xlabel("effective sample size m")
         a.set_ylabel(lab)
+        if n_train is not None:
+            a.axvline(float(n_train), color="0.6", ls="--", lw=1, label=f"m = N = {int(n_train)} (BMA)")
         if m_marker is not None:
             a.axvline(m_marker, color="k", ls=":", lw=1, label=f"chosen m = {float(m_marker):.3g}")
-    if m_marker is not None:
+    if m_marker is not None or n_train is not None:
         ax[0].legend(fontsize=7)
     return ax
 

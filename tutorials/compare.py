@@ -129,15 +129,15 @@ save(np.asarray(axes).ravel()[0].figure, "compare_bcart_trace.png")
 # positive nodes, for the two families with posterior draws of the function.
 
 # %%
-fig, axes = plt.subplots(1, len(idatas), figsize=(4 * len(idatas), 2.8), layout="constrained")
+fig, axes = plt.subplots(1, len(idatas), figsize=(4.6 * len(idatas), 2.8), layout="constrained")
 for ax, (name, idata) in zip(axes, idatas.items()):
     bt.plots.plot_variable_importance(idata, ax=ax)
     ax.set_title(name, pad=18)
 save(fig, "compare_importance.png")
-fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(9, 3.8), layout="constrained")
 for j, name in enumerate(("Bayesian forest", "Bayesian CART")):
     bt.plots.plot_partial_dependence(models[name], Xtr, "positive_nodes", ax=ax, grid_resolution=10 if QUICK else 25,
                                      color=f"C{j}", label=name, rug=j == 1)
-ax.legend(fontsize=7, loc="lower right")
+ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 ax.set_title("partial dependence with 90% credible bands")
 save(fig, "compare_partial_dependence.png")
