@@ -225,22 +225,28 @@ def _route(tree: Tree, codes, max_depth: int):
 
 
 def _ranges(leaf, codes, weight, S: int, max_depth: int):
-    """Per node: smallest and largest code per feature and the total weight of its rows."""
+    """Per node: smallest and largest code per feature and the total weight of its rows.
+
+    One scatter of the rows into their leaves, then the heap is folded upwards level by level
+    (a node's range is the union of its children's): ``O(n d + S d)`` rather than a scatter per
+    level.
+    """
     n, d = codes.shape
-    dl = _depth_of(leaf)
     big = 1 << 30  # no overflow in differences of ranges
-    lo = jnp.full((S + 1, d), big, jnp.int32)
-    hi = jnp.full((S + 1, d), -1, jnp.int32)
-    cnt = jnp.zeros(S + 1, weight.dtype)
     live = weight > 0
-    for level in range(max_depth + 1):
-        shift = jnp.maximum(dl - level, 0)
-        anc = jnp.right_shift(leaf + 1, shift) - 1
-        idx = jnp.where(live & (dl >= level), anc, S)
-        lo = lo.at[idx].min(codes)
-        hi = hi.at[idx].max(codes)
-        cnt = cnt.at[idx].add(weight)
-    return lo[:S], hi[:S], cnt[:S]
+    idx = jnp.where(live, leaf, S)
+    lo = jnp.full((S + 1, d), big, jnp.int32).at[idx].min(codes)[:S]
+    hi = jnp.full((S + 1, d), -1, jnp.int32).at[idx].max(codes)[:S]
+    cnt = jnp.zeros(S + 1, weight.dtype).at[idx].add(jnp.where(live, weight, 0))[:S]
+    for level in range(max_depth - 1, -1, -1):
+        a, b = 2 ** level - 1, 2 ** (level + 1) - 1      # the nodes of this level
+        c0, c1 = 2 * a + 1, 2 * b + 1                     # their children, in order
+        lo_c = lo[c0:c1].reshape(b - a, 2, d)
+        hi_c = hi[c0:c1].reshape(b - a, 2, d)
+        lo = lo.at[a:b].set(jnp.minimum(lo[a:b], lo_c.min(1)))
+        hi = hi.at[a:b].set(jnp.maximum(hi[a:b], hi_c.max(1)))
+        cnt = cnt.at[a:b].add(cnt[c0:c1].reshape(b - a, 2).sum(1))
+    return lo, hi, cnt
 
 
 def _rule_counts(lo, hi):
@@ -555,8 +561,15 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
     return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
 
 
-def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
+def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "start"):
     """One systematic sweep: a Metropolis-Hastings update of every used node's split flag and rule.
+
+    ``scan="start"`` (default) visits the nodes used at the start of the sweep, in slot order.
+    ``scan="dynamic"`` visits slots ``0, 1, ..., S - 1`` in order and updates a slot when it holds
+    a node at the moment it is reached (nodes grown earlier in the sweep are visited too, nodes
+    pruned earlier are not): the composition of fixed-slot updates, each reversible for ``pi``,
+    so it leaves ``pi`` invariant; a visiting set fixed by the state at the start is not a
+    fixed composition (BET uses "dynamic", and its prior-reproduction test checks it).
 
     Returns ``(state, n_accepted)``.
     """
@@ -566,9 +579,9 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
     k_sweep = key
     dt = state.ev.stats.dtype
 
-    def update(i, carry):
+    def update(i, carry, s=None):
         tree, ev, n_acc = carry
-        s = order[i]
+        s = order[i] if s is None else s
         sc = jnp.minimum(s, S - 1)
         k = jax.random.fold_in(k_sweep, i)
         k_kind, k_rule, k_acc = jax.random.split(k, 3)
@@ -599,6 +612,19 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
         tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)
 
+    if scan == "dynamic":
+        def visit(c):
+            s_cur, i, tree, ev, n_acc = c
+            cand = tree.is_used() & (jnp.arange(S) >= s_cur)
+            s = jnp.where(jnp.any(cand), jnp.argmax(cand), S).astype(jnp.int32)
+            tree, ev, n_acc = update(i, (tree, ev, n_acc), s)
+            return s + 1, i + 1, tree, ev, n_acc
+
+        c0 = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state.tree, state.ev, jnp.zeros((), jnp.int32))
+        _, _, tree, ev, n_acc = jax.lax.while_loop(lambda c: c[0] < S, visit, c0)
+        return State(tree, ev, state.beta), n_acc
+    if scan != "start":
+        raise ValueError(f"scan must be 'start' or 'dynamic', got {scan!r}")
     n_visit = jnp.sum(order < S)
     tree, ev, n_acc = jax.lax.fori_loop(0, n_visit, update, (state.tree, state.ev, jnp.zeros((), jnp.int32)))
     return State(tree, ev, state.beta), n_acc
