@@ -80,17 +80,21 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: i
 
     info_shape = jax.eval_shape(lambda st: vstep(_step_keys(key, t0, chains), st, *args)[1], state)
     zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
-    state, _ = jax.lax.fori_loop(t0, t0 + n_tune, one, (state, zero_info))
     t1 = t0 + n_tune
     out_shape = jax.eval_shape(lambda st: vcollect(_step_keys(k_collect, t1, chains), st, *args), state)
     zero_out = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
 
     def kept(st, i):
-        def run(st):
-            st, info = jax.lax.fori_loop(t1 + i * thin, t1 + (i + 1) * thin, one, (st, zero_info))
-            return st, (vcollect(_step_keys(k_collect, t1 + (i + 1) * thin, chains), st, *args), info)
-
-        return jax.lax.cond(i < n_keep, run, lambda st: (st, (zero_out, zero_info)), st)
+        # slot i runs steps [start, end): slot 0 also runs the tuning steps; slots past n_keep run none.
+        # The step and the collection each appear once in the program (compile time).
+        keep = i < n_keep
+        start = jnp.where(i == 0, t0, t1 + i * thin)
+        end = jnp.where(keep, t1 + (i + 1) * thin, jnp.where(i == 0, t1, start))
+        st, info = jax.lax.fori_loop(start, end, one, (st, zero_info))
+        out = jax.lax.cond(keep, lambda s: vcollect(_step_keys(k_collect, t1 + (i + 1) * thin, chains), s, *args),
+                           lambda s: zero_out, st)
+        info = jax.tree_util.tree_map(lambda a, z: jnp.where(keep, a, z), info, zero_info)
+        return st, (out, info)
 
     state, (bs, bi) = jax.lax.scan(kept, state, jnp.arange(size))
     # (size, chains, ...) -> (chains, size, ...)
