@@ -476,14 +476,14 @@ class ObjectiveNormalLeaves(NamedTuple):
         return jnp.where(proper, obj, ref)
 
     def draw(self, key, stats, mask=None):
-        k_s, k_m, k_rs, k_rm = jax.random.split(key, 4)
+        k_s, k_m = jax.random.split(key)
         proper, n, ybar, S = self._parts(stats)
-        s2 = _inv_gamma(k_s, 0.5 * (n - 1.0), 0.5 * S, stats.dtype)
-        mu = ybar + jnp.sqrt(s2 / n) * jax.random.normal(k_m, ybar.shape, stats.dtype)
         mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._ref(stats.dtype))
-        s2r = _inv_gamma(k_rs, an, bn, stats.dtype)
-        mur = mn + jnp.sqrt(s2r / kn) * jax.random.normal(k_rm, mn.shape, stats.dtype)
-        return LeafDraw(jnp.where(proper, mu, mur)[..., None], jnp.sqrt(jnp.where(proper, s2, s2r)))
+        # one inverse-gamma and one normal draw: IG((n-1)/2, S/2), N(ybar, s2/n) where proper, else the reference
+        s2 = _inv_gamma(k_s, jnp.where(proper, 0.5 * (n - 1.0), an), jnp.where(proper, 0.5 * S, bn), stats.dtype)
+        loc, k = jnp.where(proper, ybar, mn), jnp.where(proper, n, kn)
+        mu = loc + jnp.sqrt(s2 / k) * jax.random.normal(k_m, loc.shape, stats.dtype)
+        return LeafDraw(mu[..., None], jnp.sqrt(s2))
 
     def log_likelihood(self, y, leaf, draw: LeafDraw):
         mu = _take_rows(draw.value, leaf)[..., 0]

@@ -91,8 +91,9 @@ from ..tree import FREE, LEAF, Tree
 from . import mcmc as M
 from .loop import Kernel
 
-__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "collapse", "update_xi",
-           "slice_step", "stick_weights", "tree_step", "collect"]
+__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "collapse", "node_counts",
+           "xi_proposal_log_ratio", "slice_step", "v_given_z", "z_given_w", "stick_weights", "tree_step", "collect",
+           "log_p_z"]
 
 
 class BETData(NamedTuple):
@@ -218,54 +219,45 @@ def collapse(tree: Tree, count, q) -> Tree:
                          n_nodes=jnp.sum(alive).astype(jnp.int32))
 
 
-def update_xi(key, tree: Tree, ev: M.Eval, xi):
-    """Independence Metropolis-Hastings update of ``xi`` given the tree (see the module Notes).
+def node_counts(leaf, w, S: int):
+    """Row weight per heap node (S,) from each row's leaf slot: a scatter into the leaves, then folded up."""
+    cnt = jax.ops.segment_sum(w, leaf, S)
+    depth = S.bit_length() - 1
+    for level in range(depth - 1, -1, -1):
+        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
+        cnt = cnt.at[a:b].add(cnt[2 * a + 1:2 * b + 1].reshape(b - a, 2).sum(1))
+    return cnt
 
-    Returns ``(xi, accepted)``.
-    """
-    k_p, k_a = jax.random.split(key)
-    d = xi.shape[-1]
+
+def xi_proposal_log_ratio(tree: Tree, ev: M.Eval, xi, prop):
+    """``log`` of the independence MH ratio ``prod_k sum_{V_k} xi / sum_{V_k} xi'`` (module Notes)."""
     internal = tree.is_internal()
-    f = jnp.maximum(tree.feature, 0)
-    counts = jax.ops.segment_sum(internal.astype(xi.dtype), f, d)
-    prop = jax.random.dirichlet(k_p, 1.0 + counts, dtype=xi.dtype)
-    prop = jnp.maximum(prop, jnp.finfo(xi.dtype).tiny)
     valid = (ev.hi - ev.lo) > 0                                  # (S, d)
     tot_old = jnp.sum(jnp.where(valid, xi, 0.0), -1)
     tot_new = jnp.sum(jnp.where(valid, prop, 0.0), -1)
-    log_a = jnp.sum(jnp.where(internal, jnp.log(jnp.maximum(tot_old, 1e-30)) - jnp.log(jnp.maximum(tot_new, 1e-30)),
-                              0.0))
-    acc = jnp.log(jax.random.uniform(k_a, dtype=xi.dtype)) < log_a
-    return jnp.where(acc, prop, xi), acc
+    return jnp.sum(jnp.where(internal, jnp.log(jnp.maximum(tot_old, 1e-30)) - jnp.log(jnp.maximum(tot_new, 1e-30)),
+                             0.0))
+
+
+def split_counts(tree: Tree, d: int, dtype):
+    """Splits per variable (d,)."""
+    return jax.ops.segment_sum(tree.is_internal().astype(dtype), jnp.maximum(tree.feature, 0), d)
 
 
 def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
-    """Step 1 for component ``j``: collapse, sweep, ``xi`` update, leaf draw.
+    """Step 1a-b for component ``j``: collapse, then one node-by-node sweep on the component's rows.
 
-    Returns ``(tree, sigma, xi, ev, n_accepted, xi_accepted)``; ``tree.value`` holds the drawn
-    leaf parameters and ``ev`` the evaluation of the new tree on the component's rows.
+    Returns ``(tree, ev, n_accepted)``, ``ev`` the evaluation of the new tree on the component's rows.
     """
     mc = cfg.mcmc
-    k_sw, k_xi, k_leaf = jax.random.split(key, 3)
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
     md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None)
+    leaf = M._route(tree, data.codes, mc.max_depth)
+    tree = collapse(tree, node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = M.evaluate(tree, md, mc)
-    tree = collapse(tree, ev.count, mc.min_leaf_rows)
-    ev = M.evaluate(tree, md, mc)
-    st, n_acc = M.sweep(k_sw, M.State(tree, ev, jnp.ones((), dt)), md, mc)
-    tree, ev = st.tree, st.ev
-    if cfg.update_xi:
-        xi, xi_acc = update_xi(k_xi, tree, ev, xi)
-    else:
-        xi_acc = jnp.array(False)
-    draw: LeafDraw = mc.leaf_model.draw(k_leaf, ev.stats, tree.is_leaf())
-    used = tree.is_used()
-    value = jnp.where(used[:, None], draw.value, 0.0).astype(tree.value.dtype)
-    sigma = jnp.where(used, draw.sigma, 0.0).astype(tree.value.dtype)
-    tree = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
-                         count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
-    return tree, sigma, xi, ev, n_acc, xi_acc
+    st, n_acc = M.sweep(key, M.State(tree, ev, jnp.ones((), dt)), md, mc, scan="dynamic")
+    return st.tree, st.ev, n_acc
 
 
 def _log_p_rows(tree: Tree, sigma, leaf, y, leaf_model):
@@ -274,8 +266,29 @@ def _log_p_rows(tree: Tree, sigma, leaf, y, leaf_model):
     return jnp.where(jnp.isnan(ll), -jnp.inf, ll)
 
 
+def v_given_z(key, z, J: int, alpha_dp, dtype):
+    """``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})`` (J,)."""
+    nj = jax.ops.segment_sum(jnp.ones(z.shape[0], dtype), z, J)
+    mj = jnp.sum(nj) - jnp.cumsum(nj)                        # #{Z_i > j}
+    return jax.random.beta(key, 1.0 + nj, alpha_dp + mj, dtype=dtype)
+
+
+def z_given_w(key, z, w, tail, log_p):
+    """``u_i ~ U(0, w_{Z_i})``, then ``P(Z_i = j) ∝ 1[w_j > u_i] p(y_i | T_j, theta_j)``.
+
+    Returns the new ``z`` (n,) and the overflow count (rows with ``u_i < tail``).
+    """
+    k_u, k_z = jax.random.split(key)
+    n = z.shape[0]
+    u = jax.random.uniform(k_u, (n,), w.dtype) * w[z]
+    allowed = w[:, None] > u[None, :]                         # (J, n)
+    logits = jnp.where(allowed, jnp.maximum(log_p, -1e30), -jnp.inf)
+    z_new = jax.random.categorical(k_z, logits, axis=0).astype(jnp.int32)
+    return z_new, jnp.sum(u < tail).astype(jnp.int32)
+
+
 def slice_step(key, z, log_p, alpha_dp, dtype):
-    """Step 2: ``v | Z``, then ``u | Z, v`` and ``Z | u, v, trees``.
+    """Step 2: ``v | Z``, then ``u | Z, v`` and ``Z | u, v, trees`` (:func:`v_given_z`, :func:`z_given_w`).
 
     Parameters
     ----------
@@ -288,17 +301,10 @@ def slice_step(key, z, log_p, alpha_dp, dtype):
     -------
     v (J,), z (n,), overflow (int32: rows with ``u_i < prod_j (1 - v_j)``), tail (the remainder)
     """
-    k_v, k_u, k_z = jax.random.split(key, 3)
-    J, n = log_p.shape
-    nj = jax.ops.segment_sum(jnp.ones(n, dtype), z, J)
-    mj = jnp.sum(nj) - jnp.cumsum(nj)                        # #{Z_i > j}
-    v = jax.random.beta(k_v, 1.0 + nj, alpha_dp + mj, dtype=dtype)
+    k_v, k_z = jax.random.split(key)
+    v = v_given_z(k_v, z, log_p.shape[0], alpha_dp, dtype)
     w, tail = stick_weights(v)
-    u = jax.random.uniform(k_u, (n,), dtype) * w[z]
-    allowed = w[:, None] > u[None, :]                         # (J, n)
-    logits = jnp.where(allowed, jnp.maximum(log_p, -1e30), -jnp.inf)
-    z_new = jax.random.categorical(k_z, logits, axis=0).astype(jnp.int32)
-    overflow = jnp.sum(u < tail).astype(jnp.int32)
+    z_new, overflow = z_given_w(k_z, z, w, tail, log_p)
     return v, z_new, overflow, tail
 
 
@@ -324,22 +330,8 @@ class _Init:
                      jnp.full((J,), 0.5, dt), jnp.zeros(n, jnp.int32))
 
 
-def prior_component(key, cfg: KernelConfig, dtype):
-    """A draw of an unoccupied component from its conditional, the prior: the root leaf (with no rows
-    no rule is valid), ``xi ~ Dirichlet(1)`` and leaf parameters from the base measure."""
-    k_xi, k_leaf = jax.random.split(key)
-    mc = cfg.mcmc
-    tree = M.root_tree(mc, dtype)
-    stats = jnp.zeros((mc.capacity, mc.leaf_model.row_stats(jnp.zeros(1, dtype), dtype).shape[-1]), dtype)
-    draw = mc.leaf_model.draw(k_leaf, stats, tree.is_leaf())
-    used = tree.is_used()
-    tree = tree._replace(value=jnp.where(used[:, None], draw.value, 0.0).astype(dtype))
-    xi = jax.random.dirichlet(k_xi, jnp.ones(cfg.n_features, dtype), dtype=dtype)
-    return tree, jnp.where(used, draw.sigma, 0.0).astype(dtype), xi
-
-
-def _where_j(mask, a, b):
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
+def _bcast(mask, x):
+    return mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
 
 
 @dataclass(frozen=True)
@@ -349,40 +341,63 @@ class _Step:
     The tree step sweeps ``A = cfg.active_trees`` slots: the occupied components if there are at
     most ``A``, else ``A`` of them chosen uniformly at random (a random-scan Gibbs update: the
     choice depends on ``Z`` only, which the tree step does not change, so every component's update
-    leaves the posterior invariant).  Every unoccupied component is drawn from its prior.
+    leaves the posterior invariant); their ``xi`` and leaf parameters are then drawn given the new
+    trees.  Every unoccupied component is drawn from its prior (root leaf, ``xi ~ Dirichlet(1)``,
+    leaf parameters from the base measure); occupied components not swept keep their values.
     """
 
     cfg: KernelConfig
 
     def __call__(self, key, state: State, data: BETData):
         cfg = self.cfg
-        J, A = cfg.max_trees, cfg.active_trees
+        mc = cfg.mcmc
+        J, A, d, S = cfg.max_trees, cfg.active_trees, cfg.n_features, mc.capacity
         dt = data.row_stats.dtype
-        k_sel, k_tree, k_prior, k_slice = jax.random.split(key, 4)
+        k_sel, k_tree, k_xi, k_xa, k_leaf, k_slice = jax.random.split(key, 6)
         occ_before = jax.ops.segment_sum(jnp.ones_like(state.z), state.z, J) > 0
         score = jnp.where(occ_before, jax.random.gumbel(k_sel, (J,), dt), -jnp.inf)
         _, idx = jax.lax.top_k(score, A)
-        take = partial_take(idx)
-        t_a, s_a, xi_a, ev_a, n_acc, xi_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None))(
-            jax.random.split(k_tree, A), take(state.tree), state.xi[idx], idx, state.z, data, cfg)
-        p_tree, p_sigma, p_xi = jax.vmap(prior_component, in_axes=(0, None, None))(
-            jax.random.split(k_prior, J), cfg, dt)
-        tree, sigma, xi = _where_j(occ_before, (state.tree, state.sigma, state.xi), (p_tree, p_sigma, p_xi))
-        tree, sigma, xi = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), (tree, sigma, xi),
-                                                 (t_a, s_a, xi_a))
-        leaf = jax.vmap(M._route, in_axes=(0, None, None))(tree, data.codes, cfg.mcmc.max_depth)
-        log_p = _log_p_rows(tree, sigma, leaf, data.y, cfg.mcmc.leaf_model)
+        t_a, ev_a, n_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None))(
+            jax.random.split(k_tree, A), jax.tree_util.tree_map(lambda a: a[idx], state.tree), state.xi[idx], idx,
+            state.z, data, cfg)
+        sel = jnp.zeros(J, bool).at[idx].set(True)
+        fresh = ~occ_before & ~sel                                  # unoccupied, not swept: from the prior
+        redraw = sel | fresh
+        root = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), M.root_tree(mc, dt))
+        tree = jax.tree_util.tree_map(lambda r, old: jnp.where(_bcast(fresh, old), r, old), root, state.tree)
+        tree = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), tree, t_a)
+        # xi: one Dirichlet draw for all slots; independence MH for the swept trees, the prior for fresh ones
+        counts = jnp.zeros((J, d), dt).at[idx].set(jax.vmap(split_counts, in_axes=(0, None, None))(t_a, d, dt))
+        prop = jax.random.dirichlet(k_xi, 1.0 + counts, dtype=dt)
+        prop = jnp.maximum(prop, jnp.finfo(dt).tiny)
+        log_a = jax.vmap(xi_proposal_log_ratio)(t_a, ev_a, state.xi[idx], prop[idx])
+        acc_a = jnp.log(jax.random.uniform(k_xa, (A,), dt)) < log_a
+        acc = jnp.zeros(J, bool).at[idx].set(acc_a)
+        if cfg.update_xi:
+            xi = jnp.where(_bcast(acc | fresh, state.xi), prop, state.xi)
+        else:
+            xi = state.xi
+        # leaf parameters: one draw for all slots (swept: given the new tree; fresh: the base measure)
+        k = data.row_stats.shape[-1]
+        stats = jnp.zeros((J, S, k), dt).at[idx].set(ev_a.stats)
+        draw = jax.vmap(mc.leaf_model.draw)(jax.random.split(k_leaf, J), stats, tree.is_leaf())
+        used = tree.is_used()
+        value = jnp.where(used[..., None], draw.value, 0.0).astype(dt)
+        sigma_new = jnp.where(used, draw.sigma, 0.0).astype(dt)
+        value = jnp.where(_bcast(redraw, value), value, state.tree.value)
+        sigma = jnp.where(_bcast(redraw, sigma_new), sigma_new, state.sigma)
+        cnt = jnp.zeros((J, S), dt).at[idx].set(ev_a.count)
+        tree = tree._replace(value=value, weight=jnp.where(_bcast(redraw, cnt), cnt, tree.weight).astype(dt),
+                             count=jnp.where(_bcast(redraw, cnt), jnp.round(cnt), tree.count).astype(jnp.int32))
+        leaf = jax.vmap(M._route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
+        log_p = _log_p_rows(tree, sigma, leaf, data.y, mc.leaf_model)
         v, z, overflow, tail = slice_step(k_slice, state.z, log_p, cfg.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
         sel_occ = occ_before[idx]
-        xi_rate = jnp.sum(xi_acc & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
+        xi_rate = jnp.sum(acc_a & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
         info = Info(jnp.sum(occ).astype(jnp.int32), overflow, tail, jnp.sum(n_acc).astype(jnp.int32),
                     xi_rate.astype(dt))
         return State(tree, sigma, xi, v, z), info
-
-
-def partial_take(idx):
-    return lambda t: jax.tree_util.tree_map(lambda a: a[idx], t)
 
 
 @dataclass(frozen=True)
@@ -394,24 +409,26 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
     def __call__(self, key, state: State, data: BETData) -> Draw:
         cfg = self.cfg
         J, mc = cfg.max_trees, cfg.mcmc
+        S = mc.capacity
         dt = data.row_stats.dtype
         w, _ = stick_weights(state.v)
+        leaf = jax.vmap(M._route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
+        wz = (state.z[None, :] == jnp.arange(J)[:, None]).astype(dt)                                # (J, n)
+        from ..leaves import leaf_stats
 
-        def ev_of(tree, j):
-            md = M.MCMCData(data.codes, data.y, data.row_stats, (state.z == j).astype(dt), None)
-            return M.evaluate(tree, md, mc)
-
-        ev = jax.vmap(ev_of)(state.tree, jnp.arange(J))
-        nj = jax.ops.segment_sum(jnp.ones(state.z.shape[0], dt), state.z, J)
+        stats = jax.vmap(lambda lf, ww: leaf_stats(lf, data.row_stats, S, ww))(leaf, wz)
+        cnt = jax.vmap(lambda lf, ww: node_counts(lf, ww, S))(leaf, wz)
+        marg = jax.vmap(mc.leaf_model.log_marginal)(stats, state.tree.is_leaf())                  # (J,)
+        nj = jnp.sum(wz, -1)
         occupied = nj > 0
-        tree = state.tree._replace(weight=jnp.where(state.tree.is_used(), ev.count, 0.0).astype(state.tree.weight.dtype),
-                                   count=jnp.where(state.tree.is_used(), jnp.round(ev.count), 0).astype(jnp.int32))
-        log_p = _log_p_rows(state.tree, state.sigma, ev.leaf, data.y, mc.leaf_model)     # (J, n)
+        used = state.tree.is_used()
+        tree = state.tree._replace(weight=jnp.where(used, cnt, 0.0).astype(state.tree.weight.dtype),
+                                   count=jnp.where(used, jnp.round(cnt), 0).astype(jnp.int32))
+        log_p = _log_p_rows(state.tree, state.sigma, leaf, data.y, mc.leaf_model)                # (J, n)
         log_lik = jax.scipy.special.logsumexp(jnp.log(jnp.maximum(w, 1e-38))[:, None] + log_p, axis=0)
         rows = jnp.arange(state.z.shape[0])
-        own_leaf = ev.leaf[state.z, rows]
-        mu = state.tree.value[state.z, own_leaf]                                           # (n, V)
-        y_given_z = jnp.sum(jnp.where(occupied, ev.log_lik, 0.0))
+        mu = state.tree.value[state.z, leaf[state.z, rows]]                                         # (n, V)
+        y_given_z = jnp.sum(jnp.where(occupied, marg, 0.0))
         y_z = y_given_z + log_p_z(state.z, J, cfg.alpha_dp, dt)
         xi_bar = jnp.sum(w[:, None] * state.xi, 0) / jnp.maximum(jnp.sum(w), 1e-30)
         return Draw(tree, state.sigma, w, state.z, state.xi, xi_bar, jnp.sum(occupied).astype(jnp.int32), occupied,
