@@ -331,7 +331,7 @@ def cmd_predict(args) -> int:
     if dest.parent and not dest.parent.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
     out.to_csv(dest, index=False)
-    note = "" if has_interval else f" (no interval columns: {type(model).__name__} gives no posterior draws here)"
+    note = "" if has_interval else f" (no interval columns: {type(model).__name__} gives no credible interval here)"
     _say(f"wrote {len(out)} predictions of {type(model).__name__} to {dest}: columns {list(out.columns)}{note}")
     return 0
 

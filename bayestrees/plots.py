@@ -232,7 +232,10 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
         from matplotlib.patches import Patch
 
         names = [str(c) for c in class_names] if class_names is not None else [str(c) for c in range(C)]
-        ax.legend(handles=[Patch(color=class_colors[c], label=f"class {names[c]}") for c in range(C)], fontsize=6,
+        handles = [Patch(color=class_colors[c], label=f"class {names[c]}") for c in range(C)]
+        if np.any(t.count[leaves] == 0):
+            handles.append(Patch(facecolor=(0.92, 0.92, 0.92), edgecolor="k", lw=0.5, label="no training rows"))
+        ax.legend(handles=handles, fontsize=6,
                   loc="upper right", frameon=False, title="leaf colour: mix of" if labels else None,
                   title_fontsize=6)
     ax.set_xlim(x[used].min() - 0.7, x[used].max() + 0.7)
