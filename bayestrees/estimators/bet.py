@@ -1,0 +1,204 @@
+"""scikit-learn style BET (Duan, Clancy & Szczesniak): a Dirichlet-process mixture of trees.
+
+>>> clf = bt.BETClassifier(alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, draws=1000, tune=1000,
+...                        random_state=0).fit(X, y)
+>>> clf.predict(X_test)             # ensemble estimator sum_j w_j E(theta | T_j), averaged over draws
+>>> clf.predict_cluster()           # cluster-specific in-sample estimator E(theta | T_{Z_i})
+>>> clf.best_ensemble_              # the draw with the highest [Y, Z | T]
+>>> clf.idata_                      # n_trees, w, Z, xi, xi_bar, ...; log_likelihood (mixture density)
+
+Missing values are rejected (impute first).  Regression responses are
+standardised inside; every output is in the response's units.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import prepare_data
+from ..inference.bet import BETConfig, best_ensemble, bet_inferencedata, bet_values, fit_bet
+from .base import ClassifierBase, RegressorBase
+
+__all__ = ["BETRegressor", "BETClassifier"]
+
+
+class _BETMixin:
+    _task = "regression"
+
+    def _config(self) -> BETConfig:
+        return BETConfig(alpha_dp=self.alpha_dp, delta=self.delta, min_leaf_rows=self.min_leaf_rows,
+                         max_trees=self.max_trees, active_trees=self.active_trees,
+                         alpha_leaves=getattr(self, "alpha_leaves", 0.5),
+                         leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
+                         chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
+                         progressbar=self.progressbar)
+
+    def fit(self, X, y):
+        """Run the chains on ``(X, y)``; returns ``self``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features), no missing values
+        y : array-like (n_samples,)
+        """
+        self._reject_sparse(X)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        config = self._config()
+        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, (int, np.integer)) or self.max_bins < 2:
+            raise ValueError(f"max_bins must be an integer >= 2, got {self.max_bins!r}")
+        data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins), allow_nan=False)
+        self._remember_data(data, X)
+        self.result_ = fit_bet(self._key(), data, config)
+        self.trees_ = self.result_.trees
+        self._train_data = data
+        self._idata = None
+        return self
+
+    @property
+    def idata_(self):
+        """The posterior as ArviZ InferenceData (the posterior contract, with ``log_likelihood``)."""
+        self._check_fitted()
+        if getattr(self, "_idata", None) is None:
+            self._idata = bet_inferencedata(self.result_, self._train_data)
+        return self._idata
+
+    @property
+    def best_ensemble_(self) -> dict:
+        """The draw with the highest ``[Y, Z | T]``: ``trees`` (J,), ``w``, ``occupied``, ``xi``, ``chain``,
+        ``draw``, ``log_lik_y_z``, ``n_trees``."""
+        self._check_fitted()
+        return best_ensemble(self.result_)
+
+    @property
+    def n_trees_(self) -> np.ndarray:
+        """Occupied trees per draw: ``(chains, draws)``."""
+        self._check_fitted()
+        return np.asarray(self.result_.draws.n_trees)
+
+    @property
+    def xi_bar_(self) -> np.ndarray:
+        """Posterior mean variable-ranking probability ``xi_bar = sum_j w_j xi_j``: ``(n_features,)``."""
+        self._check_fitted()
+        return np.asarray(self.result_.draws.xi_bar).reshape(-1, self.n_features_in_).mean(0)
+
+    def _values(self, X) -> np.ndarray:
+        """The ensemble estimator of every draw at ``X``: ``(chains * draws, n, V)``."""
+        d = self.result_.draws
+        v = bet_values(d.tree, d.w, d.occupied, self._codes(X))
+        return v.reshape((-1,) + v.shape[2:])
+
+    def predict_draws(self, X) -> np.ndarray:
+        """Posterior draws of the ensemble estimator at ``X``: ``(chains * draws, n)``, or
+        ``(chains * draws, n, C)`` class probabilities for classifiers."""
+        v = self._values(X)
+        return v[..., 0] if self._task == "regression" else v
+
+    def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
+        """Equal-tailed ``prob`` credible interval of the ensemble estimator at ``X``: ``(n, 2)``
+        (classifiers: ``(n, C, 2)``)."""
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob}")
+        d = self.predict_draws(X)
+        lo, hi = np.quantile(d, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        return np.stack([lo, hi], -1)
+
+    def _cluster_values(self) -> np.ndarray:
+        self._check_fitted()
+        mu = np.asarray(self.result_.draws.mu)
+        return mu.reshape((-1,) + mu.shape[2:]).mean(0)                   # (n, V)
+
+
+def _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
+          max_bins, random_state, dtype, progressbar):
+    self.alpha_dp, self.delta, self.min_leaf_rows, self.max_trees = alpha_dp, delta, min_leaf_rows, max_trees
+    self.active_trees = active_trees
+    self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
+    self.max_depth, self.max_bins = max_depth, max_bins
+    self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
+
+
+class BETRegressor(_BETMixin, RegressorBase):
+    """BET regressor: a Dirichlet-process mixture of regression trees (Normal leaves, objective prior).
+
+    Parameters
+    ----------
+    alpha_dp : float > 0, default 1.0
+        Dirichlet-process concentration (more trees for larger values).
+    delta : float > 0, default 2.0
+        Depth decay: a node at depth ``d`` splits with probability ``exp(-d / delta)``.
+    min_leaf_rows : int >= 2, default 5
+        ``q``: every node of a tree holds at least this many of its rows.
+    max_trees : int >= 1, default 10
+        ``J_max``, the fixed number of tree slots; if the slice needs more, the fit warns with the count.
+    active_trees : int >= 1, default 4
+        Occupied trees swept per step (all when at most this many are occupied).
+    leaf_prior : "objective" or bayestrees.leaves.NIGPrior, default "objective"
+        ``p(mu, s2) ∝ 1/s2`` (the paper), or a proper Normal-inverse-gamma prior on the standardised response.
+    draws, tune, chains, thin : int, default 1000, 1000, 1, 1
+    max_depth : int, default 5
+    max_bins : int, default 32
+    random_state : int, numpy Generator or JAX key, optional
+    dtype : {"float32", "float64"}, default "float32"
+    progressbar : bool, default False
+
+    Attributes
+    ----------
+    result_ : BETResult
+    trees_ : Tree (chains, draws, max_trees)
+    idata_ : arviz.InferenceData
+    best_ensemble_ : dict, the draw with the highest ``[Y, Z | T]``
+    n_trees_ : (chains, draws) occupied trees
+    xi_bar_ : (n_features,) posterior mean of ``xi_bar``
+    """
+
+    _task = "regression"
+
+    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4,
+                 leaf_prior="objective", draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
+                 random_state=None, dtype="float32", progressbar=False):
+        _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
+              max_bins, random_state, dtype, progressbar)
+        self.leaf_prior = leaf_prior
+
+    def predict(self, X) -> np.ndarray:
+        """Ensemble estimator at ``X``, averaged over draws: ``(n,)``."""
+        return self.predict_draws(X).mean(0)
+
+    def predict_cluster(self) -> np.ndarray:
+        """Cluster-specific in-sample estimator ``E(theta | T_{Z_i})`` at the training rows: ``(n,)``."""
+        return self._cluster_values()[:, 0]
+
+
+class BETClassifier(_BETMixin, ClassifierBase):
+    """BET classifier: a Dirichlet-process mixture of classification trees (Dirichlet(alpha_leaves) leaves).
+
+    Parameters as :class:`BETRegressor`, with
+
+    alpha_leaves : float > 0, default 0.5
+        Concentration of the symmetric Dirichlet prior of the leaf class probabilities (the paper: 0.5).
+    """
+
+    _task = "classification"
+
+    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, alpha_leaves=0.5,
+                 draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32, random_state=None,
+                 dtype="float32", progressbar=False):
+        _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
+              max_bins, random_state, dtype, progressbar)
+        self.alpha_leaves = alpha_leaves
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Ensemble class probabilities at ``X``, averaged over draws: ``(n, C)``."""
+        return self.predict_draws(X).mean(0)
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class at ``X`` under the ensemble estimator."""
+        return self._labels(self.predict_proba(X))
+
+    def predict_proba_cluster(self) -> np.ndarray:
+        """Cluster-specific in-sample class probabilities ``E(theta | T_{Z_i})``: ``(n, C)``."""
+        return self._cluster_values()
+
+    def predict_cluster(self) -> np.ndarray:
+        """Cluster-specific in-sample labels at the training rows: ``(n,)``."""
+        return self._labels(self.predict_proba_cluster())

@@ -1,0 +1,163 @@
+"""BET's estimators, model variable, outputs (posterior contract names) and bad input."""
+import numpy as np
+import pytest
+
+import bayestrees as bt
+from bayestrees.inference import bet as B
+
+SMALL = dict(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0)
+_FITS = {}
+
+
+def _clf():
+    if "clf" not in _FITS:
+        rng = np.random.default_rng(0)
+        X = rng.integers(0, 5, size=(90, 3)).astype(float)
+        y = np.where((X[:, 0] >= 2) ^ (rng.random(90) < 0.1), "yes", "no")
+        with _quiet():
+            _FITS["clf"] = (bt.BETClassifier(**SMALL).fit(X, y), X, y)
+    return _FITS["clf"]
+
+
+def _reg():
+    if "reg" not in _FITS:
+        rng = np.random.default_rng(1)
+        X = rng.integers(0, 5, size=(90, 3)).astype(float)
+        y = np.where(X[:, 0] >= 2, 2.0, -1.0) + 0.3 * rng.normal(size=90)
+        with _quiet():
+            _FITS["reg"] = (bt.BETRegressor(**SMALL).fit(X, y), X, y)
+    return _FITS["reg"]
+
+
+def _quiet():
+    import warnings
+
+    cm = warnings.catch_warnings()
+    cm.__enter__()
+    warnings.simplefilter("ignore", RuntimeWarning)  # slice overflow warnings at J_max = 4 are expected here
+
+    class _Exit:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            cm.__exit__(*a)
+
+    return _Exit()
+
+
+def test_classifier_outputs_and_posterior_names(tmp_path):
+    clf, X, y = _clf()
+    proba = clf.predict_proba(X)
+    assert proba.shape == (90, 2) and np.allclose(proba.sum(1), 1.0, atol=1e-5)
+    assert np.mean(clf.predict(X) == y) > 0.8
+    assert np.mean(clf.predict_cluster() == y) > 0.8
+    assert clf.predict_draws(X[:5]).shape == (30, 5, 2)
+    idata = clf.idata_
+    post = idata.posterior
+    J = clf.max_trees
+    assert post["n_trees"].dims == ("chain", "draw")
+    assert post["w"].dims == ("chain", "draw", "component") and post["w"].sizes["component"] == J
+    assert post["Z"].dims == ("chain", "draw", "obs")
+    assert post["xi"].dims == ("chain", "draw", "component", "feature")
+    assert post["xi_bar"].dims == ("chain", "draw", "feature")
+    assert idata.trees["split_feature"].dims == ("chain", "draw", "component", "node")
+    w, Z, nt = post["w"].values, post["Z"].values, post["n_trees"].values
+    assert np.all(w.sum(-1) <= 1 + 1e-5) and np.all((Z >= 0) & (Z < J))
+    np.testing.assert_array_equal(nt, [[len(np.unique(z)) for z in zc] for zc in Z])
+    np.testing.assert_allclose(post["xi_bar"].values.sum(-1), 1.0, atol=1e-5)
+    ss = idata.sample_stats
+    assert {"log_lik_y_given_z", "log_lik_y_z", "overflow"} <= set(ss.data_vars)
+    assert np.all(ss["log_lik_y_z"].values <= ss["log_lik_y_given_z"].values + 1e-3)  # log p(Z) <= 0
+    # the mixture density is a log-likelihood per row, and loo runs on it
+    assert np.all(np.isfinite(idata.log_likelihood["y"].values))
+    assert np.isfinite(bt.loo(idata).elpd_loo)
+    best = clf.best_ensemble_
+    assert np.isclose(best["log_lik_y_z"], ss["log_lik_y_z"].values.max())
+    assert best["trees"].feature.shape[0] == J and best["n_trees"] == int(best["occupied"].sum())
+    # every row's training label counts in its own tree: the root of an occupied tree holds its rows
+    assert int(np.sum(best["trees"].count[:, 0][best["occupied"]])) == len(y)
+    path = tmp_path / "bet.pkl"
+    clf.save(path)
+    back = bt.load(path)
+    np.testing.assert_allclose(back.predict_proba(X), proba)
+
+
+def test_regressor_predictions_and_cluster_estimator():
+    reg, X, y = _reg()
+    pred = reg.predict(X)
+    assert pred.shape == (90,)
+    assert np.sqrt(np.mean((pred - y) ** 2)) < 0.45          # noise sd 0.3
+    assert np.sqrt(np.mean((reg.predict_cluster() - y) ** 2)) < 0.45
+    iv = reg.predict_interval(X[:10])
+    assert iv.shape == (10, 2) and np.all(iv[:, 0] <= iv[:, 1])
+    assert reg.n_trees_.shape == (1, 30) and reg.xi_bar_.shape == (3,)
+    # ensemble estimator by hand from the draws: sum_j w~_j theta_j(x) over occupied trees
+    d = reg.result_.draws
+    vals = np.asarray(bt.tree.predict(d.tree, reg._codes(X[:4])))[..., 0]          # (1, 30, J, 4)
+    ww = np.where(d.occupied, d.w, 0.0)
+    ww = ww / ww.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.einsum("cdj,cdjn->n", ww, vals) / 30, pred[:4], rtol=1e-5, atol=1e-5)
+
+
+def test_model_context_and_predictive():
+    _, X, y = _reg()
+    with bt.Model():
+        bt.BETMixture("f", bt.Data("X", X), y, max_trees=4, max_depth=3, max_bins=5)
+        with _quiet():
+            idata = bt.sample(draws=30, tune=60, chains=1, random_seed=0)
+        bt.set_data({"X": X[:7]})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
+    assert idata.predictions["f"].shape == (1, 30, 7)
+    assert np.all(np.isfinite(idata.predictions["f"].values))
+    assert idata.posterior.attrs["family"] == "bet"
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(alpha_dp=0.0), "alpha_dp"), (dict(alpha_dp=-1.0), "alpha_dp"), (dict(delta=0), "delta"),
+    (dict(min_leaf_rows=1), "min_leaf_rows"), (dict(max_trees=0), "max_trees"),
+    (dict(max_trees=10_000), "max_trees"), (dict(active_trees=0), "active_trees"), (dict(draws=0), "draws"),
+])
+def test_bad_settings(kw, match):
+    X = np.random.default_rng(0).uniform(size=(30, 2))
+    y = X[:, 0]
+    with pytest.raises(ValueError, match=match):
+        bt.BETRegressor(**{**SMALL, **kw}).fit(X, y)
+
+
+def test_bad_data(monkeypatch):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2))
+    y = X[:, 0]
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN|missing"):
+        bt.BETRegressor(**SMALL).fit(Xn, y)
+    with pytest.raises(ValueError, match="rows"):
+        bt.BETRegressor(**SMALL).fit(X[:5], y[:5])
+    with pytest.raises(ValueError):
+        bt.BETRegressor(**SMALL).fit(X, y[:20])
+    monkeypatch.setattr(B, "MAX_ROWS", 20)
+    with pytest.raises(ValueError, match="at most 20 rows"):
+        bt.BETRegressor(**SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        _reg()[0].predict(np.zeros((3, 5)))
+
+
+def test_slice_overflow_is_reported_not_hidden():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    from bayestrees.data import prepare_data
+    import jax
+
+    data = prepare_data(X, y, task="regression", max_bins=5, allow_nan=False)
+    # one tree slot and a large alpha: the stick's remainder beyond J_max = 1 is large, slices reach past it
+    cfg = B.BETConfig(alpha_dp=50.0, max_trees=1, max_depth=1, draws=5, tune=5, on_overflow="raise")
+    with pytest.raises(RuntimeError, match="max_trees=1"):
+        B.fit_bet(jax.random.key(0), data, cfg)
+    import dataclasses
+
+    with pytest.warns(RuntimeWarning, match="raise max_trees"):
+        res = B.fit_bet(jax.random.key(0), data, dataclasses.replace(cfg, on_overflow="warn"))
+    assert res.overflow_total == int(np.sum(res.info.overflow)) > 0
