@@ -25,6 +25,9 @@ from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegr
 # --- family: Bayesian CART by MCMC (issue 9) ---
 from .models.bcart import BayesianCART  # noqa: E402
 from .estimators.bcart import BayesianCARTClassifier, BayesianCARTRegressor  # noqa: E402
+# --- family: BET, Dirichlet-process mixture of trees (issue 10) ---
+from .models.bet import BETMixture  # noqa: E402
+from .estimators.bet import BETClassifier, BETRegressor  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -37,5 +40,6 @@ __all__ = [
     "PCFGTree", "PCFGTreeClassifier", "PCFGTreeRegressor",
     "SafeBayesForest", "SafeBayesForestClassifier", "SafeBayesForestRegressor",
     "BayesianCART", "BayesianCARTRegressor", "BayesianCARTClassifier",
+    "BETMixture", "BETRegressor", "BETClassifier",
     "__version__",
 ]
