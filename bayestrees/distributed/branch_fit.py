@@ -120,7 +120,9 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
     W = np.concatenate([W, np.zeros((T, m_pad - m), W.dtype)], axis=1)
     if spec.weights != "multinomial":
         cfg = positive_config(cfg)
-    chunk = choose_chunk(m_pad, d, cfg.n_stats, T)
+    # trees per compiled call: the engine's choice, but no more than the branch needs (the
+    # single-machine forest pads its last chunk; a branch's few trees need not pay for 16)
+    chunk = min(choose_chunk(m_pad, d, cfg.n_stats, T), 1 << max(0, int(T - 1).bit_length()))
     y_j = jnp.asarray(y_p)
     y_rank = response_ranks(y_j, cfg)
     parts = []

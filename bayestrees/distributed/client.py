@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["get_client", "local_client", "close_local_cluster", "worker_memory_limits"]
+__all__ = ["get_client", "local_client", "close_local_cluster", "worker_memory_limits", "worker_env"]
 
 _LOCAL: dict = {}
 
@@ -41,10 +41,23 @@ def local_client(n_workers: int | None = None):
     if n_workers is None:
         n_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cluster = distributed.LocalCluster(n_workers=max(1, int(n_workers)), threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address=None, env=worker_env())
     client = distributed.Client(cluster)
     _LOCAL.update(cluster=cluster, client=client)
     return client
+
+
+def worker_env() -> dict:
+    """Environment for local worker processes: a JAX compilation cache shared by the workers (in a
+    temporary folder, unless ``JAX_COMPILATION_CACHE_DIR`` is set), so that a program one worker
+    compiled, or a restarted worker compiled before, is loaded instead of compiled again."""
+    import tempfile
+
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if not cache:
+        cache = _LOCAL.get("cache") or tempfile.mkdtemp(prefix="bayestrees-dask-jax-cache-")
+        _LOCAL["cache"] = cache
+    return {"JAX_COMPILATION_CACHE_DIR": cache, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.5"}
 
 
 def close_local_cluster() -> None:

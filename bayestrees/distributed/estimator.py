@@ -41,12 +41,12 @@ def fit_estimator(est, X, y=None, *, target=None, client=None, sample_rows: int 
     if kind not in ("ebf", "ssf"):
         raise ValueError(f"{type(est).__name__} needs all rows in one process; Dask input is for "
                          "EmpiricalBayesianForest* and SubSampleForest* (their trees are fitted per branch/block)")
-    Xd, yd = as_dask(X, y, target)
+    data = as_dask(X, y, target)
     config = est._forest_config()
     cl = get_client(client)
-    res = fit_forest_dask(cl, Xd, yd, config, est._task, est._key(), max_bins=int(est.max_bins),
+    res = fit_forest_dask(cl, data, config, est._task, est._key(), max_bins=int(est.max_bins),
                           categorical=est.categorical_features, sample_rows=sample_rows)
-    est._remember_data(res.sample, Xd)
+    est._remember_data(res.sample, data.X)
     est.trees_ = res.trees
     est.trunk_ = res.trunk
     if kind == "ssf":

@@ -40,7 +40,7 @@ from .client import worker_memory_limits
 from .graft import graft
 from .trunk import TrunkBuilder, TrunkSpec, add_histograms, partition_histogram
 
-__all__ = ["DaskFitResult", "fit_forest_dask"]
+__all__ = ["DaskFitResult", "fit_forest_dask", "fit_trunk_dask"]
 
 
 @dataclass
@@ -80,14 +80,14 @@ def _tree_sum(client, futures, fn):
     return futs[0]
 
 
-def fit_forest_dask(client, X, y, config: ForestConfig, task: str, key, *, max_bins: int = 1024,
+def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_bins: int = 1024,
                     categorical=None, sample_rows: int = 200_000, progress=None) -> DaskFitResult:
     """Fit an empirical Bayesian (``config.kind == "ebf"``) or sub-sample (``"ssf"``) forest on Dask.
 
     Parameters
     ----------
     client : distributed.Client
-    X, y : Dask DataFrame and Series with the same partitions (:func:`~bayestrees.distributed.inputs.as_dask`)
+    data : :class:`~bayestrees.distributed.inputs.DaskXY` (:func:`~bayestrees.distributed.inputs.as_dask`)
     config : ForestConfig
     task : "regression" or "classification"
     key : JAX PRNG key (split as in :func:`~bayestrees.inference.forest.fit_bayesian_forest`)
@@ -111,7 +111,7 @@ def fit_forest_dask(client, X, y, config: ForestConfig, task: str, key, *, max_b
     say = progress or (lambda s: None)
     timings = {}
     t0 = time.perf_counter()
-    xs, ys = X.to_delayed(), y.to_delayed()
+    xs, ys = [p[0] for p in data.parts], [p[1] for p in data.parts]
     n_parts = len(xs)
     # 1. describe
     desc = dask.compute(*[dask.delayed(P.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
@@ -175,18 +175,8 @@ def fit_forest_dask(client, X, y, config: ForestConfig, task: str, key, *, max_b
         spec = TrunkSpec(n_features=d, n_codes=int(binner.n_bins_.max()) + 1, missing=miss, n_classes=n_classes,
                          criterion=cart.criterion, min_samples_leaf=tm, max_depth=None,
                          capacity=default_capacity(n, tm))
-        builder = TrunkBuilder(spec, _root_stats(client, coded, spec))
-        level = 0
-        while True:
-            tr = builder.tree()
-            hists = [client.submit(partition_histogram, c, tr, builder.open, spec, pure=False) for c in coded]
-            total = _tree_sum(client, hists, add_histograms).result()
-            level += 1
-            if not builder.grow(*total):
-                break
-        trunk = builder.tree()
-        say(f"trunk: {int(trunk.n_nodes)} nodes, {int(np.sum(trunk.left[:int(trunk.n_nodes)] == -1))} leaves, "
-            f"{level} levels")
+        trunk = fit_trunk_dask(client, coded, spec)
+        say(f"trunk: {int(trunk.n_nodes)} nodes, {int(np.sum(trunk.left[:int(trunk.n_nodes)] == -1))} leaves")
     timings["trunk"] = time.perf_counter() - t1
     # 5. regroup
     t1 = time.perf_counter()
@@ -279,6 +269,28 @@ def _concat_trees(trees: list) -> Tree:
             arrs.append(a)
         out[name] = np.concatenate(arrs)
     return Tree(**out)
+
+
+def fit_trunk_dask(client, coded: list, spec: TrunkSpec) -> Tree:
+    """The CART trunk of coded partitions held on the cluster, one pass over them per level.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    coded : list of futures of coded partitions (dicts with ``codes`` and ``y``)
+    spec : TrunkSpec
+
+    Returns
+    -------
+    Tree (NumPy, one tree, capacity ``spec.capacity``)
+    """
+    builder = TrunkBuilder(spec, _root_stats(client, coded, spec))
+    while True:
+        tr = builder.tree()
+        hists = [client.submit(partition_histogram, c, tr, builder.open, spec, pure=False) for c in coded]
+        total = _tree_sum(client, hists, add_histograms).result()
+        if not builder.grow(*total):
+            return builder.tree()
 
 
 def _root_stats(client, coded, spec: TrunkSpec) -> np.ndarray:

@@ -8,8 +8,9 @@ are compared when the partitions are first read (:func:`~bayestrees.distributed.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-__all__ = ["is_dask_input", "as_dask"]
+__all__ = ["is_dask_input", "as_dask", "DaskXY"]
 
 
 def _is_dask_collection(obj) -> bool:
@@ -36,8 +37,36 @@ def is_dask_input(X) -> bool:
     return _is_dask_collection(X) or _is_parquet_path(X)
 
 
-def as_dask(X, y=None, target=None):
-    """``(X, y)`` as a Dask DataFrame and a Dask Series with matching partitions.
+@dataclass
+class DaskXY:
+    """Dask input split into per-partition pieces.
+
+    Attributes
+    ----------
+    columns : list of the feature column names
+    parts : list of ``(X_p, y_p)`` Dask delayed objects, one pair per partition
+    X : the features as a Dask DataFrame (for prediction-like uses)
+    """
+
+    columns: list
+    parts: list
+    X: object
+
+    @property
+    def npartitions(self) -> int:
+        return len(self.parts)
+
+
+def _drop(df, col):
+    return df.drop(columns=[col])
+
+
+def _column(df, col):
+    return df[col]
+
+
+def as_dask(X, y=None, target=None) -> DaskXY:
+    """``(X, y)`` as per-partition pairs of delayed pandas objects, checked.
 
     Parameters
     ----------
@@ -49,14 +78,21 @@ def as_dask(X, y=None, target=None):
 
     Returns
     -------
-    (dask DataFrame, dask Series)
+    DaskXY
 
     Raises
     ------
     ValueError
         No response given, a missing target column, ``y`` not a Dask Series, mismatched
         partitions.
+
+    Notes
+    -----
+    With ``target=`` every partition is read once and cut into features and response on the
+    worker.  A separate ``y`` must have the same partitions as ``X``; rows per partition are
+    compared when the partitions are read.
     """
+    import dask
     import dask.dataframe as dd
 
     if not _is_dask_collection(X):
@@ -71,8 +107,12 @@ def as_dask(X, y=None, target=None):
         if target not in X.columns:
             cols = [str(c) for c in X.columns]
             raise ValueError(f"target column {target!r} is not in the data; its columns are {cols[:20]}")
-        y = X[target]
-        X = X.drop(columns=[target])
+        if len(X.columns) < 2:
+            raise ValueError("X has no feature columns besides the target")
+        frames = X.to_delayed(optimize_graph=False)
+        parts = [(dask.delayed(_drop)(f, target), dask.delayed(_column)(f, target)) for f in frames]
+        feats = X.drop(columns=[target])
+        return DaskXY([c for c in feats.columns], parts, feats)
     if y is None:
         raise ValueError("a Dask X needs y (a Dask Series) or target=<column name>")
     if isinstance(y, dd.DataFrame):
@@ -89,4 +129,7 @@ def as_dask(X, y=None, target=None):
                          "partitioned alike (e.g. take both from one DataFrame, or pass target=)")
     if len(X.columns) == 0:
         raise ValueError("X has no feature columns")
-    return X, y
+    xs, ys = X.to_delayed(optimize_graph=False), y.to_delayed(optimize_graph=False)
+    if len(xs) != len(ys):
+        raise ValueError(f"X has {len(xs)} partitions but y has {len(ys)}; they must be partitioned alike")
+    return DaskXY([c for c in X.columns], list(zip(xs, ys)), X)

@@ -1,0 +1,226 @@
+"""The Dask path (issue 11): trunk from summed histograms, per-branch forests, faults, bad input.
+
+One local cluster (2 worker processes, loopback only) serves the module.  The comparisons with
+the single-machine forest run in float64 (``jax_enable_x64`` for this module, restored after):
+in float32 the two paths sum the same statistics in different orders, and on deep trees the
+rounding alone moves near-tied splits.
+"""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+pd = pytest.importorskip("pandas")
+dd = pytest.importorskip("dask.dataframe")
+
+import jax  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+import bayestrees as bt  # noqa: E402
+from bayestrees.data import missing_code, prepare_data  # noqa: E402
+from bayestrees.distributed.fit import fit_trunk_dask  # noqa: E402
+from bayestrees.distributed.trunk import TrunkSpec  # noqa: E402
+from bayestrees.distributed.weights import exponential_at, forest_weights  # noqa: E402
+from bayestrees.inference.cart import CARTConfig, default_capacity, fit_trees  # noqa: E402
+from bayestrees.inference.forest_chunk import draw_weights  # noqa: E402
+
+N_ROWS, N_PARTS = 1200, 3
+EBF_KW = dict(n_estimators=3, trunk_min_samples_leaf=150, min_samples_leaf=5, random_state=11, dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def x64():
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)
+
+
+@pytest.fixture(scope="module")
+def client(x64):
+    from bayestrees.distributed.client import worker_env
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, env=worker_env())
+    c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _data(n=N_ROWS, seed=0):
+    r = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": r.normal(size=n), "b": r.uniform(size=n), "c": r.integers(0, 7, n).astype(float),
+                      "d": r.normal(size=n)})
+    X.loc[r.uniform(size=n) < 0.05, "d"] = np.nan  # missing values take their own code
+    y = pd.Series(np.sin(3 * X["a"]) + 2 * (X["b"] > 0.5) + 0.3 * X["c"] + r.normal(scale=0.3, size=n), name="y")
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def dask_ebf(client):
+    """One undisturbed Dask EBF fit, shared by the tests that compare with it."""
+    X, y = _data()
+    Xd, yd = dd.from_pandas(X, npartitions=N_PARTS), dd.from_pandas(y, npartitions=N_PARTS)
+    est = bt.EmpiricalBayesianForestRegressor(**EBF_KW).fit(Xd, yd, client=client)
+    return est, X, y, Xd, yd
+
+
+def test_exponential_at_equals_the_single_machine_weight_draw():
+    key = jax.random.key(3)
+    for n in (17, 5000):
+        full = np.asarray(draw_weights(key, n, "exponential"))
+        idx = np.random.default_rng(n).choice(n, 16, replace=False)
+        np.testing.assert_array_equal(np.asarray(exponential_at(key, idx)), full[idx])
+    w, seeds = forest_weights(key, np.array([2, 5]), np.array([0, 9, 4]))
+    assert w.shape == (2, 3) and seeds.shape == (2,) and np.all(w > 0)
+
+
+def test_trunk_from_summed_histograms_is_the_single_machine_trunk(client):
+    # Gini on integer features: the engine's float32 class counts are exact, so the comparison
+    # does not depend on rounding (the regression trunk is compared in the EBF test below)
+    r = np.random.default_rng(2)
+    n = 3000
+    X = np.column_stack([r.integers(0, 40, n), r.integers(0, 9, n), r.integers(0, 200, n)]).astype(float)
+    X[r.uniform(size=n) < 0.04, 1] = np.nan
+    y = ((X[:, 0] > 25) ^ (X[:, 2] > 90) ^ (r.uniform(size=n) < 0.1)).astype(int) + (X[:, 1] > 6)
+    data = prepare_data(X, y, task="classification", max_bins=1024)
+    miss = missing_code(data.codes.dtype)
+    tm = 150
+    cfg = CARTConfig(criterion="gini", n_classes=3, min_samples_leaf=tm, capacity=default_capacity(n, tm),
+                     has_missing=True, missing=miss)
+    ref = fit_trees(data.codes, data.y, np.ones((1, n), np.float32), cfg)  # the single-machine CART
+    parts = client.scatter([{"codes": data.codes[i::4], "y": data.y[i::4]} for i in range(4)])
+    spec = TrunkSpec(n_features=3, n_codes=int(data.n_bins.max()) + 1, missing=miss, n_classes=3,
+                     criterion="gini", min_samples_leaf=tm, max_depth=None, capacity=cfg.capacity)
+    got = fit_trunk_dask(client, parts, spec)
+    k = int(ref.n_nodes[0])
+    assert k > 7 and int(got.n_nodes) == k
+    assert np.asarray(ref.missing_left)[0, :k].any()  # a split sent the missing values left
+    for name in ("feature", "threshold", "left", "right", "missing_left", "count", "depth"):
+        np.testing.assert_array_equal(np.asarray(getattr(ref, name))[0, :k], getattr(got, name)[:k], err_msg=name)
+
+
+def test_dask_ebf_equals_single_machine_ebf(dask_ebf):
+    est, X, y, Xd, _ = dask_ebf
+    ref = bt.EmpiricalBayesianForestRegressor(**EBF_KW).fit(X, y)
+    assert est.n_rows_ == N_ROWS
+    # the trunk from summed histograms is the single-machine trunk (float64: no rounding ties)
+    k = int(ref.trunk_.n_nodes)
+    assert k >= 7 and int(est.trunk_.n_nodes) == k
+    for name in ("feature", "threshold", "left", "right", "missing_left", "count"):
+        np.testing.assert_array_equal(getattr(est.trunk_, name)[:k], np.asarray(getattr(ref.trunk_, name))[:k])
+    np.testing.assert_allclose(est.predict_draws(X), ref.predict_draws(X), rtol=1e-9)
+    # prediction on the cluster for Dask input: the same numbers, as a lazy Dask Series
+    lazy = est.predict(Xd)
+    assert isinstance(lazy, dd.Series)
+    np.testing.assert_allclose(lazy.compute().to_numpy(), ref.predict(X), rtol=1e-9)
+    # the fitted estimator behaves as today: idata_ (at the bin sample, here every row)
+    assert est.idata_.posterior["mu"].shape == (1, 3, N_ROWS)
+
+
+def test_dask_fitted_estimator_saves_and_loads(dask_ebf, tmp_path):
+    est, X, *_ = dask_ebf
+    est.save(tmp_path / "m.pkl")
+    back = bt.load(tmp_path / "m.pkl")
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+
+
+def test_a_worker_killed_mid_fit_gives_the_undisturbed_result(dask_ebf, client):
+    est, X, y, Xd, yd = dask_ebf
+    out, err = {}, []
+
+    def run():
+        try:
+            out["est"] = bt.EmpiricalBayesianForestRegressor(**EBF_KW).fit(Xd, yd, client=client)
+        except BaseException as e:  # pragma: no cover - reported below
+            err.append(e)
+
+    th = threading.Thread(target=run)
+    th.start()
+    victim, deadline = None, time.time() + 60
+    while victim is None and time.time() < deadline and th.is_alive():
+        for addr, keys in client.processing().items():
+            if any("bayestrees-branch" in str(k) for k in keys):
+                victim = addr
+                break
+        time.sleep(0.05)
+    assert victim is not None, "no branch fit was seen running"
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    th.join(180)
+    assert not err, err
+    assert pid not in client.run(os.getpid).values()  # the worker was really replaced
+    np.testing.assert_array_equal(out["est"].predict_draws(X), est.predict_draws(X))
+
+
+def test_sub_sample_forest_on_the_cluster_from_parquet(client, tmp_path):
+    # sized so that its blocks share the compiled program of the EBF fixture's branches
+    X, y = _data(660, seed=4)
+    dd.from_pandas(X.assign(y=y), npartitions=3).to_parquet(tmp_path / "pq")
+    ssf = bt.SubSampleForestRegressor(n_estimators=6, n_blocks=2, min_samples_leaf=5, random_state=0, dtype="float64")
+    ssf.fit(str(tmp_path / "pq"), target="y", client=client)
+    roots = np.asarray(ssf.trees_.count)[:, 0]
+    # tree t fits block t % 2 only: the two blocks' roots hold every row once
+    assert roots[0] + roots[1] == 660 and np.all(roots[::2] == roots[0]) and np.all(roots[1::2] == roots[1])
+    assert 250 < roots[0] < 410
+    pred = ssf.predict(X)
+    assert np.sqrt(np.mean((pred - y) ** 2)) < 0.6 * np.std(y)
+    lazy = ssf.predict(dd.from_pandas(X, npartitions=2))
+    np.testing.assert_allclose(lazy.compute().to_numpy(), pred, rtol=1e-9)
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+def test_missing_target_column_is_refused(tmp_path):
+    X, y = _data(50)
+    dd.from_pandas(X.assign(y=y), npartitions=2).to_parquet(tmp_path / "pq")
+    with pytest.raises(ValueError, match="target column 'price' is not in the data"):
+        bt.EmpiricalBayesianForestRegressor().fit(str(tmp_path / "pq"), target="price")
+    with pytest.raises(ValueError, match="needs target="):
+        bt.EmpiricalBayesianForestRegressor().fit(str(tmp_path / "pq"))
+
+
+def test_mismatched_partitions_are_refused(client):
+    X, y = _data(300)
+    with pytest.raises(ValueError, match="X has 3 partitions but y has 2"):
+        bt.EmpiricalBayesianForestRegressor().fit(dd.from_pandas(X, npartitions=3), dd.from_pandas(y, npartitions=2),
+                                                  client=client)
+    # same number of partitions, different rows per partition: found when the partitions are read
+    Xd = dd.from_pandas(X, npartitions=3)
+    yd = dd.from_pandas(y.iloc[:290], npartitions=3).clear_divisions()
+    with pytest.raises(ValueError, match="partition .*: X has .* rows but y has"):
+        bt.EmpiricalBayesianForestRegressor().fit(Xd.clear_divisions(), yd, client=client)
+
+
+def test_unreachable_scheduler_fails_fast_with_a_clear_error():
+    from bayestrees.distributed import get_client
+
+    t0 = time.time()
+    with pytest.raises(ValueError, match="could not reach a Dask scheduler at 'tcp://127.0.0.1:9'"):
+        get_client("tcp://127.0.0.1:9", timeout=2)
+    assert time.time() - t0 < 15
+
+
+def test_a_branch_larger_than_worker_memory_is_refused_by_size():
+    import dask
+
+    X, y = _data(600)
+    off = {"distributed.worker.memory." + k: False for k in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(off):
+        with LocalCluster(n_workers=1, processes=False, memory_limit="50kB", dashboard_address=None) as cl, \
+                Client(cl) as c:
+            est = bt.EmpiricalBayesianForestRegressor(4, trunk_min_samples_leaf=200, min_samples_leaf=5)
+            with pytest.raises(ValueError, match=r"branch \(trunk leaf\) \d+ holds [\d,]+ rows and needs about"):
+                est.fit(dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2), client=c)
+
+
+def test_plain_bayesian_forest_refuses_dask_input(client):
+    X, y = _data(100)
+    with pytest.raises(ValueError, match="needs all rows in one process"):
+        bt.BayesianForestRegressor().fit(dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2),
+                                         client=client)
