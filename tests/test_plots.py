@@ -18,13 +18,38 @@ def _close_figures():
     plt.close("all")
 
 
-@pytest.fixture(scope="module")
-def forest():
-    """A small forest regressor on two features, the first one carrying the signal."""
-    r = np.random.default_rng(0)
-    X = r.uniform(size=(80, 2))
-    y = np.where(X[:, 0] < 0.5, 0.0, 2.0) + 0.1 * r.normal(size=80)
-    return bt.BayesianForestRegressor(n_estimators=8, min_samples_leaf=5, random_state=0).fit(X, y), X, y
+def _stumps(n_draws=3, capacity=7):
+    """``n_draws`` stumps splitting feature 0 at code 2 (leaf values 0 and 2), in numpy."""
+    left = np.full(capacity, -2, np.int32)
+    right = left.copy()
+    left[:3], right[:3] = [1, -1, -1], [2, -1, -1]
+    feature = np.full(capacity, -1, np.int32)
+    feature[0] = 0
+    threshold = np.zeros(capacity, np.int32)
+    threshold[0] = 2
+    value = np.zeros((capacity, 1), np.float32)
+    value[2, 0] = 2.0
+    count = np.zeros(capacity, np.int32)
+    count[:3] = [10, 6, 4]
+    depth = np.array([0, 1, 1] + [0] * (capacity - 3), np.int32)
+    one = bt.tree.Tree(feature, threshold, left, right, np.zeros(capacity, bool), value,
+                       count.astype(np.float32), count, depth, np.int32(3))
+    return bt.tree.Tree(*[np.stack([a] * n_draws) for a in one])
+
+
+class _StepModel:
+    """A stand-in estimator: draw ``d`` of the function is ``d + 2 * (x0 > 0.5)``."""
+
+    def __init__(self, n_draws=5, classes=None):
+        self.n_draws, self.classes_ = n_draws, classes
+
+    def predict_draws(self, X):
+        x0 = np.asarray(X, float)[:, 0]
+        f = np.arange(self.n_draws)[:, None] + 2.0 * (x0 > 0.5)[None]
+        if self.classes_ is None:
+            return f
+        p = 1 / (1 + np.exp(-f))
+        return np.stack([1 - p, p], -1)
 
 
 def _hand_built(n_chains=2, n_draws=30, d=3, seed=1):
@@ -89,42 +114,48 @@ def test_n_leaves_one_fit_and_a_comparison():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["first", "second"]
 
 
-def test_tree_from_estimator_and_from_inferencedata(forest):
-    est, X, _ = forest
-    ax = plots.plot_tree(est, index=2)
-    assert ax.texts, "a small tree is drawn with split labels"
-    assert any("x0" in t.get_text() for t in ax.texts)
-    ax = plots.plot_tree(est.idata_, draw=2, feature_names=["first", "second"])
-    assert any("first" in t.get_text() for t in ax.texts)
+def test_tree_from_a_tree_and_from_inferencedata():
+    trees = _stumps()
+    ax = plots.plot_tree(trees, index=1)
+    assert [t.get_text() for t in ax.texts if "<=" in t.get_text()] == ["x0\n<= bin 2"]
+    assert sorted(t.get_text() for t in ax.texts if "<=" not in t.get_text()) == ["0", "2"]  # leaf values
+    idata = bt.convert.to_inferencedata(trees, family="test", task="regression", feature_names=["first", "second"])
+    ax = plots.plot_tree(idata, draw=2)
+    assert any(t.get_text().startswith("first") for t in ax.texts)  # names from constant_data
     with pytest.raises(ValueError, match="out of range"):
-        plots.plot_tree(est.idata_, draw=99)
+        plots.plot_tree(idata, draw=3)
+    with pytest.raises(TypeError, match="Tree"):
+        plots.plot_tree("not a tree")
 
 
-def test_partial_dependence_one_and_two_features(forest):
-    est, X, _ = forest
-    ax = plots.plot_partial_dependence(est, X, 0, grid_resolution=8)
-    line = ax.get_lines()[0]
-    y = line.get_ydata()
-    assert y[-1] - y[0] > 1.0  # the step from 0 to 2 in the first feature
-    axes = plots.plot_partial_dependence(est, X, [0, 1], grid_resolution=5)
+def test_partial_dependence_one_and_two_features():
+    r = np.random.default_rng(0)
+    X = r.uniform(size=(40, 2))
+    model = _StepModel(n_draws=5)
+    ax = plots.plot_partial_dependence(model, X, 0, grid_resolution=8)
+    g, mean = ax.get_lines()[0].get_data()
+    np.testing.assert_allclose(mean, 2.0 + 2.0 * (g > 0.5))  # mean over draws 0..4 is 2
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(np.quantile(np.arange(5), 0.05)) and band.max() == pytest.approx(
+        np.quantile(np.arange(5), 0.95) + 2.0)
+    axes = plots.plot_partial_dependence(model, X, [0, 1], grid_resolution=4)
     assert len(axes) == 2 and axes[0].get_xlabel() == "x0" and axes[1].get_ylabel() == "x1"
+    ax = plots.plot_partial_dependence(_StepModel(classes=np.array(["no", "yes"])), X, 0, grid_resolution=4)
+    assert ax.get_ylabel() == "P(class = yes)"
     with pytest.raises(ValueError, match="out of range"):
-        plots.plot_partial_dependence(est, X, 5)
+        plots.plot_partial_dependence(model, X, 5)
     with pytest.raises(ValueError, match="predict_draws"):
         plots.plot_partial_dependence(object(), X, 0)
 
 
-def test_safebayes_operating_curve_and_extreme_trees():
-    rng = np.random.default_rng(12)
-    X = rng.normal(size=(50, 2))
-    y = (X[:, 0] > 0).astype(int)
-    clf = bt.SafeBayesForestClassifier(40, max_internal=31, random_state=0).fit(X, y)
-    ax = plots.plot_operating_curve(clf.operating_curve_, m_marker=clf.effective_sample_size_)
-    assert len(ax) == 2 and ax[0].get_xscale() == "log"
-    fig = plots.plot_extreme_trees(clf, n=2)
-    assert len(fig.axes) == 4
-    top = int(np.argmax(clf.log_weights_))
-    assert str(top) in fig.axes[0].get_title()
+def test_operating_curve_marks_bma_and_the_chosen_m():
+    m = np.geomspace(1, 1e4, 30)
+    curve = {"m": m, "accuracy": 0.7 + 0.1 * (m > 50), "log_predictive": -0.6 + 0.01 * np.log(m), "n_train": 200}
+    ax = plots.plot_operating_curve(curve, m_marker=60.0)
+    assert ax[0].get_xscale() == "log" and ax[0].get_ylabel() == "accuracy"
+    labels = [t.get_text() for t in ax[0].get_legend().get_texts()]
+    assert labels == ["m = N = 200 (BMA)", "chosen m = 60"]
+    np.testing.assert_allclose(ax[1].get_lines()[0].get_ydata(), curve["log_predictive"])
 
 
 def test_bt_plots_is_exported():

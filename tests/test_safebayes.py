@@ -1029,6 +1029,26 @@ def test_bad_input():
         clf.predict(X, method="mean")
 
 
+def test_plots_smoke():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayestrees.plots import plot_extreme_trees, plot_operating_curve
+
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(50, 2))
+    y = (X[:, 0] > 0).astype(int)
+    clf = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
+    ax = plot_operating_curve(clf.operating_curve_, m_marker=clf.effective_sample_size_)
+    assert len(ax) == 2 and ax[0].get_xscale() == "log"
+    fig = plot_extreme_trees(clf, n=2)
+    assert len(fig.axes) == 4
+    top = int(np.argmax(clf.log_weights_))
+    assert str(top) in fig.axes[0].get_title()
+    plt.close("all")
+
+
 @settings(max_examples=12, deadline=None)
 @given(n=st.integers(2, 60), seed=st.integers(0, 10_000), n_classes=st.integers(2, 3),
        nan_frac=st.sampled_from([0.0, 0.2]))
