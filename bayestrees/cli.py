@@ -176,6 +176,8 @@ def cmd_demo(args) -> int:
     png = out / "demo_mcycle.png"
     fig.savefig(png, dpi=100)
     _say(f"\nfigure written to {png}")
+    _say("next: bayestrees summary " + str(nc) + "; bayestrees fit DATA.csv --target COLUMN (then predict, "
+         "summary, plot); the tutorials in tutorials/ walk through every family")
     return 0
 
 

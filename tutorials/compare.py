@@ -53,7 +53,8 @@ models = {
                                                    random_state=0),
     "BCART-PCFG": bt.PCFGTreeClassifier(log_phi=2.0, max_bins=5 if QUICK else 10, n_samples=50 if QUICK else 500,
                                         predict_with="posterior", random_state=0),
-    "safe-Bayes": bt.SafeBayesForestClassifier(n_estimators=100 if QUICK else 1000, random_state=0),
+    "safe-Bayes": bt.SafeBayesForestClassifier(n_estimators=100 if QUICK else 1000, max_internal=63 if QUICK else 511,
+                                              random_state=0),
     "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 1000, tune=40 if QUICK else 1000,
                                                chains=2 if QUICK else 4, random_state=0),
 }

@@ -32,6 +32,7 @@ OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "safeba
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
 N_TREES = 100 if QUICK else 1000
+MAX_INTERNAL = 63 if QUICK else 511  # node capacity of the prior trees (the default is 511)
 
 
 def save(fig, name):
@@ -46,7 +47,7 @@ X = pd.DataFrame(X, columns=names)
 rng = np.random.default_rng(0)
 test = rng.uniform(size=len(y)) < 0.25
 Xtr, Xte, ytr, yte = X[~test], X[test], y[~test], y[test]
-clf = bt.SafeBayesForestClassifier(n_estimators=N_TREES, random_state=0).fit(Xtr, ytr)
+clf = bt.SafeBayesForestClassifier(n_estimators=N_TREES, max_internal=MAX_INTERNAL, random_state=0).fit(Xtr, ytr)
 print(f"{N_TREES} prior trees; chosen m = {clf.effective_sample_size_:.3g} (beta = {clf.beta_:.3g}) "
       f"on the {clf.operating_curve_['on']} curve")
 
