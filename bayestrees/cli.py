@@ -27,6 +27,7 @@ MODELS = {
     "pcfg": "BCART-PCFG: exact posterior over trees (small feature counts)",
     "safebayes": "safe-Bayesian random forest (prior trees, importance weights)",
     "bcart": "Bayesian CART by MCMC (grow/prune/change/swap moves, vmapped chains)",
+    "bet": "BET: Dirichlet-process mixture of trees (slice sampler)",
 }
 
 
@@ -51,7 +52,8 @@ def make_estimator(model: str, task: str, n_estimators: int | None = None, min_s
     seed : int, optional
     progressbar : bool
     draws, tune, chains : int, optional
-        Bayesian CART: kept draws and tuning steps per chain, chains (defaults 1000, 1000, 4).
+        Bayesian CART: kept draws and tuning steps per chain, chains (defaults 1000, 1000, 4);
+        BET: the same (defaults 1000, 1000, 1).
         PCFG: ``draws`` exact posterior trees stored (default 100).
 
     Returns
@@ -85,6 +87,10 @@ def make_estimator(model: str, task: str, n_estimators: int | None = None, min_s
         cls = bt.BayesianCARTRegressor if reg else bt.BayesianCARTClassifier
         return cls(draws=1000 if draws is None else draws, tune=1000 if tune is None else tune,
                    chains=4 if chains is None else chains, random_state=seed, progressbar=progressbar)
+    if model == "bet":
+        cls = bt.BETRegressor if reg else bt.BETClassifier
+        kw = {k: v for k, v in dict(draws=draws, tune=tune, chains=chains).items() if v is not None}
+        return cls(random_state=seed, progressbar=progressbar, **kw)
     raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
 
 
@@ -369,7 +375,9 @@ def _summary_vars(idata, wanted=None) -> list[str]:
         if missing:
             raise CLIError(f"posterior variables {missing} not in the file; it has {list(post.data_vars)}")
         return list(wanted)
-    return [v for v in ("n_leaves", "depth", "sigma", "n_trees", "split_counts", "xi_bar") if v in post]
+    # per-component variables of a mixture are left out: their labels switch between draws
+    return [v for v in ("n_leaves", "depth", "sigma", "n_trees", "split_counts", "xi_bar")
+            if v in post and set(post[v].dims) <= {"chain", "draw", "feature"}]
 
 
 def cmd_summary(args) -> int:
@@ -465,9 +473,11 @@ def cmd_plot(args) -> int:
     model = _load_model(Path(args.model)) if args.model else None
     if "trees" in idata.groups():
         binner = getattr(model, "binner_", None)  # thresholds in the data's units (bin codes without it)
-        ax = plots.plot_tree(idata, binner=binner, title=f"{family}: the tree of chain 0, draw 0")
+        which = "the heaviest tree" if "component" in post.dims else "the tree"
+        ax = plots.plot_tree(idata, binner=binner, title=f"{family}: {which} of chain 0, draw 0")
         save(ax.figure, "tree.png")
-    trace_vars = [v for v in ("n_leaves", "depth", "sigma", "n_trees") if v in post]
+    trace_vars = [v for v in ("n_leaves", "depth", "sigma", "n_trees")
+                  if v in post and set(post[v].dims) <= {"chain", "draw"}]  # not a mixture's per-component ones
     if family in _MCMC_FAMILIES and trace_vars:
         axes = az.plot_trace(idata, var_names=trace_vars, compact=True, backend_kwargs={"layout": "constrained"})
         save(np.asarray(axes).ravel()[0].figure, "trace.png")
@@ -532,9 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--trunk-min-samples-leaf", type=int, default=1000, help="EBF trunk leaf size")
     f.add_argument("--n-blocks", type=int, default=5, help="SSF blocks")
     f.add_argument("--draws", type=int, default=None,
-                   help="kept draws per chain (bcart, default 1000); exact trees stored (pcfg, default 100)")
-    f.add_argument("--tune", type=int, default=None, help="discarded tuning steps per chain (bcart, default 1000)")
-    f.add_argument("--chains", type=int, default=None, help="chains, run vmapped (bcart, default 4)")
+                   help="kept draws per chain (bcart, bet: default 1000); exact trees stored (pcfg, default 100)")
+    f.add_argument("--tune", type=int, default=None,
+                   help="discarded tuning steps per chain (bcart, bet: default 1000)")
+    f.add_argument("--chains", type=int, default=None, help="chains, run vmapped (bcart: default 4; bet: default 1)")
     f.add_argument("--seed", type=int, default=0, help="random seed")
     f.add_argument("--n-jobs", type=int, default=1,
                    help="trees fitted at the same time by forests (-1: one per CPU core; default 1)")

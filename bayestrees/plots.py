@@ -61,6 +61,21 @@ def _posterior_var(idata, name: str, who: str):
     return idata.posterior[name]
 
 
+def _occupied(idata, da):
+    """bool ``(chain, draw, component)``: the mixture components that hold training rows (BET's ``Z``),
+    or None when ``da`` has no ``component`` dim or the posterior no ``Z``."""
+    post = idata.posterior
+    if "component" not in da.dims or "Z" not in post:
+        return None
+    z = np.asarray(post["Z"].transpose("chain", "draw", ...).values)
+    J = da.sizes["component"]
+    occ = np.zeros(z.shape[:2] + (J,), bool)
+    c, d = np.indices(z.shape[:2])
+    for k in range(z.shape[2]):
+        occ[c, d, np.clip(z[:, :, k], 0, J - 1)] = True
+    return occ
+
+
 def _interval_bounds(prob: float) -> tuple[float, float]:
     if not 0 < prob < 1:
         raise ValueError(f"prob must be in (0, 1), got {prob}")
@@ -83,7 +98,10 @@ def _one_tree(tree, chain: int, draw: int, index: int | None):
             raise ValueError(f"chain {chain}, draw {draw} out of range: the InferenceData has {nc} chains and "
                              f"{nd} draws")
         t = tree_to_numpy(index_tree(index_tree(batch, chain), draw))
-        t = _first(t, index or 0)  # extra tree dims (e.g. mixture components): the first, or ``index``
+        if index is None and t.feature.ndim > 1 and "w" in tree.posterior:  # a mixture: its heaviest tree
+            w = np.asarray(tree.posterior["w"].transpose("chain", "draw", ...).values)[chain, draw]
+            index = int(np.argmax(w.ravel()))
+        t = _first(t, index or 0)  # extra tree dims (e.g. mixture components): ``index``, else the first
         names = None
         if "constant_data" in tree.groups() and "feature_names" in tree.constant_data:
             names = [str(v) for v in tree.constant_data["feature_names"].values]
@@ -293,7 +311,8 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
     ----------
     idata : arviz.InferenceData or dict of name -> InferenceData
         ``posterior.n_leaves`` (dims ``chain, draw`` and any tree dims) of one fit, or
-        several fits drawn side by side (to compare families).
+        several fits drawn side by side (to compare families). For a mixture with
+        assignments ``Z`` (BET), the trees that hold training rows.
     ax : matplotlib Axes, optional
     max_leaves : int, optional
         Largest leaf count shown (default: the largest drawn).
@@ -303,7 +322,15 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
     matplotlib Axes
     """
     models = _as_models(idata)
-    counts = {k: np.asarray(_posterior_var(v, "n_leaves", "plot_n_leaves").values).ravel() for k, v in models.items()}
+    counts, per_tree = {}, False
+    for k, v in models.items():
+        da = _posterior_var(v, "n_leaves", "plot_n_leaves")
+        occ = _occupied(v, da)
+        if occ is None:
+            counts[k] = np.asarray(da.values).ravel()
+        else:  # a mixture: the trees that hold rows
+            counts[k] = np.asarray(da.transpose("chain", "draw", "component").values)[occ]
+            per_tree = True
     hi = max(int(c.max()) for c in counts.values()) if max_leaves is None else int(max_leaves)
     lo = min(int(c.min()) for c in counts.values())
     step = max(1, int(np.ceil((hi - lo + 1) / 40)))  # at most about 40 bars per fit
@@ -318,7 +345,8 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
         else:
             ax.stairs(p, edges, fill=True, color=f"C{j}", alpha=0.25)
             ax.stairs(p, edges, color=f"C{j}", lw=1.5, label=name)
-    ax.set_xlabel("number of leaves" + (f" (bins of {step})" if step > 1 else ""))
+    ax.set_xlabel("number of leaves" + (" per occupied tree" if per_tree else "")
+                  + (f" (bins of {step})" if step > 1 else ""))
     ax.set_ylabel("posterior probability")
     if hi - lo <= 15:
         ax.set_xticks(np.arange(lo, hi + 1))
@@ -339,7 +367,8 @@ def plot_variable_importance(idata, ax=None, *, kind: str = "share", prob: float
     ----------
     idata : arviz.InferenceData
         Any family's posterior (the contract's ``split_counts``); extra tree dims (a
-        mixture's components, a forest's trees) are summed within a draw.
+        mixture's components) are summed within a draw, over the components that hold
+        training rows when the posterior has BET's assignments ``Z``.
     ax : matplotlib Axes, optional
     kind : {"share", "counts", "inclusion"}, default "share"
         ``"share"``: the fraction of a draw's splits on each feature (bars: posterior
@@ -362,6 +391,11 @@ def plot_variable_importance(idata, ax=None, *, kind: str = "share", prob: float
     da = _posterior_var(idata, "split_counts", "plot_variable_importance")
     if "feature" not in da.dims:
         raise ValueError("posterior.split_counts has no 'feature' dimension")
+    occ = _occupied(idata, da)
+    if occ is not None:  # a mixture: only the trees that hold rows
+        import xarray as xr
+
+        da = da.where(xr.DataArray(occ, dims=("chain", "draw", "component")), 0)
     extra = [d for d in da.dims if d not in ("chain", "draw", "feature")]
     if extra:
         da = da.sum(extra)
@@ -629,6 +663,7 @@ def plot_n_trees(idata, ax=None):
     from matplotlib.ticker import MaxNLocator
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if a.shape[0] > 1:
         ax.legend(fontsize=7, ncol=min(a.shape[0], 4))
     return ax
@@ -666,7 +701,7 @@ def plot_xi_bar(idata, ax=None, *, prob: float = 0.9, max_features: int = 20):
     ax.set_xticks(x)
     ax.set_xticklabels([names[i] for i in order], rotation=30 if len(order) > 6 else 0,
                        ha="right" if len(order) > 6 else "center")
-    ax.set_ylabel(r"$\bar\xi$ (feature weight)")
+    ax.set_ylabel(r"$\bar\xi$ (variable-ranking probability)")
     ax.set_xlabel("feature")
     ax.legend(fontsize=7)
     return ax

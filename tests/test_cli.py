@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import bayestrees as bt
-from bayestrees.cli import build_parser, main
+from bayestrees.cli import MODELS, build_parser, main, make_estimator
 
 
 def test_help_lists_the_commands(capsys):
@@ -94,6 +94,18 @@ def test_fit_bcart_from_the_command_line(tmp_path, capsys):
                  "--target", "y", "--out", str(figs)]) == 0
     for name in ("n_leaves", "variable_importance", "tree", "trace", "partial_dependence"):
         assert (figs / f"{name}.png").stat().st_size > 5000, name
+
+
+def test_every_model_choice_builds_its_estimator():
+    for model in MODELS:
+        for task in ("regression", "classification"):
+            est = make_estimator(model, task, draws=7, tune=3, chains=2, seed=1)
+            assert hasattr(est, "fit") and hasattr(est, "predict")
+    bet = make_estimator("bet", "classification", draws=7, tune=3, chains=2)
+    assert type(bet) is bt.BETClassifier and (bet.draws, bet.tune, bet.chains) == (7, 3, 2)
+    assert make_estimator("pcfg", "regression", draws=7).n_samples == 7
+    with pytest.raises(ValueError, match="unknown model"):
+        make_estimator("gbm", "regression")
 
 
 def test_bad_files_and_column_names_are_one_line_errors(tmp_path, capsys):

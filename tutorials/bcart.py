@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd(
 OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "bcart"
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 20)
 DRAWS, TUNE, CHAINS = (40, 40, 2) if QUICK else (2000, 2000, 8)
 
 

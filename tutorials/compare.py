@@ -4,7 +4,7 @@
 # Every family returns the same ArviZ InferenceData: `posterior` holds
 # `n_leaves`, `depth`, `split_counts` (per feature) and `mu` (the fitted
 # function at the training rows); families with a likelihood (BCART-PCFG,
-# safe-Bayes, Bayesian CART) add a pointwise `log_likelihood`, so `az.loo` and
+# safe-Bayes, Bayesian CART, BET) add a pointwise `log_likelihood`, so `az.loo` and
 # `az.compare` rank them on the same rows. The Bayesian forest defines no
 # likelihood (it is a Bayesian bootstrap of the CART functional), so all
 # families are also compared on held-out rows.
@@ -17,6 +17,7 @@
 # %%
 import os
 import time
+import warnings
 from pathlib import Path
 
 import arviz as az
@@ -32,6 +33,7 @@ HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd(
 OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "compare"
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 20)
 
 
 def save(fig, name):
@@ -57,6 +59,8 @@ models = {
                                               random_state=0),
     "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 1000, tune=40 if QUICK else 1000,
                                                chains=2 if QUICK else 4, random_state=0),
+    "BET": bt.BETClassifier(max_trees=10, draws=20 if QUICK else 1000, tune=20 if QUICK else 1000,
+                            chains=2 if QUICK else 4, random_state=0),
 }
 
 # %% [markdown]
@@ -69,7 +73,9 @@ models = {
 rows = []
 for name, est in models.items():
     t0 = time.perf_counter()
-    est.fit(Xtr, ytr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BET's short quick-mode chains may ask for more tree slots
+        est.fit(Xtr, ytr)
     sec = time.perf_counter() - t0
     p = np.clip(est.predict_proba(Xte), 1e-12, 1)
     idx = np.searchsorted(est.classes_, yte)
@@ -103,8 +109,8 @@ save(ax.figure, "compare_loo.png")
 #
 # `az.plot_forest` of the tree size and the splits per feature in every
 # family's posterior (94% HDI, thick line: interquartile range), the library's
-# leaf-count plot for all four, and Bayesian CART's trace (MCMC is the only
-# family here whose draws are correlated).
+# leaf-count plot for all of them (BET: its occupied trees), and Bayesian
+# CART's trace (the MCMC families, Bayesian CART and BET, have correlated draws).
 
 # %%
 axes = az.plot_forest(list(idatas.values()), model_names=list(idatas), var_names=["n_leaves", "split_counts"],
@@ -127,18 +133,22 @@ save(np.asarray(axes).ravel()[0].figure, "compare_bcart_trace.png")
 # %% [markdown]
 # Variable importance (share of each draw's splits per feature, 90% interval)
 # and the partial dependence of the probability of death on the number of
-# positive nodes, for the two families with posterior draws of the function.
+# positive nodes, for three families with posterior draws of the function.
 
 # %%
-fig, axes = plt.subplots(1, len(idatas), figsize=(4.6 * len(idatas), 2.8), layout="constrained")
-for ax, (name, idata) in zip(axes, idatas.items()):
+ncols = 3
+nrows = -(-len(idatas) // ncols)
+fig, axes = plt.subplots(nrows, ncols, figsize=(14, 2.8 * nrows), layout="constrained", squeeze=False)
+for ax, (name, idata) in zip(axes.ravel(), idatas.items()):
     bt.plots.plot_variable_importance(idata, ax=ax)
-    ax.set_title(name, pad=18)
+    ax.set_title(name)
+for ax in axes.ravel()[len(idatas):]:
+    ax.set_axis_off()
 save(fig, "compare_importance.png")
 fig, ax = plt.subplots(figsize=(9, 3.8), layout="constrained")
-for j, name in enumerate(("Bayesian forest", "Bayesian CART")):
+for j, name in enumerate(("Bayesian forest", "Bayesian CART", "BET")):
     bt.plots.plot_partial_dependence(models[name], Xtr, "positive_nodes", ax=ax, grid_resolution=10 if QUICK else 25,
-                                     color=f"C{j}", label=name, rug=j == 1)
+                                     color=f"C{j}", label=name, rug=j == 2)
 ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 ax.set_title("partial dependence with 90% credible bands")
 save(fig, "compare_partial_dependence.png")

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd(
 OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "pcfg"
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 20)
 MAX_BINS = 5 if QUICK else 10
 N_SAMPLES = 50 if QUICK else 500
 

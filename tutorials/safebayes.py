@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd(
 OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "safebayes"
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 20)
 N_TREES = 100 if QUICK else 1000
 MAX_INTERNAL = 63 if QUICK else 511  # node capacity of the prior trees (the default is 511)
 
