@@ -345,7 +345,8 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
         else:
             ax.stairs(p, edges, fill=True, color=f"C{j}", alpha=0.25)
             ax.stairs(p, edges, color=f"C{j}", lw=1.5, label=name)
-    ax.set_xlabel("number of leaves" + (" per occupied tree" if per_tree else "")
+    ax.set_xlabel("number of leaves" + ((" per occupied tree" if m == 1 else " (mixtures: per occupied tree)")
+                                        if per_tree else "")
                   + (f" (bins of {step})" if step > 1 else ""))
     ax.set_ylabel("posterior probability")
     if hi - lo <= 15:
@@ -427,7 +428,7 @@ def plot_variable_importance(idata, ax=None, *, kind: str = "share", prob: float
     ax.hlines(y, lo[order], hi[order], color="k", lw=1.5)
     ax.set_yticks(y)
     ax.set_yticklabels([names[i] for i in order])
-    ax.set_xlabel(f"{label} (bar: posterior mean; line: {int(round(prob * 100))}% interval)")
+    ax.set_xlabel(f"{label}\n(bar: posterior mean; line: {int(round(prob * 100))}% interval)")
     ax.set_ylim(-0.6, len(order) - 0.4)
     if kind != "counts":
         ax.set_xlim(0, max(1e-9, min(1.0, float(hi[order].max()) * 1.1)))
