@@ -75,15 +75,16 @@ def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth):
 
 
 @pytest.mark.slow
-def test_chains_without_likelihood_reproduce_the_chipman_prior():
+@pytest.mark.parametrize("scheme", ["moves", "sweep"])
+def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 5, size=(40, 2))
     prior, max_depth = ChipmanPrior(0.95, 1.0), 4
     direct = [_direct_prior_draw(rng, codes, np.arange(40), 0, prior, max_depth) for _ in range(40000)]
     model = NoLikelihood()
-    cfg = M.MCMCConfig(prior, model, max_depth, 2)
+    cfg = M.MCMCConfig(prior, model, max_depth, 2, scheme=scheme)
     res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(_data(codes, np.zeros(40, np.float32), model),),
-                     chains=16, draws=1500, tune=300, thin=4, collect=_shape_of)
+                     chains=16, draws=1500, tune=300, thin=4 if scheme == "moves" else 1, collect=_shape_of)
     leaves, depth = (np.asarray(a).ravel() for a in res.samples)
     tv_leaves = _tv(Counter(leaves.tolist()), Counter(d[0] for d in direct))
     tv_depth = _tv(Counter(depth.tolist()), Counter(d[1] for d in direct))
@@ -286,7 +287,7 @@ def test_acceptance_ratio_equals_direct_computation(move):
     m = M.MOVES.index(move)
     checked = 0
     for i in range(12):
-        new, ok, node, lq_fwd, extra = M._propose(jax.random.key(i), state, jnp.int32(m), cfg)
+        new, ok, node, lq_fwd, extra = M._propose(M._uniform(jax.random.key(i), (cfg.capacity + cfg.n_features + 1,)), state, jnp.int32(m), cfg)
         new_ev = M.evaluate(new, data, cfg)
         if not (bool(ok) and bool(new_ev.valid)):
             continue

@@ -59,12 +59,17 @@ cancel):
   change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
   reverse would not return (the sibling already holds ``p``'s rule) is refused.
 
-The systematic sweep (:func:`sweep`) visits every node of the tree in slot
-order and updates its split flag and rule by the same Metropolis-Hastings
+The systematic sweep (:func:`sweep`) visits the slots in order, updating every
+slot that holds a node when it is reached (nodes grown earlier in the same sweep
+included), and updates its split flag and rule by the same Metropolis-Hastings
 ratios, with the node fixed rather than drawn (a leaf proposes a split; a node
 whose children are leaves proposes, with probability 1/2 each, to become a leaf
 or to change its rule; any other internal node proposes a new rule).  Each
 update leaves ``pi`` invariant, so their composition does.
+
+Randomness: a step draws one vector of uniforms (:func:`_uniform`) and every decision reads its
+own entries (Gumbel variates for uniform choices, the inverse distribution function for a
+threshold, ``log u < log a`` for acceptance), so the compiled step holds one random-bit generator.
 """
 from __future__ import annotations
 
@@ -238,15 +243,15 @@ def _ranges(leaf, codes, weight, S: int, max_depth: int):
     lo = jnp.full((S + 1, d), big, jnp.int32).at[idx].min(codes)[:S]
     hi = jnp.full((S + 1, d), -1, jnp.int32).at[idx].max(codes)[:S]
     cnt = jnp.zeros(S + 1, weight.dtype).at[idx].add(jnp.where(live, weight, 0))[:S]
+    # fold upwards; levels are static slices, put together by concatenation (no scatters)
+    a, b = 2 ** max_depth - 1, S
+    lev_lo, lev_hi, lev_cnt = [lo[a:b]], [hi[a:b]], [cnt[a:b]]
     for level in range(max_depth - 1, -1, -1):
-        a, b = 2 ** level - 1, 2 ** (level + 1) - 1      # the nodes of this level
-        c0, c1 = 2 * a + 1, 2 * b + 1                     # their children, in order
-        lo_c = lo[c0:c1].reshape(b - a, 2, d)
-        hi_c = hi[c0:c1].reshape(b - a, 2, d)
-        lo = lo.at[a:b].set(jnp.minimum(lo[a:b], lo_c.min(1)))
-        hi = hi.at[a:b].set(jnp.maximum(hi[a:b], hi_c.max(1)))
-        cnt = cnt.at[a:b].add(cnt[c0:c1].reshape(b - a, 2).sum(1))
-    return lo, hi, cnt
+        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
+        lev_lo.append(jnp.minimum(lo[a:b], lev_lo[-1].reshape(b - a, 2, d).min(1)))
+        lev_hi.append(jnp.maximum(hi[a:b], lev_hi[-1].reshape(b - a, 2, d).max(1)))
+        lev_cnt.append(cnt[a:b] + lev_cnt[-1].reshape(b - a, 2).sum(1))
+    return (jnp.concatenate(lev_lo[::-1]), jnp.concatenate(lev_hi[::-1]), jnp.concatenate(lev_cnt[::-1]))
 
 
 def _rule_counts(lo, hi):
@@ -293,11 +298,31 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig) -> Eval:
 # ---------------------------------------------------------------------------------------------
 # proposals
 # ---------------------------------------------------------------------------------------------
+def _uniform(key, shape):
+    """Uniforms on the open interval (0, 1), float32.
+
+    A step draws all its randomness with one call (one threefry instance in the compiled program
+    instead of one per decision: the step compiles in about half the time) and the decisions
+    read their own entries: a Gumbel variate is ``-log(-log u)`` (a categorical draw is the argmax
+    of Gumbel variates plus log-probabilities), a uniform integer below ``m`` is ``floor(u m)``,
+    an acceptance test is ``log u < log a``.
+    """
+    return jax.random.uniform(key, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+
+
+def _gumbel(u):
+    return -jnp.log(-jnp.log(u))
+
+
+def _choose_u(u, mask):
+    """A uniform index among ``mask`` (and how many there were), from uniforms ``u`` of ``mask``'s shape."""
+    k = jnp.sum(mask)
+    return jnp.argmax(jnp.where(mask, _gumbel(u), -jnp.inf)).astype(jnp.int32), k
+
+
 def _choose(key, mask):
     """A uniform index among ``mask`` (and how many there were); index 0 when none."""
-    k = jnp.sum(mask)
-    g = jax.random.gumbel(key, mask.shape)
-    return jnp.argmax(jnp.where(mask, g, -jnp.inf)).astype(jnp.int32), k
+    return _choose_u(_uniform(key, mask.shape), mask)
 
 
 def _growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
@@ -321,18 +346,24 @@ def _log_var_prob(nthr, j, var_weight):
     return jnp.log(jnp.maximum(xj, 1e-30)) - jnp.log(jnp.maximum(tot, 1e-30))
 
 
+def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
+    """:func:`_draw_rule` from uniforms: ``u_var`` (d,) picks the variable, ``u_thr`` () the threshold."""
+    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
+    if var_weight is None:
+        j, _ = _choose_u(u_var, nthr > 0)
+    else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
+        g = _gumbel(u_var) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
+        j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
+    m = jnp.maximum(nthr[j], 1)
+    t = ev.lo[node, j] + jnp.minimum(jnp.floor(u_thr * m).astype(jnp.int32), m - 1)
+    return j, t.astype(jnp.int32)
+
+
 def _draw_rule(key, ev: Eval, node, var_weight=None):
     """A rule at ``node``: variable uniform among the valid ones (or with probability ``xi_j / sum_valid xi``
     given ``var_weight``), threshold uniform among its valid codes."""
-    k_j, k_t = jax.random.split(key)
-    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
-    if var_weight is None:
-        j, _ = _choose(k_j, nthr > 0)
-    else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
-        g = jax.random.gumbel(k_j, nthr.shape) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
-        j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
-    t = ev.lo[node, j] + jax.random.randint(k_t, (), 0, jnp.maximum(nthr[j], 1))
-    return j, t.astype(jnp.int32)
+    u = _uniform(key, (ev.lo.shape[-1] + 1,))
+    return _draw_rule_u(u[1:], u[0], ev, node, var_weight)
 
 
 def _log_rule_q(ev: Eval, node, j, var_weight=None):
@@ -348,34 +379,36 @@ def _set_rule(tree: Tree, node, j, t):
     return tree._replace(feature=tree.feature.at[node].set(j), threshold=tree.threshold.at[node].set(t))
 
 
-def _propose(key, state: State, move, cfg: MCMCConfig):
+def _propose(u, state: State, move, cfg: MCMCConfig):
     """The proposal of move type ``move``: ``(tree', ok, node, log_q_fwd, extra)``.
 
+    ``u``: uniforms, ``S`` to choose the node, then one for the threshold and ``d`` for the variable.
     ``extra`` holds what the reverse proposal needs: the old rule (prune, change).
     """
     tree, ev = state.tree, state.ev
-    k_node, k_rule = jax.random.split(key)
+    S = cfg.capacity
+    u_node, u_thr, u_var = u[:S], u[S], u[S + 1:]
     dt = ev.stats.dtype
 
     def grow(_):
         mask = _growable(tree, ev, cfg)
-        s, k = _choose(k_node, mask)
-        j, t = _draw_rule(k_rule, ev, s)
+        s, k = _choose_u(u_node, mask)
+        j, t = _draw_rule_u(u_var, u_thr, ev, s)
         new, ok = grow_leaf(tree, s, j, t, heap=True)
         lq = -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(ev, s, j)
         return new, ok & (k > 0), s, lq, jnp.stack([j, t])
 
     def prune(_):
         mask = _nog(tree, cfg)
-        s, k = _choose(k_node, mask)
+        s, k = _choose_u(u_node, mask)
         new, ok = prune_node(tree, s)
         lq = -jnp.log(jnp.maximum(k, 1).astype(dt))
         return new, ok & (k > 0), s, lq, jnp.stack([tree.feature[s], tree.threshold[s]])
 
     def change(_):
         mask = tree.is_internal()
-        s, k = _choose(k_node, mask)
-        j, t = _draw_rule(k_rule, ev, s)
+        s, k = _choose_u(u_node, mask)
+        j, t = _draw_rule_u(u_var, u_thr, ev, s)
         new = _set_rule(tree, s, j, t)
         j_old = tree.feature[s]
         nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
@@ -388,7 +421,7 @@ def _propose(key, state: State, move, cfg: MCMCConfig):
         idx = jnp.arange(S)
         par = jnp.maximum((idx - 1) // 2, 0)
         pair = tree.is_internal() & (idx > 0) & tree.is_internal()[par]
-        c, k = _choose(k_node, pair)
+        c, k = _choose_u(u_node, pair)
         p = (c - 1) // 2
         sib = jnp.where(c % 2 == 1, c + 1, c - 1)
         rule = lambda i: (tree.feature[i], tree.threshold[i])  # noqa: E731
@@ -452,11 +485,16 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
 
 
 def _accept(key, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
+    return _accept_u(_uniform(key, ()), state, new_tree, new_ev, ok, log_ratio)
+
+
+def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
+    """Metropolis-Hastings acceptance with the uniform ``u``: ``(tree, ev, accepted, log_a)``."""
     beta = jnp.asarray(state.beta, new_ev.log_lik.dtype)
     lp_new = beta * new_ev.log_lik + new_ev.log_prior
     lp_old = beta * state.ev.log_lik + state.ev.log_prior
     log_a = jnp.where(ok & new_ev.valid, lp_new - lp_old + log_ratio, -jnp.inf)
-    acc = jnp.log(jax.random.uniform(key, dtype=lp_new.dtype)) < log_a
+    acc = jnp.log(u).astype(lp_new.dtype) < log_a
     tree = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_tree, state.tree)
     ev = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_ev, state.ev)
     return tree, ev, acc, log_a
@@ -493,13 +531,13 @@ class _Step:
             info = Info(jnp.int32(len(MOVES)), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
                         ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
             return new, info
-        k_move, k_prop, k_acc = jax.random.split(key, 3)
-        probs = jnp.asarray(cfg.move_probs, jnp.float32)
-        move = jax.random.categorical(k_move, jnp.log(probs)).astype(jnp.int32)
-        new_tree, ok, node, lq_fwd, extra = _propose(k_prop, state, move, cfg)
+        u = _uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
+        log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
+        move = jnp.argmax(_gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
+        new_tree, ok, node, lq_fwd, extra = _propose(u[5:], state, move, cfg)
         new_ev = evaluate(new_tree, data, cfg)
         lq_rev = _log_q_reverse(move, new_tree, new_ev, node, extra, cfg)
-        tree, ev, acc, log_a = _accept(k_acc, state, new_tree, new_ev, ok, lq_rev - lq_fwd)
+        tree, ev, acc, log_a = _accept_u(u[4], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
         info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg),
                     jnp.array(False))
         return State(tree, ev, state.beta), info
@@ -561,34 +599,33 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
     return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
 
 
-def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "start"):
+def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynamic"):
     """One systematic sweep: a Metropolis-Hastings update of every used node's split flag and rule.
 
-    ``scan="start"`` (default) visits the nodes used at the start of the sweep, in slot order.
-    ``scan="dynamic"`` visits slots ``0, 1, ..., S - 1`` in order and updates a slot when it holds
-    a node at the moment it is reached (nodes grown earlier in the sweep are visited too, nodes
-    pruned earlier are not): the composition of fixed-slot updates, each reversible for ``pi``,
-    so it leaves ``pi`` invariant; a visiting set fixed by the state at the start is not a
-    fixed composition (BET uses "dynamic", and its prior-reproduction test checks it).
+    Slots ``0, 1, ..., S - 1`` are visited in order and a slot is updated when it holds a node at
+    the moment it is reached (nodes grown earlier in the sweep are visited too, nodes pruned
+    earlier are not): the sweep is the composition of fixed-slot updates, each reversible for
+    ``pi``, so it leaves ``pi`` invariant.  (Visiting only the nodes present at the start of the
+    sweep makes the set of updates depend on the state: that kernel is not ``pi``-invariant and
+    does not reproduce the prior.)  ``scan`` is kept for callers that name it; "dynamic" is the
+    only scheme.
 
     Returns ``(state, n_accepted)``.
     """
+    if scan != "dynamic":
+        raise ValueError(f"scan must be 'dynamic' (the only pi-invariant visiting order), got {scan!r}")
     S = cfg.capacity
-    order = jnp.where(state.tree.is_used(), jnp.arange(S), S)  # the nodes present at the start
-    order = jnp.sort(order)
     k_sweep = key
     dt = state.ev.stats.dtype
 
-    def update(i, carry, s=None):
+    def update(i, carry, s):
         tree, ev, n_acc = carry
-        s = order[i] if s is None else s
         sc = jnp.minimum(s, S - 1)
-        k = jax.random.fold_in(k_sweep, i)
-        k_kind, k_rule, k_acc = jax.random.split(k, 3)
+        u = _uniform(jax.random.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
         is_leaf = tree.left[sc] == LEAF
         nog = _nog(tree, cfg)[sc]
-        to_leaf = nog & jax.random.bernoulli(k_kind, 0.5)
-        j, t = _draw_rule(k_rule, ev, sc, data.var_weight)
+        to_leaf = nog & (u[0] < 0.5)
+        j, t = _draw_rule_u(u[3:], u[2], ev, sc, data.var_weight)
         grown, ok_g = grow_leaf(tree, sc, j, t, heap=True)
         pruned, ok_p = prune_node(tree, sc)
         changed = _set_rule(tree, sc, j, t)
@@ -609,22 +646,16 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "start
             lr_change = (_log_rule_q(ev, sc, jnp.maximum(j_old, 0), data.var_weight)
                          - _log_rule_q(ev, sc, j, data.var_weight))
         log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
-        tree2, ev2, acc, _ = _accept(k_acc, State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
+        tree2, ev2, acc, _ = _accept_u(u[1], State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)
 
-    if scan == "dynamic":
-        def visit(c):
-            s_cur, i, tree, ev, n_acc = c
-            cand = tree.is_used() & (jnp.arange(S) >= s_cur)
-            s = jnp.where(jnp.any(cand), jnp.argmax(cand), S).astype(jnp.int32)
-            tree, ev, n_acc = update(i, (tree, ev, n_acc), s)
-            return s + 1, i + 1, tree, ev, n_acc
+    def visit(c):
+        s_cur, i, tree, ev, n_acc = c
+        cand = tree.is_used() & (jnp.arange(S) >= s_cur)
+        s = jnp.where(jnp.any(cand), jnp.argmax(cand), S).astype(jnp.int32)
+        tree, ev, n_acc = update(i, (tree, ev, n_acc), s)
+        return s + 1, i + 1, tree, ev, n_acc
 
-        c0 = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state.tree, state.ev, jnp.zeros((), jnp.int32))
-        _, _, tree, ev, n_acc = jax.lax.while_loop(lambda c: c[0] < S, visit, c0)
-        return State(tree, ev, state.beta), n_acc
-    if scan != "start":
-        raise ValueError(f"scan must be 'start' or 'dynamic', got {scan!r}")
-    n_visit = jnp.sum(order < S)
-    tree, ev, n_acc = jax.lax.fori_loop(0, n_visit, update, (state.tree, state.ev, jnp.zeros((), jnp.int32)))
+    c0 = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state.tree, state.ev, jnp.zeros((), jnp.int32))
+    _, _, tree, ev, n_acc = jax.lax.while_loop(lambda c: c[0] < S, visit, c0)
     return State(tree, ev, state.beta), n_acc
