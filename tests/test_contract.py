@@ -35,6 +35,9 @@ FAMILIES = {
                   reg=lambda: bt.BayesianCARTRegressor(draws=40, tune=200, chains=2, max_depth=3, max_bins=5,
                                                        random_state=0),
                   likelihood=True, sigma=True),
+    "bet": dict(clf=lambda: bt.BETClassifier(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
+                reg=lambda: bt.BETRegressor(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
+                likelihood=True, sigma=False, extra={"n_trees", "w", "Z", "xi", "xi_bar"}),
 }
 
 _FITS = {}
@@ -58,6 +61,7 @@ def test_contract(family, task, tmp_path):
     assert ("log_likelihood" in groups) == spec["likelihood"]
     post = idata.posterior
     allowed = {"n_leaves", "depth", "split_counts", "mu"} | ({"sigma"} if spec["sigma"] and task == "reg" else set())
+    allowed |= spec.get("extra", set())
     assert set(post.data_vars) == allowed
     assert list(post["split_counts"].coords["feature"].values) == ["x0", "x1", "x2"]
     assert post["mu"].dims == (("chain", "draw", "obs", "class") if task == "clf" else ("chain", "draw", "obs"))
@@ -86,7 +90,7 @@ def test_contract(family, task, tmp_path):
 
 
 def test_compare_across_families():
-    models = {name: _fit(name, "clf")[0].idata_ for name in ("pcfg", "safebayes", "bcart")}
+    models = {name: _fit(name, "clf")[0].idata_ for name in ("pcfg", "safebayes", "bcart", "bet")}
     cmp = bt.compare(models)
     assert set(cmp.index) == set(models) and np.all(np.isfinite(cmp["elpd_loo"]))
     with pytest.raises(ValueError, match="Bayesian bootstrap"):

@@ -27,6 +27,7 @@ class _BETMixin:
     def _config(self) -> BETConfig:
         return BETConfig(alpha_dp=self.alpha_dp, delta=self.delta, min_leaf_rows=self.min_leaf_rows,
                          max_trees=self.max_trees, active_trees=self.active_trees,
+                         init_trees=getattr(self, "init_trees", 1),
                          alpha_leaves=getattr(self, "alpha_leaves", 0.5),
                          leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
                          chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
@@ -132,6 +133,8 @@ class BETRegressor(_BETMixin, RegressorBase):
         ``J_max``, the fixed number of tree slots; if the slice needs more, the fit warns with the count.
     active_trees : int >= 1, default 4
         Occupied trees swept per step (all when at most this many are occupied).
+    init_trees : int >= 1, default 4
+        The chain starts with the rows spread uniformly at random over this many trees.
     leaf_prior : "objective" or bayestrees.leaves.NIGPrior, default "objective"
         ``p(mu, s2) ∝ 1/s2`` (the paper), or a proper Normal-inverse-gamma prior on the standardised response.
     draws, tune, chains, thin : int, default 1000, 1000, 1, 1
@@ -153,12 +156,12 @@ class BETRegressor(_BETMixin, RegressorBase):
 
     _task = "regression"
 
-    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4,
+    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
                  leaf_prior="objective", draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
                  random_state=None, dtype="float32", progressbar=False):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
               max_bins, random_state, dtype, progressbar)
-        self.leaf_prior = leaf_prior
+        self.leaf_prior, self.init_trees = leaf_prior, init_trees
 
     def predict(self, X) -> np.ndarray:
         """Ensemble estimator at ``X``, averaged over draws: ``(n,)``."""
@@ -180,12 +183,13 @@ class BETClassifier(_BETMixin, ClassifierBase):
 
     _task = "classification"
 
-    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, alpha_leaves=0.5,
+    def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
+                 alpha_leaves=0.5,
                  draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32, random_state=None,
                  dtype="float32", progressbar=False):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
               max_bins, random_state, dtype, progressbar)
-        self.alpha_leaves = alpha_leaves
+        self.alpha_leaves, self.init_trees = alpha_leaves, init_trees
 
     def predict_proba(self, X) -> np.ndarray:
         """Ensemble class probabilities at ``X``, averaged over draws: ``(n, C)``."""

@@ -71,6 +71,7 @@ class BETConfig:
     delta : float > 0  depth decay: a node at depth ``d`` splits with probability ``exp(-d / delta)``
     min_leaf_rows : int >= 2  ``q``: every node of a tree holds at least ``q`` of its rows
     max_trees : int >= 1  ``J_max``, the fixed number of tree slots (components)
+    init_trees : int >= 1  the chain starts with the rows spread at random over this many trees
     active_trees : int >= 1  occupied trees swept per step (all of them when at most this many are
         occupied, else this many chosen at random; unoccupied ones are drawn from the prior)
     alpha_leaves : float  Dirichlet concentration of class leaves (the paper: 0.5)
@@ -88,6 +89,7 @@ class BETConfig:
     min_leaf_rows: int = 5
     max_trees: int = 10
     active_trees: int = 4
+    init_trees: int = 1
     alpha_leaves: float = 0.5
     leaf_prior: Any = "objective"
     draws: int = 1000
@@ -106,6 +108,7 @@ class BETConfig:
                                                            "the objective leaf posterior is proper)")
         _int("max_trees", self.max_trees, 1, MAX_TREES)
         _int("active_trees", self.active_trees, 1)
+        _int("init_trees", self.init_trees, 1)
         _pos("alpha_leaves", self.alpha_leaves)
         _int("draws", self.draws, 1)
         _int("tune", self.tune, 0)
@@ -132,7 +135,7 @@ class BETConfig:
         mc = M.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
                           d, scheme="sweep", min_leaf_rows=int(self.min_leaf_rows))
         return K.KernelConfig(mc, int(self.max_trees), float(self.alpha_dp), d,
-                              active_trees=int(self.active_trees))
+                              active_trees=int(self.active_trees), init_trees=int(self.init_trees))
 
 
 @dataclass

@@ -22,24 +22,27 @@ probabilities.
 
 One step (blocked Gibbs)
 ------------------------
-1. **Tree step**, for every component ``j`` at once (vmap), on its rows
+1. **Tree step** on ``A = active_trees`` tree slots at once (vmap): the occupied components,
+   or ``A`` of them at random when more are occupied (:class:`_Step`), each on its rows
    (``MCMCData.weight = 1[Z_i = j]``):
 
    a. splits whose children no longer hold ``q`` rows each after the last clustering
       step are collapsed (:func:`collapse`: the largest sub-tree from the root whose
       internal nodes have two children with at least ``q`` rows each);
-   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.mcmc.sweep`)
-      with the leaf parameters integrated out, the rule prior and proposal
-      weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
-   c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`update_xi`);
+   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.mcmc.sweep`,
+      ``scan="dynamic"``) with the leaf parameters integrated out, the rule prior and
+      proposal weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
+   c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`xi_proposal_log_ratio`);
    d. the leaf parameters drawn from their posterior given the tree.
 
-   A component with no rows collapses to the root leaf (with no rows no rule is
-   valid, so the prior puts the root leaf there with probability 1), its ``xi_j``
-   is a fresh Dirichlet(1) draw and its leaf parameters a draw from the base
+   A component with no rows is drawn from its conditional, the prior: the root leaf
+   (with no rows no rule is valid, so the prior puts the root leaf there with
+   probability 1), a fresh ``xi_j ~ Dirichlet(1)`` and leaf parameters from the base
    measure: Dirichlet(0.5) for classes; for the improper objective Normal prior,
    which has no draw, the proper reference prior of
-   :class:`~bayestrees.leaves.ObjectiveNormalLeaves` (``ref``).
+   :class:`~bayestrees.leaves.ObjectiveNormalLeaves` (``ref``).  So the base measure of
+   a *new* component's leaf is that reference prior; occupied leaves with at least two
+   rows use the objective posterior.
 2. **Clustering step** (slice sampler, :func:`slice_step`), exactly as the issue states:
    ``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})``, ``u_i ~ U(0, w_{Z_i})``,
    ``P(Z_i = j) ∝ 1[w_j > u_i] p(y_i | T_j, theta_j)`` over ``j < J``.  The
@@ -165,6 +168,7 @@ class KernelConfig:
     n_features : d
     update_xi : sample xi (False keeps every xi_j uniform: the tests compare with Bayesian CART)
     active_trees : A, the tree slots swept per step (``<= max_trees``; see :class:`_Step`)
+    init_trees : rows start spread uniformly at random over this many components (``<= max_trees``)
     """
 
     mcmc: Any
@@ -173,11 +177,15 @@ class KernelConfig:
     n_features: int
     update_xi: bool = True
     active_trees: int = 4
+    init_trees: int = 1
 
     def __post_init__(self):
         if not 1 <= self.active_trees:
             raise ValueError(f"active_trees must be >= 1, got {self.active_trees}")
         object.__setattr__(self, "active_trees", min(int(self.active_trees), int(self.max_trees)))
+        if not 1 <= self.init_trees:
+            raise ValueError(f"init_trees must be >= 1, got {self.init_trees}")
+        object.__setattr__(self, "init_trees", min(int(self.init_trees), int(self.max_trees)))
 
 
 def stick_weights(v):
@@ -326,8 +334,9 @@ class _Init:
         J, d, n = cfg.max_trees, cfg.n_features, data.codes.shape[0]
         root = M.root_tree(cfg.mcmc, dt)
         tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
+        z = jax.random.randint(key, (n,), 0, cfg.init_trees).astype(jnp.int32)
         return State(tree, jnp.ones((J, cfg.mcmc.capacity), dt), jnp.full((J, d), 1.0 / d, dt),
-                     jnp.full((J,), 0.5, dt), jnp.zeros(n, jnp.int32))
+                     jnp.full((J,), 0.5, dt), z)
 
 
 def _bcast(mask, x):
@@ -438,7 +447,8 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
 def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     """The BET ``init``/``step`` pair for one chain (hashable by ``cfg``: one compilation per setting and shape).
 
-    ``init(key, data)`` starts with every row in component 0 and every tree a root leaf;
+    ``init(key, data)`` spreads the rows uniformly at random over the first ``cfg.init_trees``
+    components (default 1: every row in component 0) with every tree a root leaf;
     ``step(key, state, data)`` is one tree step and one clustering step (module docstring).
     """
     if cfg.mcmc.scheme != "sweep":

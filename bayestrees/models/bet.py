@@ -58,13 +58,13 @@ class BETMixture(TreeRV):
     family = "bet"
 
     def __init__(self, name, X, y, *, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, active_trees=4,
-                 alpha_leaves=0.5, leaf_prior="objective", task="auto", max_depth=5, max_bins=32, dtype="float32",
+                 init_trees=4, alpha_leaves=0.5, leaf_prior="objective", task="auto", max_depth=5, max_bins=32, dtype="float32",
                  model=None):
         self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
         if isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2:
             raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")
         self.config = BETConfig(alpha_dp=alpha_dp, delta=delta, min_leaf_rows=min_leaf_rows, max_trees=max_trees,
-                                active_trees=active_trees, alpha_leaves=alpha_leaves, leaf_prior=leaf_prior,
+                                active_trees=active_trees, init_trees=init_trees, alpha_leaves=alpha_leaves, leaf_prior=leaf_prior,
                                 max_depth=max_depth, dtype=dtype)
         super().__init__(name, X, y, model=model, max_bins=int(max_bins))
 
