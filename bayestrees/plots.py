@@ -137,7 +137,7 @@ def _first(t: Tree, i: int) -> Tree:
 
 def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=None, class_colors=None, title=None,
               max_nodes=63,
-              chain: int = 0, draw: int = 0, index: int | None = None):
+              chain: int = 0, draw: int = 0, index: int | None = None, legend: bool = True):
     """Draw one tree: splits as labelled boxes, leaves as squares (coloured by class proportions).
 
     Parameters
@@ -165,6 +165,8 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
         Which draw of an InferenceData (or of a ``(chain, draw)`` estimator) to draw.
     index : int, optional
         Which tree of a flat batch (e.g. a forest's ``trees_``) to draw.
+    legend : bool, default True
+        Classification trees: the class colours in a legend right of the axis.
 
     Returns
     -------
@@ -246,15 +248,9 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
         if labels:
             txt = f"n={int(t.count[i])}" if C > 1 else f"{float(v[0]):.3g}"
             ax.text(x[i], -depth[i] - 0.22, txt, ha="center", va="top", fontsize=min(fontsize, 6))
-    if C > 1:
-        from matplotlib.patches import Patch
-
-        names = [str(c) for c in class_names] if class_names is not None else [str(c) for c in range(C)]
-        handles = [Patch(color=class_colors[c], label=f"class {names[c]}") for c in range(C)]
-        if np.any(t.count[leaves] == 0):
-            handles.append(Patch(facecolor=(0.92, 0.92, 0.92), edgecolor="k", lw=0.5, label="no training rows"))
-        ax.legend(handles=handles, fontsize=6,
-                  loc="upper right", frameon=False, title="leaf colour: mix of" if labels else None,
+    if C > 1 and legend:
+        ax.legend(handles=_class_handles(class_colors, class_names, C, np.any(t.count[leaves] == 0)), fontsize=6,
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="leaf colour: mix of",
                   title_fontsize=6)
     ax.set_xlim(x[used].min() - 0.7, x[used].max() + 0.7)
     ax.set_ylim(-depth[used].max() - 0.6, 0.4)
@@ -262,6 +258,16 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
     if title:
         ax.set_title(title, fontsize=8)
     return ax
+
+
+def _class_handles(class_colors, class_names, C: int, empty: bool):
+    from matplotlib.patches import Patch
+
+    names = [str(c) for c in class_names] if class_names is not None else [str(c) for c in range(C)]
+    handles = [Patch(color=class_colors[c], label=f"class {names[c]}") for c in range(C)]
+    if empty:
+        handles.append(Patch(facecolor=(0.92, 0.92, 0.92), edgecolor="k", lw=0.5, label="no training rows"))
+    return handles
 
 
 def plot_extreme_trees(estimator, n=3, *, figsize=None, class_colors=None):
@@ -287,9 +293,17 @@ def plot_extreme_trees(estimator, n=3, *, figsize=None, class_colors=None):
     fig, axes = plt.subplots(2, n, figsize=figsize or (4.5 * n, 7), squeeze=False, layout="constrained")
     for row, idx in enumerate((top, bottom)):
         for col, k in enumerate(idx):
-            plot_tree(index_tree(estimator.trees_, int(k)), axes[row, col], binner=estimator.binner_, class_colors=class_colors,
-                      class_names=getattr(estimator, "classes_", None),
+            plot_tree(index_tree(estimator.trees_, int(k)), axes[row, col], binner=estimator.binner_,
+                      class_colors=class_colors, class_names=getattr(estimator, "classes_", None), legend=False,
                       title=f"tree {int(k)}: log w = {lw[k]:.1f}" + (" (highest)" if row == 0 else " (lowest)"))
+    C = int(np.asarray(estimator.trees_.value).shape[-1])
+    if C > 1:
+        if class_colors is None:
+            cmap = plt.get_cmap("tab10")
+            class_colors = [cmap(c % 10) for c in range(C)]
+        fig.legend(handles=_class_handles(class_colors, getattr(estimator, "classes_", None), C, True),
+                   loc="outside upper center", ncol=C + 1, fontsize=8, frameon=False,
+                   title="leaf colour: mix of the class colours by the leaf's class probabilities", title_fontsize=8)
     return fig
 
 
