@@ -33,7 +33,8 @@ OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "forest
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 20)
-SHARED_DATA = HERE.parent.parent / "shared" / "data"  # ../shared/data from the repository root
+# ../shared/data next to the repository (as the benchmarks read it), or $BAYESTREES_DATA
+SHARED_DATA = Path(os.environ.get("BAYESTREES_DATA", HERE.parent.parent / "shared" / "data"))
 N_TREES = 8 if QUICK else 200
 
 
@@ -101,14 +102,16 @@ save(fig, "mcycle_trees.png")
 # ## 2. Many features: California housing
 #
 # 20,640 census blocks, 8 features, median house value in dollars (read from
-# `../shared/data`). We hold out a fifth of the rows and compare CART (not in
-# the quick mode), the Bayesian forest and the empirical Bayesian forest, whose
-# trunk has leaves of at least `trunk_min_samples_leaf` rows.
+# `../shared/data` next to the repository, or `$BAYESTREES_DATA`). We hold out
+# a fifth of the rows and compare CART (not in the quick mode), the Bayesian
+# forest and the empirical Bayesian forest, whose trunk has leaves of at least
+# `trunk_min_samples_leaf` rows.
 
 # %%
 path = SHARED_DATA / "california_housing.csv"
 if not path.exists():
-    raise SystemExit(f"{path} not found: this part reads ../shared/data/california_housing.csv")
+    raise SystemExit(f"{path} not found: this part reads california_housing.csv from ../shared/data "
+                     "(or set BAYESTREES_DATA to its folder)")
 cal = pd.read_csv(path)
 if QUICK:
     cal = cal.sample(1500, random_state=0)
