@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..sharding import shard_batch
 from .cart import fit_trees
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_chunk"]
@@ -98,6 +99,7 @@ def fit_chunk(job: dict, c: int):
     """
     W, seeds = _draw_chunk_jit(job["key"], jnp.asarray(c, jnp.int32), job["n"], job["weights"], job["dtype"],
                                job["chunk"], job["blocks"], jnp.asarray(job["n_blocks"], jnp.int32), job["n_valid"])
+    W, seeds = shard_batch((W, seeds), job["chunk"])  # trees across devices, where there are several
     t = fit_trees(job["prep"], job["y"], W, job["cfg"], seeds=seeds, trunk=job["trunk"],
                   trunk_row_node=job["trunk_row_node"], y_shift=job["y_shift"], y_scale=job["y_scale"],
                   presorted=job["presorted"], y_rank=job["y_rank"])

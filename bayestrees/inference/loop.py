@@ -19,7 +19,9 @@ compilation per run shape).  ``collect`` picks what is stored
 per draw (e.g. the tree and a draw of the leaf parameters, not per-row
 caches); it gets its own key (``collect(key, state, *args)``), so leaf
 parameters can be drawn there.  The keys of step ``t`` are ``fold_in(key, t)`` split over chains, so
-the draws do not depend on the block size or on the progress bar.
+the draws do not depend on the block size or on the progress bar.  Where JAX sees several
+devices and ``chains`` is a multiple of their number, the chain axis is split across them
+(:mod:`bayestrees.sharding`); the draws are the same.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from ..progress import Progress
+from ..sharding import shard_batch
 
 __all__ = ["Kernel", "ChainResult", "run_chains"]
 
@@ -76,7 +79,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: i
 
     def one(t, carry):
         st, _ = carry
-        return vstep(_step_keys(key, t, chains), st, *args)
+        return shard_batch(vstep(shard_batch(_step_keys(key, t, chains), chains), st, *args), chains)
 
     info_shape = jax.eval_shape(lambda st: vstep(_step_keys(key, t0, chains), st, *args)[1], state)
     zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
@@ -110,7 +113,8 @@ def _concat(parts):
 
 @partial(jax.jit, static_argnames=("init", "chains"))
 def _init(key, args, *, init, chains: int):
-    return jax.vmap(init, in_axes=(0,) + (None,) * len(args))(jax.random.split(key, chains), *args)
+    keys = shard_batch(jax.random.split(key, chains), chains)
+    return shard_batch(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
 
 
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves
+from ..sharding import shard_batch
 from ..tree import FREE, Tree
 from .pcfg_structure import PCFGStructure
 
@@ -348,7 +349,7 @@ def sample_trees(key, q, log_leaf, log_phi, values, ds: DeviceStructure, root: i
     -------
     (Tree with batch shape (n,), int32[n, capacity] symbols per node)
     """
-    keys = jax.random.split(key, n)
+    keys = shard_batch(jax.random.split(key, n), n)  # draws across devices, where there are several
     s = jax.vmap(lambda k: _grow(k, q, log_leaf, log_phi, ds, root, capacity, False))(keys)
     trees = jax.vmap(lambda t: _to_tree(t, values, ds.count, capacity))(s)
     return trees, s["sym"]
