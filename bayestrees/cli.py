@@ -424,7 +424,9 @@ def cmd_summary(args) -> int:
                 _say(f"sample_stats.{v}: mean {float(np.mean(ss[v].values)):.3f}")
     if family == "safe_bayes":
         keys = ("effective_sample_size", "beta", "distinct_trees", "weights_ess")
-        _say("safe-Bayes: " + ", ".join(f"{k} {post.attrs[k]}" for k in keys if k in post.attrs))
+        _say("safe-Bayes: " + ", ".join(
+            f"{k} {post.attrs[k]:.4g}" if isinstance(post.attrs[k], (float, np.floating)) else f"{k} {post.attrs[k]}"
+            for k in keys if k in post.attrs))
     if "log_likelihood" in idata.groups():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
