@@ -100,9 +100,16 @@ def run_sims(args, out):
                  for j in occ]
         leaves = [int(np.sum(np.asarray(best["trees"].left[j]) == -1)) for j in occ]
         rmse_cluster = float(np.sqrt(np.mean((reg.predict_cluster() - m) ** 2)))
+        # trees holding at least q rows in each kept draw (tiny components of a few rows left out)
+        Z = np.asarray(reg.result_.draws.z).reshape(-1, len(y))
+        q = BET_SIM["min_leaf_rows"]
+        big = [int(np.sum(np.bincount(z, minlength=BET_SIM["max_trees"]) >= q)) for z in Z]
+        big_dist = {int(k): int(v) for k, v in sorted(Counter(big).items())}
+        small_rows = float(np.mean([np.sum(np.bincount(z)[np.bincount(z) < q]) for z in Z]))
         _write(out, {"bench": "bet_sim", "simulation": which, "n": len(y), "tune": tune, "kept_steps": keep,
                      "thin": 5, "n_trees_dist_over_kept_draws": dist, "best_n_trees": best["n_trees"],
-                     "best_leaves_per_tree": leaves, "best_w": [float(best["w"][j]) for j in occ],
+                     "best_leaves_per_tree": leaves, "trees_with_q_rows_dist": big_dist,
+                     "mean_rows_in_trees_below_q": small_rows, "best_w": [float(best["w"][j]) for j in occ],
                      "rmse_cluster_vs_true_mean": rmse_cluster, "wall_s": wall,
                      "warnings": [str(w.message) for w in wlist], "settings": BET_SIM})
         for j, t in zip(occ, trees):
