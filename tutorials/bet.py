@@ -3,9 +3,9 @@
 #
 # BET (Duan, Clancy & Szczesniak) lets every row belong to one of several
 # decision trees: a Dirichlet-process prior (stick-breaking weights `w`) over
-# trees, each tree with its own depth-decay prior and its own
-# *variable-ranking probabilities* `ξ_j` (how likely each feature is chosen for
-# a split). The number of occupied trees is random and learnt; `ξ̄ = Σ_j w_j ξ_j`
+# trees drawn from a depth-decay prior (a node at depth `d` splits with
+# probability `exp(-d / δ)`), each tree with its own *variable-ranking
+# probabilities* `ξ_j` (how likely each feature is chosen for a split). The number of occupied trees is random and learnt; `ξ̄ = Σ_j w_j ξ_j`
 # ranks the features for the whole mixture. A blocked Gibbs / slice sampler
 # runs the chains. Predictions are the *ensemble estimator* `Σ_j w_j E(θ | T_j)`
 # averaged over draws; the model has a likelihood, so LOO works.
