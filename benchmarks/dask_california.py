@@ -28,7 +28,7 @@ def main(argv=None):
     p.add_argument("--min-leaf", type=int, default=2)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--seed", type=int, default=5807)
-    p.add_argument("--out", default=str(RESULTS / "dask_california.jsonl"))
+    p.set_defaults(out=str(RESULTS / "dask_california.jsonl"))
     a = p.parse_args(argv)
     import jax
 

@@ -23,7 +23,6 @@ Each step's own process: the worker peaks are read after the EBF fit and again a
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import time

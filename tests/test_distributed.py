@@ -140,6 +140,9 @@ def test_a_worker_killed_mid_fit_gives_the_undisturbed_result(dask_ebf, client):
         except BaseException as e:  # pragma: no cover - reported below
             err.append(e)
 
+    # the workers forget their compiled programs, so every branch fit takes a while (loading the
+    # engine from the shared compilation cache) and one is surely caught running
+    client.run(lambda: __import__("jax").clear_caches())
     th = threading.Thread(target=run)
     th.start()
     victim, deadline = None, time.time() + 60
@@ -148,7 +151,7 @@ def test_a_worker_killed_mid_fit_gives_the_undisturbed_result(dask_ebf, client):
             if any("bayestrees-branch" in str(k) for k in keys):
                 victim = addr
                 break
-        time.sleep(0.05)
+        time.sleep(0.02)
     assert victim is not None, "no branch fit was seen running"
     pid = client.run(os.getpid, workers=[victim])[victim]
     os.kill(pid, signal.SIGKILL)
