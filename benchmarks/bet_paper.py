@@ -128,6 +128,10 @@ def run_cancer(args, out):
     assert X.shape == (683, 9), X.shape
     tune, keep = (5000, 5000) if not args.quick else (300, 300)
     t0 = time.perf_counter()
+    if args.skip_in_sample:
+        tune = 0
+    if args.skip_in_sample:
+        return _half_splits(args, out, X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         clf = bt.BETClassifier(**BET_BC, draws=keep // 5, thin=5, tune=tune, random_state=0).fit(X, y)
@@ -138,22 +142,26 @@ def run_cancer(args, out):
                  "n_trees_dist": {int(k): int(v) for k, v in sorted(nt.items())},
                  "xi_bar": [float(v) for v in clf.xi_bar_], "overflow": clf.result_.overflow_total,
                  "wall_s": time.perf_counter() - t0, "settings": BET_BC})
+    _half_splits(args, out, X, y)
+
+
+def _half_splits(args, out, X, y):
     seeds = range(10) if not args.quick else range(2)
-    cv_tune, cv_keep = (3000, 2000) if not args.quick else (200, 200)
+    cv_tune, cv_keep = (args.cv_tune, args.cv_kept) if not args.quick else (200, 200)
     res = {k: [] for k in ("bet", "bf", "rf", "bcart")}
     for s in seeds:
         perm = np.random.default_rng(s).permutation(len(y))
         tr, te = perm[:342], perm[342:]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            bet = bt.BETClassifier(**BET_BC, draws=cv_keep // 2, thin=2, tune=cv_tune, random_state=s)
+            bet = bt.BETClassifier(**BET_BC, draws=max(1, cv_keep // 5), thin=5, tune=cv_tune, random_state=s)
             models = {"bet": bet,
                       "bf": bt.BayesianForestClassifier(100, weights="exponential", random_state=s),
                       "rf": bt.BayesianForestClassifier(100, weights="multinomial", max_features="sqrt",
                                                         random_state=s),
                       "bcart": bt.BayesianCARTClassifier(draws=1000, tune=1000, chains=4, max_depth=6, max_bins=10,
                                                          random_state=s)}
-            rec = {"bench": "bet_cancer_half_split", "seed": s}
+            rec = {"bench": "bet_cancer_half_split", "seed": s, "bet_tune": cv_tune, "bet_kept": cv_keep}
             for name, mdl in models.items():
                 t0 = time.perf_counter()
                 mdl.fit(X[tr], y[tr])
@@ -197,6 +205,9 @@ def run_speed(args, out):
 def main():
     p = parser("BET paper reproduction")
     p.add_argument("part", choices=["sims", "cancer", "speed", "all"])
+    p.add_argument("--cv-tune", type=int, default=3000, help="BET tuning steps per half-split fit")
+    p.add_argument("--cv-kept", type=int, default=2000, help="BET kept steps per half-split fit (thinned by 5)")
+    p.add_argument("--skip-in-sample", action="store_true", help="cancer: only the half-split comparison")
     args = p.parse_args()
     out = Path(args.out) if args.out else RESULTS / ("bet_paper_quick.jsonl" if args.quick else "bet_paper.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
