@@ -329,7 +329,9 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
         assignments ``Z`` (BET), the trees that hold training rows.
     ax : matplotlib Axes, optional
     max_leaves : int, optional
-        Largest leaf count shown (default: the largest drawn).
+        Largest leaf count shown (default: the largest drawn). Wide ranges are binned
+        (about 40 bins); the bars then show the probability per leaf count (bin mass
+        divided by the bin width), so they compare with exact per-count probabilities.
 
     Returns
     -------
@@ -346,13 +348,13 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
             counts[k] = np.asarray(da.transpose("chain", "draw", "component").values)[occ]
             per_tree = True
     hi = max(int(c.max()) for c in counts.values()) if max_leaves is None else int(max_leaves)
-    lo = min(int(c.min()) for c in counts.values())
+    lo = min(min(int(c.min()) for c in counts.values()), hi)  # every draw above max_leaves: an empty plot
     step = max(1, int(np.ceil((hi - lo + 1) / 40)))  # at most about 40 bars per fit
     edges = np.arange(lo, hi + step + 1, step) - 0.5
     ax = _new_ax(ax, (6, 3.5))
     m = len(counts)
     for j, (name, c) in enumerate(counts.items()):
-        p = np.histogram(c, bins=edges)[0] / c.size  # mass above max_leaves is left out
+        p = np.histogram(c, bins=edges)[0] / c.size / step  # per leaf count; mass above max_leaves left out
         if m == 1:
             ax.stairs(p, edges, fill=True, color="C0", alpha=0.7, label=name or None)
             ax.stairs(p, edges, color="k", lw=0.6)
@@ -362,13 +364,10 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
     ax.set_xlabel("number of leaves" + ((" per occupied tree" if m == 1 else " (mixtures: per occupied tree)")
                                         if per_tree else "")
                   + (f" (bins of {step})" if step > 1 else ""))
-    ax.set_ylabel("posterior probability")
-    if hi - lo <= 15:
-        ax.set_xticks(np.arange(lo, hi + 1))
-    else:
-        from matplotlib.ticker import MaxNLocator
+    ax.set_ylabel("posterior probability" + (" per leaf count" if step > 1 else ""))
+    from matplotlib.ticker import MaxNLocator
 
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # integer ticks for any range
     ax.set_ylim(0, None)
     if m > 1:
         ax.legend(fontsize=8)

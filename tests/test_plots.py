@@ -112,6 +112,9 @@ def test_n_leaves_one_fit_and_a_comparison():
     assert ax.get_xlabel() == "number of leaves" and ax.get_ylabel() == "posterior probability"
     ax = plots.plot_n_leaves({"first": a, "second": b})
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["first", "second"]
+    big = az.from_dict(posterior={"n_leaves": np.full((1, 4), 30)})
+    ax = plots.plot_n_leaves(big, max_leaves=12)  # every draw above the limit: nothing drawn, no error
+    assert ax.patches[0].get_data().values.sum() == 0
 
 
 def test_tree_from_a_tree_and_from_inferencedata():
