@@ -28,7 +28,8 @@ def local_client(n_workers: int | None = None):
     Parameters
     ----------
     n_workers : int, optional
-        Worker processes (default: the CPUs this process may use), one thread each.
+        Worker processes, one thread each (default: the CPUs this process may use, but at most
+        one per 2 GiB of memory; each worker's memory limit is its share of the machine's memory).
 
     Returns
     -------
@@ -39,7 +40,12 @@ def local_client(n_workers: int | None = None):
     if c is not None and c.status == "running":
         return c
     if n_workers is None:
-        n_workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # a worker compiling and running the JAX engine needs about 2 GiB (docs/distributed.md):
+        # fewer workers with more memory each rather than workers the nanny would kill
+        import psutil
+
+        n_workers = max(1, min(cpus, int(psutil.virtual_memory().total // (2 * 2**30))))
     cluster = distributed.LocalCluster(n_workers=max(1, int(n_workers)), threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None, env=worker_env())
     client = distributed.Client(cluster)

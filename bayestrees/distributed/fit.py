@@ -314,6 +314,12 @@ def _fit_group(pieces: list, spec: BranchSpec, trees=None):
     return t, int(part["codes"].shape[0])
 
 
+#: memory of a worker process with JAX loaded while XLA compiles the CART engine, beyond the
+#: engine's arrays: measured on CPU with JAX 0.10 (peaks of 1.4 to 1.7 GiB above the arrays in
+#: ``benchmarks/dask_ebf.py``, an idle worker with JAX loaded being 0.37 GiB of them)
+ENGINE_OVERHEAD_BYTES = 1536 * 2**20
+
+
 def _check_memory(client, group_rows, d: int, n_stats: int, code_dtype, config: ForestConfig, n: int) -> None:
     """Refuse a fit whose largest group cannot fit in the largest worker's memory limit."""
     limits = [v for v in worker_memory_limits(client).values() if v > 0]
@@ -324,10 +330,13 @@ def _check_memory(client, group_rows, d: int, n_stats: int, code_dtype, config: 
         k = max(1, config.n_blocks)
         group_rows = {b: -(-n // k) for b in range(k)}
     g, m = max(group_rows.items(), key=lambda kv: kv[1])
-    need = branch_bytes(m, d, n_stats) + m * (d * np.dtype(code_dtype).itemsize + 24)
+    arrays = branch_bytes(m, d, n_stats) + m * (d * np.dtype(code_dtype).itemsize + 24)
+    need = arrays + ENGINE_OVERHEAD_BYTES
     if need > limit:
         what = "branch (trunk leaf)" if config.kind == "ebf" else "block"
         raise ValueError(
-            f"{what} {g} holds {m:,} rows and needs about {need / 2**20:,.0f} MiB to fit, more than the "
-            f"largest worker memory limit ({limit / 2**20:,.0f} MiB); lower trunk_min_samples_leaf (smaller "
-            "branches) / raise n_blocks, or give the workers more memory")
+            f"{what} {g} holds {m:,} rows and needs about {need / 2**20:,.0f} MiB to fit ({arrays / 2**20:,.0f} "
+            f"MiB of rows and engine arrays, plus about {ENGINE_OVERHEAD_BYTES / 2**20:,.0f} MiB for a worker "
+            f"with JAX compiling the engine), more than the largest worker memory limit ({limit / 2**20:,.0f} "
+            "MiB); lower trunk_min_samples_leaf (smaller branches) / raise n_blocks, or give the workers more "
+            "memory")
