@@ -136,7 +136,7 @@ for name, est in models.items():
     rows.append({"model": name, "test RMSE ($)": np.sqrt(np.mean((est.predict(Xte) - yte) ** 2)),
                  "fit s": sec, "90% interval covers y": cover})
 print(pd.DataFrame(rows).round(3).to_string(index=False))
-print("(the interval is for the function, not for a new response, so it covers few responses)")
+print("(the interval is for the function, not for a new response: it need not cover 90% of the responses)")
 
 # %% [markdown]
 # Which features do the trees split on? The share of each tree's splits per
