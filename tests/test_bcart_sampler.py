@@ -305,3 +305,29 @@ def test_acceptance_ratio_equals_direct_computation(move):
         assert got == pytest.approx(want, abs=2e-3), (move, i)
         checked += 1
     assert checked >= 3
+
+
+@pytest.mark.parametrize("scheme", ["moves", "sweep"])
+def test_incremental_routing_equals_full_evaluation(scheme):
+    """Steps re-route only the changed subtree; the state must equal a full evaluation of its tree."""
+    rng = np.random.default_rng(11)
+    codes = rng.integers(0, 6, size=(60, 3))
+    y = (codes[:, 0] + codes[:, 1] * (codes[:, 2] > 2) + rng.normal(0, 0.3, 60)).astype(np.float32)
+    model = NormalLeaves(PRIOR)
+    cfg = M.MCMCConfig(ChipmanPrior(0.95, 0.5), model, 4, 3, scheme=scheme)
+    data = _data(codes, y, model)
+    kernel = M.build_kernel(cfg)
+    step = jax.jit(lambda k, s: kernel.step(k, s, data))
+    full = jax.jit(lambda t: M.evaluate(t, data, cfg))
+    state = kernel.init(jax.random.key(0), data)
+    accepted = 0
+    for i in range(150 if scheme == "moves" else 40):
+        state, info = step(jax.random.key(i), state)
+        accepted += int(info.accepted)
+        ref = full(state.tree)
+        np.testing.assert_array_equal(np.asarray(state.ev.leaf), np.asarray(ref.leaf))
+        np.testing.assert_array_equal(np.asarray(state.ev.lo), np.asarray(ref.lo))
+        np.testing.assert_allclose(float(state.ev.log_lik), float(ref.log_lik), rtol=1e-5)
+        np.testing.assert_allclose(float(state.ev.log_prior), float(ref.log_prior), rtol=1e-5)
+    assert accepted >= 10  # the tree did change along the way
+    assert int(state.tree.is_leaf().sum()) > 1

@@ -216,15 +216,17 @@ def _depth_of(slot):
 
 
 def _route(tree: Tree, codes, max_depth: int):
-    """Leaf slot of every row (heap tree), by ``max_depth`` steps of descent."""
+    """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
+    ``max_depth`` steps of descent; per step one gather of the node's (feature, threshold), -1
+    as the feature of a leaf, and one of the row's code."""
     n = codes.shape[0]
     rows = jnp.arange(n)
+    rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)  # (S, 2)
 
     def body(_, node):
-        internal = tree.left[node] >= 0
-        c = codes[rows, jnp.maximum(tree.feature[node], 0)]
-        nxt = jnp.where(c <= tree.threshold[node], tree.left[node], tree.right[node])
-        return jnp.where(internal, nxt, node)
+        r = rule[node]
+        c = codes[rows, jnp.maximum(r[:, 0], 0)]
+        return jnp.where(r[:, 0] >= 0, 2 * node + 1 + (c > r[:, 1]).astype(jnp.int32), node)
 
     return jax.lax.fori_loop(0, max_depth, body, jnp.zeros(n, jnp.int32))
 
@@ -260,10 +262,46 @@ def _rule_counts(lo, hi):
     return jnp.sum(nthr > 0, -1).astype(jnp.int32), nthr
 
 
-def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig) -> Eval:
-    """Route the rows through ``tree`` and compute its log likelihood, log prior and validity."""
+def _reroute(tree: Tree, codes, leaf, node, max_depth: int):
+    """Leaf slots after a change of ``tree`` below ``node``, from the slots ``leaf`` before it.
+
+    Only rows whose old leaf lies in the subtree of ``node`` move: they restart at ``node`` and
+    descend as many levels as the new subtree is deep (1 after a grow at a leaf, 0 after a prune),
+    so a move costs a pass per level of the changed subtree rather than of the whole tree.
+    The result equals :func:`_route` of the new tree.
+    """
+    S = tree.left.shape[0]
+    dn = _depth_of(node)
+    dl = _depth_of(leaf)
+    inside = (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
+    slots = jnp.arange(S, dtype=jnp.int32)
+    ds = _depth_of(slots)
+    below = tree.is_used() & (ds >= dn) & (jnp.right_shift(slots + 1, jnp.maximum(ds - dn, 0)) == node + 1)
+    levels = jnp.max(jnp.where(below, ds, dn)) - dn
+    n = codes.shape[0]
+    rows = jnp.arange(n)
+    rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)
+
+    def body(_, cur):
+        r = rule[cur]
+        c = codes[rows, jnp.maximum(r[:, 0], 0)]
+        return jnp.where(r[:, 0] >= 0, 2 * cur + 1 + (c > r[:, 1]).astype(jnp.int32), cur)
+
+    start = jnp.where(inside, node, leaf).astype(jnp.int32)
+    return jax.lax.fori_loop(0, jnp.minimum(levels, max_depth), body, start)
+
+
+def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
+    """Route the rows through ``tree`` and compute its log likelihood, log prior and validity.
+
+    With ``leaf`` (the rows' slots in a tree that differs from ``tree`` only below ``node``),
+    only the rows of that subtree are routed again (:func:`_reroute`).
+    """
     S = cfg.capacity
-    leaf = _route(tree, data.codes, cfg.max_depth)
+    if leaf is None:
+        leaf = _route(tree, data.codes, cfg.max_depth)
+    else:
+        leaf = _reroute(tree, data.codes, leaf, node, cfg.max_depth)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
     lo, hi, cnt = _ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
@@ -535,7 +573,9 @@ class _Step:
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
         move = jnp.argmax(_gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
         new_tree, ok, node, lq_fwd, extra = _propose(u[5:], state, move, cfg)
-        new_ev = evaluate(new_tree, data, cfg)
+        # a swap changes the parent of the chosen node too: re-route from the parent
+        top = jnp.where(move == MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
+        new_ev = evaluate(new_tree, data, cfg, state.ev.leaf, top)
         lq_rev = _log_q_reverse(move, new_tree, new_ev, node, extra, cfg)
         tree, ev, acc, log_a = _accept_u(u[4], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
         info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg),
@@ -634,7 +674,7 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
                                      grown, pruned, changed)
         growable = _growable(tree, ev, cfg)[sc]
         ok = (s < S) & jnp.where(kind == 0, ok_g & growable, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
-        new_ev = evaluate(new, data, cfg)
+        new_ev = evaluate(new, data, cfg, ev.leaf, sc)
         half = jnp.log(jnp.asarray(0.5, dt))
         j_old = tree.feature[sc]
         nthr = jnp.maximum(ev.hi[sc] - ev.lo[sc], 0).astype(dt)
