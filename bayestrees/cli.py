@@ -111,7 +111,7 @@ def cmd_demo(args) -> int:
 
     # -- regression: motorcycle data
     X, y = load_mcycle()
-    _say(f"\n[1/5] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
+    _say(f"\n[1/6] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
     t0 = time.perf_counter()
     bf = bt.BayesianForestRegressor(n_estimators=args.trees, min_samples_leaf=3, random_state=args.seed,
                                     progressbar=True).fit(X, y)
@@ -134,18 +134,18 @@ def cmd_demo(args) -> int:
     Xc, yc, names = load_haberman()
     perm = rng.permutation(len(yc))
     tr, te = perm[:230], perm[230:]
-    _say(f"\n[2/5] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
+    _say(f"\n[2/6] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
     bfc = bt.BayesianForestClassifier(n_estimators=args.trees, min_samples_leaf=5,
                                       random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      Bayesian forest accuracy: {np.mean(bfc.predict(Xc[te]) == yc[te]):.3f}")
-    _say("\n[3/5] BCART-PCFG: exact posterior over trees (5 bins per feature)")
+    _say("\n[3/6] BCART-PCFG: exact posterior over trees (5 bins per feature)")
     pc = bt.PCFGTreeClassifier(max_bins=5).fit(Xc[tr], yc[tr])
     _say(f"      MAP-tree accuracy: {np.mean(pc.predict(Xc[te]) == yc[te]):.3f}; "
          f"log evidence {float(pc.log_evidence_):.2f}")
-    _say("\n[4/5] safe-Bayesian random forest (1000 prior trees, importance weights)")
+    _say("\n[4/6] safe-Bayesian random forest (1000 prior trees, importance weights)")
     sb = bt.SafeBayesForestClassifier(random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      accuracy: {np.mean(sb.predict(Xc[te]) == yc[te]):.3f}")
-    _say(f"\n[5/5] Bayesian CART by MCMC (4 chains, {args.draws} tuning steps + {args.draws} draws each)")
+    _say(f"\n[5/6] Bayesian CART by MCMC (4 chains, {args.draws} tuning steps + {args.draws} draws each)")
     t0 = time.perf_counter()
     bc = bt.BayesianCARTClassifier(draws=args.draws, tune=args.draws, chains=4, max_depth=5, random_state=args.seed,
                                    progressbar=True).fit(Xc[tr], yc[tr])
@@ -154,8 +154,19 @@ def cmd_demo(args) -> int:
          f"{np.mean(bc.predict(Xc[te]) == yc[te]):.3f}; leaves per tree: "
          f"{float(bc.idata_.posterior['n_leaves'].mean()):.1f}; acceptance grow {acc['grow']:.2f}, "
          f"prune {acc['prune']:.2f}, change {acc['change']:.2f}, swap {acc['swap']:.2f}")
+    _say(f"\n[6/6] BET: a Dirichlet-process mixture of trees (slice sampler; {args.draws} tuning sweeps + "
+         f"{args.draws} draws, at most 6 trees)")
+    t0 = time.perf_counter()
+    bet = bt.BETClassifier(max_trees=6, max_depth=3, draws=args.draws, tune=args.draws, random_state=args.seed,
+                           progressbar=True).fit(Xc[tr], yc[tr])
+    n_trees = np.bincount(np.asarray(bet.n_trees_).ravel())
+    share = ", ".join(f"{k}: {c / n_trees.sum():.2f}" for k, c in enumerate(n_trees) if c)
+    ranking = ", ".join(f"{nm} {v:.2f}" for nm, v in zip(names, np.asarray(bet.xi_bar_)))
+    _say(f"      fitted in {time.perf_counter() - t0:.1f}s (includes JIT compilation); accuracy (ensemble "
+         f"estimator): {np.mean(bet.predict(Xc[te]) == yc[te]):.3f}")
+    _say(f"      occupied trees per draw (share of draws): {share}; variable ranking (xi bar): {ranking}")
     try:
-        cmp = bt.compare({"PCFG": pc.idata_, "Bayesian CART": bc.idata_})
+        cmp = bt.compare({"PCFG": pc.idata_, "Bayesian CART": bc.idata_, "BET": bet.idata_})
         _say("      LOO comparison (bt.compare):\n" + "\n".join(
             "        " + line for line in cmp[["rank", "elpd_loo", "p_loo", "elpd_diff"]].to_string().splitlines()))
     except ValueError as e:  # a family without a likelihood: say why

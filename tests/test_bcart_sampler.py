@@ -285,13 +285,19 @@ def test_acceptance_ratio_equals_direct_computation(move):
     tree, _ = grow_leaf(tree, 2, 1, 1, heap=True)
     state = M.State(tree, M.evaluate(tree, data, cfg))
     m = M.MOVES.index(move)
+
+    @jax.jit
+    def proposal(key):
+        u = M._uniform(key, (cfg.capacity + cfg.n_features + 1,))
+        new, ok, node, lq_fwd, extra = M._propose(u, state, jnp.int32(m), cfg)
+        new_ev = M.evaluate(new, data, cfg)
+        return new, ok, new_ev, lq_fwd, M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
+
     checked = 0
     for i in range(12):
-        new, ok, node, lq_fwd, extra = M._propose(M._uniform(jax.random.key(i), (cfg.capacity + cfg.n_features + 1,)), state, jnp.int32(m), cfg)
-        new_ev = M.evaluate(new, data, cfg)
+        new, ok, new_ev, lq_fwd, lq_rev = proposal(jax.random.key(i))
         if not (bool(ok) and bool(new_ev.valid)):
             continue
-        lq_rev = M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
         got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)
         t_old = jax.tree_util.tree_map(np.asarray, tree)
         t_new = jax.tree_util.tree_map(np.asarray, new)

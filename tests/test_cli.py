@@ -128,7 +128,8 @@ def test_demo_runs_every_family(tmp_path, capsys):
     rc = main(["demo", "--out", str(tmp_path), "--trees", "4", "--draws", "40"])
     assert rc == 0
     out = capsys.readouterr().out
-    for part in ("[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]", "LOO comparison", "figure written"):
+    for part in ("[1/6]", "[2/6]", "[3/6]", "[4/6]", "[5/6]", "[6/6]", "LOO comparison", "figure written"):
         assert part in out
+    assert "occupied trees per draw" in out and "BET" in out.split("LOO comparison")[1]
     assert (tmp_path / "demo_mcycle.png").stat().st_size > 1000
     assert (tmp_path / "mcycle_bayesian_forest.nc").exists()
