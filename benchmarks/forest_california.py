@@ -11,6 +11,9 @@ Every forest has 100 trees and ``min_samples_leaf=2``:
     SSF   sub-sample forest, 5 blocks          SubSampleForestRegressor(n_blocks=5)
     EBF   empirical Bayesian forest            EmpiricalBayesianForestRegressor(trunk_min_samples_leaf=3000)
     sklearn-RF  sklearn.ensemble.RandomForestRegressor(min_samples_leaf=2, n_estimators=100, n_jobs=2)
+    BCART Bayesian CART by MCMC (issue: Chipman et al. 1998)
+          BayesianCARTRegressor(chains=--bcart-chains, random_state=seed) on --bcart-rows training
+          rows drawn at random (all of them with 0), posterior mean over every chain's draws
 
 ``--max-bins`` sets the library's feature binning (default 1024, the library default; most of
 California's features have more distinct values than that, so they are quantile-binned);
@@ -75,6 +78,25 @@ class SklearnBayesianForest:
         return np.mean([t.predict(X) for t in self.trees_], axis=0)
 
 
+BCART = {"chains": 16, "rows": 0}
+BCART_BINS = 32  # BayesianCARTRegressor's default max_bins
+
+
+class Subsampled:
+    """An estimator fitted on ``rows`` training rows drawn at random (``seed``), predicting as usual."""
+
+    def __init__(self, est, rows, seed):
+        self.est, self.rows, self.seed = est, rows, seed
+
+    def fit(self, X, y):
+        idx = np.random.default_rng(self.seed).choice(len(y), min(self.rows, len(y)), replace=False)
+        self.est.fit(X[idx], y[idx])
+        return self
+
+    def predict(self, X):
+        return self.est.predict(X)
+
+
 def make(method, n_trees, msl, max_bins, n_jobs, seed):
     import bayestrees as bt
     common = dict(min_samples_leaf=msl, max_bins=max_bins, n_jobs=n_jobs, random_state=seed)
@@ -97,6 +119,9 @@ def make(method, n_trees, msl, max_bins, n_jobs, seed):
         return bt.EmpiricalBayesianForestRegressor(n_trees, trunk_min_samples_leaf=3000, **common)
     if method == "sklearn-BF":
         return SklearnBayesianForest(n_trees, min_samples_leaf=msl, n_jobs=2, random_state=seed)
+    if method == "BCART":
+        est = bt.BayesianCARTRegressor(chains=BCART["chains"], random_state=seed)
+        return Subsampled(est, BCART["rows"], seed) if BCART["rows"] else est
     if method == "sklearn-RF":
         from sklearn.ensemble import RandomForestRegressor
         return RandomForestRegressor(n_estimators=n_trees, min_samples_leaf=msl, n_jobs=2, random_state=seed)
@@ -112,11 +137,14 @@ def main(argv=None):
     p.add_argument("--n-trees", type=int, default=100)
     p.add_argument("--min-samples-leaf", type=int, default=2)
     p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--bcart-chains", type=int, default=16, help="chains of the BCART method")
+    p.add_argument("--bcart-rows", type=int, default=0, help="BCART fits on this many training rows (0: all)")
     p.add_argument("--resume", action="store_true", help="skip (fold, method) pairs already in the results file")
     p.add_argument("--table", action="store_true", help="only print the table from the results file")
     a = p.parse_args(argv)
     out = Path(a.out or RESULTS / ("forest_california_quick.jsonl" if a.quick else "forest_california.jsonl"))
     methods = a.methods.split(",")
+    BCART.update(chains=a.bcart_chains, rows=a.bcart_rows)
     if a.extra_bins:
         methods.insert(1, f"BF-bins{a.extra_bins}")
     if a.table:
@@ -145,8 +173,9 @@ def main(argv=None):
     run_folds("california", X, y, folds, todo, methods,
               lambda m, f: make(m, n_trees, a.min_samples_leaf, a.max_bins, a.n_jobs, SEED + f), out,
               n_trees=n_trees, min_samples_leaf=a.min_samples_leaf,
-              max_bins_of=lambda m: None if m == "sklearn-RF" else (int(m[7:]) if m.startswith("BF-bins")
-                                                                    else a.max_bins), extra={"cv_seed": SEED})
+              max_bins_of=lambda m: (None if m == "sklearn-RF" else BCART_BINS if m == "BCART"
+                                     else int(m[7:]) if m.startswith("BF-bins") else a.max_bins),
+              extra={"cv_seed": SEED})
     print("\nFinal table (mean over the folds every method finished):")
     print(cv_table(read_jsonl(out), methods))
 
