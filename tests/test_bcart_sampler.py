@@ -8,6 +8,7 @@
     probabilities and an independent NumPy target) on small trees.
 """
 from collections import Counter
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -268,6 +269,15 @@ def _np_proposals(tree, codes, move, max_depth):
     return out, key
 
 
+@partial(jax.jit, static_argnames=("m", "cfg"))
+def _proposal(key, state, data, m, cfg):
+    """One proposal of move ``m`` from ``state``: the new tree, whether possible, its evaluation, log q both ways."""
+    u = M._uniform(key, (cfg.capacity + cfg.n_features + 1,))
+    new, ok, node, lq_fwd, extra = M._propose(u, state, jnp.int32(m), cfg)
+    new_ev = M.evaluate(new, data, cfg)
+    return new, ok, new_ev, lq_fwd, M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
+
+
 @pytest.mark.parametrize("move", ["grow", "prune", "change"])
 def test_acceptance_ratio_equals_direct_computation(move):
     rng = np.random.default_rng(7)
@@ -285,17 +295,9 @@ def test_acceptance_ratio_equals_direct_computation(move):
     tree, _ = grow_leaf(tree, 2, 1, 1, heap=True)
     state = M.State(tree, M.evaluate(tree, data, cfg))
     m = M.MOVES.index(move)
-
-    @jax.jit
-    def proposal(key):
-        u = M._uniform(key, (cfg.capacity + cfg.n_features + 1,))
-        new, ok, node, lq_fwd, extra = M._propose(u, state, jnp.int32(m), cfg)
-        new_ev = M.evaluate(new, data, cfg)
-        return new, ok, new_ev, lq_fwd, M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
-
     checked = 0
     for i in range(12):
-        new, ok, new_ev, lq_fwd, lq_rev = proposal(jax.random.key(i))
+        new, ok, new_ev, lq_fwd, lq_rev = _proposal(jax.random.key(i), state, data, m, cfg)
         if not (bool(ok) and bool(new_ev.valid)):
             continue
         got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)

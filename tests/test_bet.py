@@ -11,6 +11,7 @@
 (e) collapse and node counts on a hand-made tree.
 """
 from collections import Counter
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -35,6 +36,12 @@ def _tv(a: Counter, b: Counter) -> float:
 # ------------------------------------------------------------------------------------------------
 # (a) the objective leaf model
 # ------------------------------------------------------------------------------------------------
+def _normal_integrand(mu, t, y):
+    """prod_i N(y_i | mu, exp(t)): the objective prior's integrand in (mu, t = log s2)."""
+    s2 = np.exp(t)
+    return np.exp(np.sum(-0.5 * (y - mu) ** 2 / s2 - 0.5 * np.log(2 * np.pi * s2)))
+
+
 def test_objective_marginal_matches_quadrature():
     y = np.array([0.3, -0.5, 1.1, 0.2, 0.9])
     m = ObjectiveNormalLeaves()
@@ -42,11 +49,7 @@ def test_objective_marginal_matches_quadrature():
     got = float(m.log_marginal(st, jnp.array([True])))
 
     # ∫∫ prod N(y_i | mu, s2) / s2 dmu ds2, with s2 = exp(t): ds2 / s2 = dt
-    def f(mu, t):
-        s2 = np.exp(t)
-        return np.exp(np.sum(-0.5 * (y - mu) ** 2 / s2 - 0.5 * np.log(2 * np.pi * s2)))
-
-    val, err = integrate.dblquad(f, -12.0, 6.0, lambda t: y.mean() - 8.0, lambda t: y.mean() + 8.0,
+    val, err = integrate.dblquad(_normal_integrand, -12.0, 6.0, y.mean() - 8.0, y.mean() + 8.0, args=(y,),
                                  epsabs=1e-12, epsrel=1e-9)
     assert abs(got - np.log(val)) < 1e-4, (got, np.log(val), err)
     # one row: the objective posterior does not exist; the reference NIG marginal is used
@@ -136,6 +139,11 @@ def test_v_given_z_is_the_conjugate_beta():
         assert ks.statistic < 0.012, (j, ks)
 
 
+def _z_step(w, tail, log_p, z, k):
+    z, _ = K.z_given_w(k, z, w, tail, log_p)
+    return z, z
+
+
 def test_slice_update_of_z_targets_w_times_likelihood():
     rng = np.random.default_rng(1)
     J, n = 4, 3
@@ -143,10 +151,7 @@ def test_slice_update_of_z_targets_w_times_likelihood():
     w, tail = K.stick_weights(v)
     log_p = jnp.asarray(rng.normal(size=(J, n)), jnp.float32)
 
-    def body(z, k):
-        z, _ = K.z_given_w(k, z, w, tail, log_p)
-        return z, z
-
+    body = partial(_z_step, w, tail, log_p)
     _, zs = jax.lax.scan(body, jnp.zeros(n, jnp.int32), jax.random.split(jax.random.key(11), 30000))
     zs = np.asarray(zs)
     target = np.asarray(w)[:, None] * np.exp(np.asarray(log_p, np.float64))

@@ -130,20 +130,22 @@ def test_dask_fitted_estimator_saves_and_loads(dask_ebf, tmp_path):
     np.testing.assert_array_equal(back.predict(X), est.predict(X))
 
 
+def _fit_into(out, err, Xd, yd, client):
+    """Fit the Dask EBF into ``out["est"]`` (run in a thread); an exception goes to ``err``."""
+    try:
+        out["est"] = bt.EmpiricalBayesianForestRegressor(**EBF_KW).fit(Xd, yd, client=client)
+    except BaseException as e:  # pragma: no cover - reported by the test
+        err.append(e)
+
+
 def test_a_worker_killed_mid_fit_gives_the_undisturbed_result(dask_ebf, client):
     est, X, y, Xd, yd = dask_ebf
     out, err = {}, []
 
-    def run():
-        try:
-            out["est"] = bt.EmpiricalBayesianForestRegressor(**EBF_KW).fit(Xd, yd, client=client)
-        except BaseException as e:  # pragma: no cover - reported below
-            err.append(e)
-
     # the workers forget their compiled programs, so every branch fit takes a while (loading the
     # engine from the shared compilation cache) and one is surely caught running
     client.run(lambda: __import__("jax").clear_caches())
-    th = threading.Thread(target=run)
+    th = threading.Thread(target=_fit_into, args=(out, err, Xd, yd, client))
     th.start()
     victim, deadline = None, time.time() + 60
     while victim is None and time.time() < deadline and th.is_alive():

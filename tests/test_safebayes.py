@@ -479,19 +479,20 @@ def test_pool_curves_equals_curve_on_union():
     np.testing.assert_allclose(pooled["log_predictive"], whole["log_predictive"], rtol=1e-5)
 
 
+def _imbalanced(rng, n):
+    """About 25% positives: x0 > 0.8 among 6 features, 5% of labels flipped."""
+    X = rng.uniform(size=(n, 6))
+    y = ((X[:, 0] > 0.8) ^ (rng.uniform(size=n) < 0.05)).astype(int)
+    return X, y
+
+
 def test_auto_not_majority_class_on_imbalanced_data():
     """On imbalanced data with a clear signal m = 5 predicts the majority class; the default
     ("auto", 5-fold CV on the training rows) does not, and is at least as accurate as the
     better of BMA and the best tree on fresh rows (up to 2 rows in 400)."""
     rng = np.random.default_rng(18)
-
-    def draw(n):  # about 25% positives: x0 > 0.8 among 6 features, 5% of labels flipped
-        X = rng.uniform(size=(n, 6))
-        y = ((X[:, 0] > 0.8) ^ (rng.uniform(size=n) < 0.05)).astype(int)
-        return X, y
-
-    X, y = draw(300)
-    Xt, yt = draw(400)
+    X, y = _imbalanced(rng, 300)
+    Xt, yt = _imbalanced(rng, 400)
     m5 = bt.SafeBayesForestClassifier(K, effective_sample_size=5, max_internal=KMAX, random_state=0).fit(X, y)
     auto = bt.SafeBayesForestClassifier(K, max_internal=KMAX, random_state=0).fit(X, y)
     acc = {name: np.mean(est.predict(Xt, method) == yt)
