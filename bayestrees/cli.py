@@ -155,9 +155,9 @@ def cmd_demo(args) -> int:
          f"{float(bc.idata_.posterior['n_leaves'].mean()):.1f}; acceptance grow {acc['grow']:.2f}, "
          f"prune {acc['prune']:.2f}, change {acc['change']:.2f}, swap {acc['swap']:.2f}")
     _say(f"\n[6/6] BET: a Dirichlet-process mixture of trees (slice sampler; {args.draws} tuning sweeps + "
-         f"{args.draws} draws, at most 6 trees)")
+         f"{args.draws} draws, at most 24 trees)")
     t0 = time.perf_counter()
-    bet = bt.BETClassifier(max_trees=6, max_depth=3, draws=args.draws, tune=args.draws, random_state=args.seed,
+    bet = bt.BETClassifier(max_trees=24, max_depth=3, draws=args.draws, tune=args.draws, random_state=args.seed,
                            progressbar=True).fit(Xc[tr], yc[tr])
     n_trees = np.bincount(np.asarray(bet.n_trees_).ravel())
     share = ", ".join(f"{k}: {c / n_trees.sum():.2f}" for k, c in enumerate(n_trees) if c)

@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..data import bucket_size
 from ..tree import FREE, LEAF, Tree, mark_unused
 
 __all__ = ["CARTConfig", "CapacityError", "fit_trees", "default_capacity", "prepare_codes", "GrowState",
@@ -108,8 +109,14 @@ class CARTConfig:
 
 
 def default_capacity(n_positive: int, min_samples_leaf: int, max_depth: int | None = None) -> int:
-    """Node slots that can never overflow: 2 * floor(n / min_samples_leaf) - 1 (and 2^(depth+1) - 1)."""
-    leaves = max(1, n_positive // max(1, min_samples_leaf))
+    """Node slots that can never overflow: 2 * L - 1 for L >= floor(n / min_samples_leaf) leaves (and at
+    most 2^(depth+1) - 1).
+
+    L is rounded up to a bucket size (:func:`~bayestrees.data.bucket_size`: at least 64, then steps of
+    sqrt 2 up to 8,192, then of at most 3.2%), because the capacity is part of the compiled signature:
+    fits that differ only in ``min_samples_leaf`` or in a few rows share one compilation.
+    """
+    leaves = bucket_size(max(1, n_positive // max(1, min_samples_leaf)))
     cap = 2 * leaves - 1
     if max_depth is not None and max_depth < 40:
         cap = min(cap, 2 ** (max_depth + 1) - 1)
