@@ -269,6 +269,45 @@ def infer_task(y, task: str = "auto") -> str:
     return "regression"
 
 
+def check_max_bins(max_bins) -> int:
+    """``max_bins`` as an int, or ValueError if it is not an integer of at least 2."""
+    if isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2:
+        raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")
+    return int(max_bins)
+
+
+def sampler_inputs(data: "TrainingData", family: str):
+    """Feature codes and response as the MCMC samplers (Bayesian CART, BET) take them.
+
+    Parameters
+    ----------
+    data : TrainingData without missing values
+    family : the family's name, for the error message
+
+    Returns
+    -------
+    codes : int32 array (n, d)
+    y : float64 (n,) regression response standardised to mean 0 and standard deviation 1 (1 when
+        it is constant), or int32 (n,) class codes
+    shift, scale : the response is ``y * scale + shift`` (0 and 1 for classes)
+
+    Raises
+    ------
+    ValueError if a code is missing (NaN in X) or the response is too large to standardise.
+    """
+    codes = np.asarray(data.codes)
+    if np.any(codes == missing_code(codes.dtype)):
+        raise ValueError(f"{family} does not take missing values: impute or drop the rows with NaN first")
+    if data.task != "regression":
+        return codes.astype(np.int32), np.asarray(data.y, np.int32), 0.0, 1.0
+    y = np.asarray(data.y, np.float64)
+    shift, scale = float(y.mean()), float(y.std())
+    scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+    if not np.isfinite(shift):
+        raise ValueError("y is too large to standardise in float64")
+    return codes.astype(np.int32), (y - shift) / scale, shift, scale
+
+
 def check_dtype(dtype) -> np.dtype:
     """Validate a floating-point ``dtype`` argument ("float32" or "float64").
 

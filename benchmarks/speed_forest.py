@@ -288,8 +288,8 @@ def main():
 
     # table
     print()
-    print(f"| quantity | bayestrees | scikit-learn | ratio |")
-    print(f"|---|---|---|---|")
+    print("| quantity | bayestrees | scikit-learn | ratio |")
+    print("|---|---|---|---|")
     print(f"| fit {T} trees (s, median of {args.repeats}, incl. binning) | {med['ours']:.2f} | {med['sklearn']:.2f} "
           f"| {rec['fit_ratio']:.2f} |")
     print(f"| fit CPU time, all threads (s) | {medc['ours']:.2f} | {medc['sklearn']:.2f} "

@@ -1,5 +1,4 @@
 """scikit-learn's own estimator checks (a peer's test suite) on the forest estimators."""
-import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bayestrees as bt

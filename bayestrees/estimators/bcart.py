@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import prepare_data
 from ..inference.bcart import BCARTConfig, bcart_inferencedata, bcart_values, fit_bcart
 from ..priors import ChipmanPrior
 from .base import ClassifierBase, RegressorBase
+from .mcmc_base import MCMCEstimatorMixin
 
 __all__ = ["BayesianCARTRegressor", "BayesianCARTClassifier"]
 
 
-class _BCARTMixin:
-    _task = "regression"
+class _BCARTMixin(MCMCEstimatorMixin):
+    _fit_function = staticmethod(fit_bcart)
+    _inferencedata_function = staticmethod(bcart_inferencedata)
 
     def _config(self) -> BCARTConfig:
         prior = self.prior if self.prior is not None else ChipmanPrior(self.alpha, self.beta)
@@ -31,55 +32,10 @@ class _BCARTMixin:
                            max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
                            temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar)
 
-    def fit(self, X, y):
-        """Run the chains on ``(X, y)``; returns ``self``.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame (n_samples, n_features), no missing values
-        y : array-like (n_samples,)
-        """
-        self._reject_sparse(X)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        config = self._config()
-        if int(self.max_bins) < 2:
-            raise ValueError(f"max_bins must be >= 2, got {self.max_bins}")
-        data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins), allow_nan=False)
-        self._remember_data(data, X)
-        self.result_ = fit_bcart(self._key(), data, config)
-        self.trees_ = self.result_.trees
-        self._train_data = data
-        self._idata = None
-        return self
-
-    @property
-    def idata_(self):
-        """The posterior as ArviZ InferenceData (the posterior contract, with ``log_likelihood``)."""
-        self._check_fitted()
-        if getattr(self, "_idata", None) is None:
-            self._idata = bcart_inferencedata(self.result_, self._train_data)
-        return self._idata
-
     def _values(self, X) -> np.ndarray:
         """Leaf values of every draw at ``X``: ``(chains * draws, n, V)``."""
         v = bcart_values(self.trees_, self._codes(X))
         return v.reshape((-1,) + v.shape[2:])
-
-    def predict_draws(self, X) -> np.ndarray:
-        """Posterior draws of the function at ``X``: ``(chains * draws, n)``, or ``(chains * draws, n, C)``
-        class probabilities for classifiers."""
-        v = self._values(X)
-        return v[..., 0] if self._task == "regression" else v
-
-    def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
-        """Equal-tailed ``prob`` credible interval of the function at ``X``: ``(n, 2)``
-        (classifiers: ``(n, C, 2)`` for the class probabilities)."""
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        d = self.predict_draws(X)
-        lo, hi = np.quantile(d, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        return np.stack([lo, hi], -1)
 
     @property
     def acceptance_(self) -> dict:

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import prepare_data
 from ..inference.bet import BETConfig, best_ensemble, bet_inferencedata, bet_values, fit_bet
 from .base import ClassifierBase, RegressorBase
+from .mcmc_base import MCMCEstimatorMixin
 
 __all__ = ["BETRegressor", "BETClassifier"]
 
 
-class _BETMixin:
-    _task = "regression"
+class _BETMixin(MCMCEstimatorMixin):
+    _fit_function = staticmethod(fit_bet)
+    _inferencedata_function = staticmethod(bet_inferencedata)
 
     def _config(self) -> BETConfig:
         return BETConfig(alpha_dp=self.alpha_dp, delta=self.delta, min_leaf_rows=self.min_leaf_rows,
@@ -32,36 +33,6 @@ class _BETMixin:
                          leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
                          chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
                          progressbar=self.progressbar)
-
-    def fit(self, X, y):
-        """Run the chains on ``(X, y)``; returns ``self``.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame (n_samples, n_features), no missing values
-        y : array-like (n_samples,)
-        """
-        self._reject_sparse(X)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        config = self._config()
-        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, (int, np.integer)) or self.max_bins < 2:
-            raise ValueError(f"max_bins must be an integer >= 2, got {self.max_bins!r}")
-        data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins), allow_nan=False)
-        self._remember_data(data, X)
-        self.result_ = fit_bet(self._key(), data, config)
-        self.trees_ = self.result_.trees
-        self._train_data = data
-        self._idata = None
-        return self
-
-    @property
-    def idata_(self):
-        """The posterior as ArviZ InferenceData (the posterior contract, with ``log_likelihood``)."""
-        self._check_fitted()
-        if getattr(self, "_idata", None) is None:
-            self._idata = bet_inferencedata(self.result_, self._train_data)
-        return self._idata
 
     @property
     def best_ensemble_(self) -> dict:
@@ -87,21 +58,6 @@ class _BETMixin:
         d = self.result_.draws
         v = bet_values(d.tree, d.w, d.occupied, self._codes(X))
         return v.reshape((-1,) + v.shape[2:])
-
-    def predict_draws(self, X) -> np.ndarray:
-        """Posterior draws of the ensemble estimator at ``X``: ``(chains * draws, n)``, or
-        ``(chains * draws, n, C)`` class probabilities for classifiers."""
-        v = self._values(X)
-        return v[..., 0] if self._task == "regression" else v
-
-    def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
-        """Equal-tailed ``prob`` credible interval of the ensemble estimator at ``X``: ``(n, 2)``
-        (classifiers: ``(n, C, 2)``)."""
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        d = self.predict_draws(X)
-        lo, hi = np.quantile(d, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        return np.stack([lo, hi], -1)
 
     def _cluster_values(self) -> np.ndarray:
         self._check_fitted()

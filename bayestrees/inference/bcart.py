@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..convert import to_inferencedata
-from ..data import TrainingData, check_dtype
+from ..data import TrainingData, check_dtype, sampler_inputs
 from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
 from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
 from ..tree import Tree, predict
@@ -175,24 +175,11 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     -------
     BCARTResult
     """
-    from ..data import missing_code
-
-    codes = np.asarray(data.codes)
-    if np.any(codes == missing_code(codes.dtype)):
-        raise ValueError("Bayesian CART does not take missing values: impute or drop the rows with NaN first")
+    codes, y, shift, scale = sampler_inputs(data, "Bayesian CART")
     dtype = jnp.dtype(check_dtype(config.dtype))
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
-    if task == "regression":
-        y = np.asarray(data.y, np.float64)
-        shift, scale = float(y.mean()), float(y.std())
-        scale = scale if scale > 0 and math.isfinite(scale) else 1.0
-        if not math.isfinite(shift):
-            raise ValueError("y is too large to standardise in float64")
-        yt = jnp.asarray((y - shift) / scale, dtype)
-    else:
-        shift, scale = 0.0, 1.0
-        yt = jnp.asarray(data.y, jnp.int32)
+    yt = jnp.asarray(y, dtype if task == "regression" else jnp.int32)
     mdata = M.MCMCData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
     cfg = M.MCMCConfig(config.prior, lm, config.max_depth, data.d, tuple(float(p) for p in config.move_probs),
                        config.scheme, tuple(float(b) for b in config.temperatures))

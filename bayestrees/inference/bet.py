@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..convert import to_inferencedata
-from ..data import TrainingData, check_dtype
+from ..data import TrainingData, check_dtype, sampler_inputs
 from ..leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
 from ..priors import DepthDecayPrior
 from ..tree import Tree, predict
@@ -178,25 +178,14 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     -------
     BETResult
     """
-    from ..data import missing_code
-
-    codes = np.asarray(data.codes)
-    if np.any(codes == missing_code(codes.dtype)):
-        raise ValueError("BET does not take missing values: impute or drop the rows with NaN first")
+    codes, y, shift, scale = sampler_inputs(data, "BET")
     check_rows(data.n)
     if data.n < 2 * config.min_leaf_rows:
         raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
                          f"got {data.n}; lower min_leaf_rows or add rows")
     dtype = jnp.dtype(check_dtype(config.dtype))
     task = data.task
-    if task == "regression":
-        y = np.asarray(data.y, np.float64)
-        shift, scale = float(y.mean()), float(y.std())
-        scale = scale if scale > 0 and math.isfinite(scale) else 1.0
-        yt = jnp.asarray((y - shift) / scale, dtype)
-    else:
-        shift, scale = 0.0, 1.0
-        yt = jnp.asarray(data.y, jnp.int32)
+    yt = jnp.asarray(y, dtype if task == "regression" else jnp.int32)
     kcfg = config.kernel_config(task, data.n_classes, data.d)
     lm = kcfg.mcmc.leaf_model
     bdata = K.BETData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype))

@@ -230,5 +230,4 @@ def _serve() -> None:
             pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # an exception that does not pickle
             pickle.dump(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")), out)
-            del e
         out.flush()

@@ -145,6 +145,23 @@ class TreeRV:
         raise NotImplementedError
 
 
+def run_sampler(rv: TreeRV, fit_function, to_inferencedata, key, draws, chains, progressbar, tune, thin):
+    """Fit an MCMC family's random variable: its data, its config with the run's lengths, its sampler.
+
+    Returns ``(result, data, idata)``; ``fit_function(key, data, config)`` is the family's
+    ``fit_<family>`` and ``to_inferencedata(result, data, y_name=, extra_attrs=)`` its converter.
+    """
+    from dataclasses import replace
+
+    from ..data import prepare_data
+
+    data = prepare_data(rv.X_value, rv.y_value, task=rv.task, max_bins=rv.params["max_bins"], allow_nan=False)
+    cfg = replace(rv.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
+                  progressbar=progressbar)
+    result = fit_function(key, data, cfg)
+    return result, data, to_inferencedata(result, data, y_name=rv.name, extra_attrs={"rv": rv.name})
+
+
 def sample(draws: int = 100, chains: int = 1, random_seed=None, *, model: Model | None = None,
            progressbar: bool = False, **kwargs) -> az.InferenceData:
     """Draw from the posterior of the model's tree variable.

@@ -12,16 +12,16 @@ estimators do.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import jax
 import numpy as np
 
 from ..convert import trees_from_inferencedata
-from ..data import TrainingData, infer_task, prepare_data
+from ..data import TrainingData, check_max_bins, infer_task
 from ..inference.bcart import BCARTConfig, BCARTResult, bcart_inferencedata, bcart_values, fit_bcart
 from ..priors import ChipmanPrior
-from .base import DataContainer, TreeRV
+from .base import DataContainer, TreeRV, run_sampler
 
 __all__ = ["BayesianCART"]
 
@@ -65,8 +65,7 @@ class BayesianCART(TreeRV):
                  alpha_leaves=1.0, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves", dtype="float32", model=None):
         self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
         prior = ChipmanPrior() if prior is None else prior
-        if int(max_bins) < 2:
-            raise ValueError(f"max_bins must be >= 2, got {max_bins}")
+        max_bins = check_max_bins(max_bins)
         self.config = BCARTConfig(prior=prior, leaf_model=leaf_model, alpha_leaves=alpha_leaves,
                                   max_depth=max_depth, move_probs=tuple(move_probs), scheme=scheme, dtype=dtype)
         if isinstance(leaf_model, str):
@@ -74,13 +73,9 @@ class BayesianCART(TreeRV):
         super().__init__(name, X, y, model=model, max_bins=int(max_bins))
 
     def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
-        data = prepare_data(self.X_value, self.y_value, task=self.task, max_bins=self.params["max_bins"],
-                            allow_nan=False)
-        cfg = replace(self.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
-                      progressbar=progressbar)
-        result = fit_bcart(key, data, cfg)
+        result, data, idata = run_sampler(self, fit_bcart, bcart_inferencedata, key, draws, chains, progressbar, tune, thin)
         self.fitted_ = BCARTFit(result, data)
-        return bcart_inferencedata(result, data, y_name=self.name, extra_attrs={"rv": self.name})
+        return idata
 
     def _predictive(self, idata, X, key) -> dict:
         fit = self.fitted_

@@ -11,16 +11,16 @@ The variable calls :func:`bayestrees.inference.bet.fit_bet`, as the estimators d
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import jax
 import numpy as np
 
 from ..convert import trees_from_inferencedata
-from ..data import TrainingData, infer_task, prepare_data
+from ..data import TrainingData, check_max_bins, infer_task
 from ..inference.bet import BETConfig, BETResult, bet_inferencedata, bet_values, fit_bet
 from ..tree import apply
-from .base import DataContainer, TreeRV
+from .base import DataContainer, TreeRV, run_sampler
 
 __all__ = ["BETMixture"]
 
@@ -61,21 +61,16 @@ class BETMixture(TreeRV):
                  init_trees=4, alpha_leaves=0.5, leaf_prior="objective", task="auto", max_depth=5, max_bins=32, dtype="float32",
                  model=None):
         self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
-        if isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2:
-            raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")
+        max_bins = check_max_bins(max_bins)
         self.config = BETConfig(alpha_dp=alpha_dp, delta=delta, min_leaf_rows=min_leaf_rows, max_trees=max_trees,
                                 active_trees=active_trees, init_trees=init_trees, alpha_leaves=alpha_leaves, leaf_prior=leaf_prior,
                                 max_depth=max_depth, dtype=dtype)
         super().__init__(name, X, y, model=model, max_bins=int(max_bins))
 
     def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
-        data = prepare_data(self.X_value, self.y_value, task=self.task, max_bins=self.params["max_bins"],
-                            allow_nan=False)
-        cfg = replace(self.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
-                      progressbar=progressbar)
-        result = fit_bet(key, data, cfg)
+        result, data, idata = run_sampler(self, fit_bet, bet_inferencedata, key, draws, chains, progressbar, tune, thin)
         self.fitted_ = BETFit(result, data)
-        return bet_inferencedata(result, data, y_name=self.name, extra_attrs={"rv": self.name})
+        return idata
 
     def _predictive(self, idata, X, key) -> dict:
         fit = self.fitted_
