@@ -275,10 +275,17 @@ def _log_p_rows(tree: Tree, sigma, leaf, y, leaf_model):
 
 
 def v_given_z(key, z, J: int, alpha_dp, dtype):
-    """``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})`` (J,)."""
+    """``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})`` (J,).
+
+    ``v = G_a / (G_a + G_b)`` with independent ``G_a ~ Gamma(a)``, ``G_b ~ Gamma(b)``, drawn in log
+    space by one ``loggamma`` call over both shape vectors (one sampler in the compiled step, where
+    ``jax.random.beta`` builds two).
+    """
     nj = jax.ops.segment_sum(jnp.ones(z.shape[0], dtype), z, J)
     mj = jnp.sum(nj) - jnp.cumsum(nj)                        # #{Z_i > j}
-    return jax.random.beta(key, 1.0 + nj, alpha_dp + mj, dtype=dtype)
+    lg = jax.random.loggamma(key, jnp.concatenate([1.0 + nj, alpha_dp + mj]), dtype=dtype)
+    la, lb = lg[:J], lg[J:]
+    return jnp.exp(la - jnp.logaddexp(la, lb))
 
 
 def z_given_w(key, z, w, tail, log_p):
