@@ -39,50 +39,46 @@ def _chain_rule(logpred_fn, n):
     return sum(logpred_fn(i) for i in range(n))
 
 
+def _sequential_log_predictive(m, leaf, y, S, n_stats):
+    """log p(y_i | y_<i) of row i under leaf model ``m``, as a function of i."""
+    def lp(i):
+        prev = leaf_stats(leaf[:i], m.row_stats(y[:i]), S) if i else jnp.zeros((S, n_stats))
+        return float(m.log_predictive(y[i:i + 1], leaf[i:i + 1], prev)[0])
+    return lp
+
+
 def test_dirichlet_marginal_is_product_of_sequential_predictives():
     leaf, _, yc, mask, S = _data(1)
     m = DirichletLeaves(3, alpha=0.7)
-    st = leaf_stats(leaf, m.row_stats(yc), S)
-    lm = float(m.log_marginal(st, mask))
-
-    def lp(i):
-        prev = leaf_stats(leaf[:i], m.row_stats(yc[:i]), S) if i else jnp.zeros((S, 3))
-        return float(m.log_predictive(yc[i:i + 1], leaf[i:i + 1], prev)[0])
-
-    assert lm == pytest.approx(_chain_rule(lp, len(yc)), abs=1e-4)
+    lm = float(m.log_marginal(leaf_stats(leaf, m.row_stats(yc), S), mask))
+    assert lm == pytest.approx(_chain_rule(_sequential_log_predictive(m, leaf, yc, S, 3), len(yc)), abs=1e-4)
 
 
 def test_normal_marginal_is_product_of_sequential_predictives():
     leaf, y, _, mask, S = _data(2)
     m = NormalLeaves(PRIOR)
-    st = leaf_stats(leaf, m.row_stats(y), S)
-    lm = float(m.log_marginal(st, mask))
+    lm = float(m.log_marginal(leaf_stats(leaf, m.row_stats(y), S), mask))
+    assert lm == pytest.approx(_chain_rule(_sequential_log_predictive(m, leaf, y, S, 3), len(y)), abs=1e-4)
 
-    def lp(i):
-        prev = leaf_stats(leaf[:i], m.row_stats(y[:i]), S) if i else jnp.zeros((S, 3))
-        return float(m.log_predictive(y[i:i + 1], leaf[i:i + 1], prev)[0])
 
-    assert lm == pytest.approx(_chain_rule(lp, len(y)), abs=1e-4)
+def _common_variance_density(s2, y, leaf, mask):
+    """Product over leaves of the Normal-Normal marginal given s2, times the IG(a0, b0) density."""
+    m0, k0, a0, b0 = PRIOR
+    total = stats.invgamma.logpdf(s2, a0, scale=b0)
+    for s in np.flatnonzero(mask):
+        yl = y[leaf == s]
+        if len(yl) == 0:
+            continue
+        cov = s2 * (np.eye(len(yl)) + np.ones((len(yl), len(yl))) / k0)
+        total += stats.multivariate_normal.logpdf(yl, np.full(len(yl), m0), cov)
+    return np.exp(total)
 
 
 def test_common_variance_marginal_against_quadrature():
     leaf, y, _, mask, S = _data(3, n=9)
     m = CommonVarianceNormalLeaves(PRIOR)
     lm = float(m.log_marginal(leaf_stats(leaf, m.row_stats(y, jnp.float32), S), mask))
-    m0, k0, a0, b0 = PRIOR
-
-    def integrand(s2):
-        # product over leaves of the Normal-Normal marginal given s2, times the IG(a0, b0) density
-        total = stats.invgamma.logpdf(s2, a0, scale=b0)
-        for s in np.flatnonzero(mask):
-            yl = y[leaf == s]
-            if len(yl) == 0:
-                continue
-            cov = s2 * (np.eye(len(yl)) + np.ones((len(yl), len(yl))) / k0)
-            total += stats.multivariate_normal.logpdf(yl, np.full(len(yl), m0), cov)
-        return np.exp(total)
-
-    val, _ = integrate.quad(integrand, 0, np.inf, limit=200)
+    val, _ = integrate.quad(_common_variance_density, 0, np.inf, args=(y, leaf, mask), limit=200)
     assert lm == pytest.approx(np.log(val), abs=1e-4)
 
 
