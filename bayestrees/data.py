@@ -276,19 +276,20 @@ def check_max_bins(max_bins) -> int:
     return int(max_bins)
 
 
-def sampler_inputs(data: "TrainingData", family: str):
+def sampler_inputs(data: "TrainingData", family: str, dtype):
     """Feature codes and response as the MCMC samplers (Bayesian CART, BET) take them.
 
     Parameters
     ----------
     data : TrainingData without missing values
     family : the family's name, for the error message
+    dtype : floating dtype of a regression response
 
     Returns
     -------
     codes : int32 array (n, d)
-    y : float64 (n,) regression response standardised to mean 0 and standard deviation 1 (1 when
-        it is constant), or int32 (n,) class codes
+    y : (n,) regression response in ``dtype``, standardised (in float64) to mean 0 and standard
+        deviation 1 (1 when it is constant), or int32 (n,) class codes
     shift, scale : the response is ``y * scale + shift`` (0 and 1 for classes)
 
     Raises
@@ -305,7 +306,7 @@ def sampler_inputs(data: "TrainingData", family: str):
     scale = scale if scale > 0 and np.isfinite(scale) else 1.0
     if not np.isfinite(shift):
         raise ValueError("y is too large to standardise in float64")
-    return codes.astype(np.int32), (y - shift) / scale, shift, scale
+    return codes.astype(np.int32), ((y - shift) / scale).astype(dtype), shift, scale
 
 
 def check_dtype(dtype) -> np.dtype:

@@ -175,12 +175,12 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     -------
     BCARTResult
     """
-    codes, y, shift, scale = sampler_inputs(data, "Bayesian CART")
     dtype = jnp.dtype(check_dtype(config.dtype))
+    codes, y, shift, scale = sampler_inputs(data, "Bayesian CART", dtype)
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
-    yt = jnp.asarray(y, dtype if task == "regression" else jnp.int32)
-    mdata = M.MCMCData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
+    yt = jnp.asarray(y)
+    mdata = M.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
     cfg = M.MCMCConfig(config.prior, lm, config.max_depth, data.d, tuple(float(p) for p in config.move_probs),
                        config.scheme, tuple(float(b) for b in config.temperatures))
     kernel = M.build_kernel(cfg, dtype)

@@ -178,17 +178,17 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     -------
     BETResult
     """
-    codes, y, shift, scale = sampler_inputs(data, "BET")
+    dtype = jnp.dtype(check_dtype(config.dtype))
+    codes, y, shift, scale = sampler_inputs(data, "BET", dtype)
     check_rows(data.n)
     if data.n < 2 * config.min_leaf_rows:
         raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
                          f"got {data.n}; lower min_leaf_rows or add rows")
-    dtype = jnp.dtype(check_dtype(config.dtype))
     task = data.task
-    yt = jnp.asarray(y, dtype if task == "regression" else jnp.int32)
+    yt = jnp.asarray(y)
     kcfg = config.kernel_config(task, data.n_classes, data.d)
     lm = kcfg.mcmc.leaf_model
-    bdata = K.BETData(jnp.asarray(codes, jnp.int32), yt, lm.row_stats(yt, dtype))
+    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype))
     kernel = K.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,

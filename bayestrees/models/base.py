@@ -16,10 +16,12 @@ entry points are written once, here.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import arviz as az
 
+from ..data import prepare_data
 from ..keys import make_key
 
 __all__ = ["Model", "Data", "set_data", "sample", "sample_posterior_predictive", "TreeRV", "DataContainer",
@@ -151,10 +153,6 @@ def run_sampler(rv: TreeRV, fit_function, to_inferencedata, key, draws, chains, 
     Returns ``(result, data, idata)``; ``fit_function(key, data, config)`` is the family's
     ``fit_<family>`` and ``to_inferencedata(result, data, y_name=, extra_attrs=)`` its converter.
     """
-    from dataclasses import replace
-
-    from ..data import prepare_data
-
     data = prepare_data(rv.X_value, rv.y_value, task=rv.task, max_bins=rv.params["max_bins"], allow_nan=False)
     cfg = replace(rv.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
                   progressbar=progressbar)

@@ -70,10 +70,11 @@ class BayesianCART(TreeRV):
                                   max_depth=max_depth, move_probs=tuple(move_probs), scheme=scheme, dtype=dtype)
         if isinstance(leaf_model, str):
             self.config.leaf_model_for(self.task, 2)  # a leaf model that does not fit the task fails here
-        super().__init__(name, X, y, model=model, max_bins=int(max_bins))
+        super().__init__(name, X, y, model=model, max_bins=max_bins)
 
     def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
-        result, data, idata = run_sampler(self, fit_bcart, bcart_inferencedata, key, draws, chains, progressbar, tune, thin)
+        result, data, idata = run_sampler(self, fit_bcart, bcart_inferencedata, key, draws, chains, progressbar, tune,
+                                          thin)
         self.fitted_ = BCARTFit(result, data)
         return idata
 

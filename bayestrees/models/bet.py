@@ -65,10 +65,11 @@ class BETMixture(TreeRV):
         self.config = BETConfig(alpha_dp=alpha_dp, delta=delta, min_leaf_rows=min_leaf_rows, max_trees=max_trees,
                                 active_trees=active_trees, init_trees=init_trees, alpha_leaves=alpha_leaves, leaf_prior=leaf_prior,
                                 max_depth=max_depth, dtype=dtype)
-        super().__init__(name, X, y, model=model, max_bins=int(max_bins))
+        super().__init__(name, X, y, model=model, max_bins=max_bins)
 
     def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
-        result, data, idata = run_sampler(self, fit_bet, bet_inferencedata, key, draws, chains, progressbar, tune, thin)
+        result, data, idata = run_sampler(self, fit_bet, bet_inferencedata, key, draws, chains, progressbar, tune,
+                                          thin)
         self.fitted_ = BETFit(result, data)
         return idata
 
