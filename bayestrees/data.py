@@ -574,17 +574,20 @@ def _coerce_like(v, categories):
         return v
 
 
-def bucket_size(n: int) -> int:
+def bucket_size(n: int, coarse: bool = False) -> int:
     """Padded length for ``n`` rows, so that one compilation serves many data sizes.
 
-    Up to 8,192 rows: the next of 64, 91, 129, 183, 259, ... (64 times powers of sqrt 2), where
-    compilation dominates the cost.  Above: the next multiple of 1/32 of the power of two below
-    ``n`` (at most 3.2% padding, 32 sizes per doubling), because a padded row costs as much to
-    carry through a tree fit as a real one.
+    Up to 8,192 rows (at every size with ``coarse=True``): the next of 64, 91, 129, 183, 259, ...
+    (64 times powers of sqrt 2, at most 41% padding, two sizes per doubling), where compilation
+    dominates the cost.  Above: the next multiple of 1/32 of the power of two below ``n`` (at most
+    3.2% padding, 32 sizes per doubling), because a padded row costs as much to carry through a
+    tree fit as a real one.  ``coarse`` is for many fits of different sizes in one process (the
+    branches of a distributed forest), where 32 compilations per doubling cost more than the
+    padding.
     """
     n = int(n)
     b = 64
-    while b < n and b < 8192:
+    while b < n and (coarse or b < 8192):
         b = int(np.ceil(b * np.sqrt(2.0)))
     if b >= n:
         return b

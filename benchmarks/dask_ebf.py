@@ -7,8 +7,9 @@ of 100,000 rows, and on a 2-worker local cluster (loopback, one thread per worke
 1. measures an idle worker with JAX loaded (resident memory after importing bayestrees and
    running one JAX operation);
 2. fits an EBF (``EmpiricalBayesianForestRegressor`` with the Parquet path and ``target="y"``)
-   and a sub-sample forest with as many blocks as the EBF has branches, the same trees and
-   minimum leaf size;
+   and a sub-sample forest with as many blocks as the EBF has branches and the same minimum leaf
+   size: ``--trees`` trees in all (each tree fits one block, as in the paper), or with
+   ``--ssf-per-block`` ``--trees`` trees per block (the same work as the EBF's branch forests);
 3. predicts the held-out set on the cluster (lazy Dask predictions) and reports both RMSEs;
 4. reports each worker's and the client's peak resident memory (``VmHWM``/``ru_maxrss``) against
    the data set's in-memory size (pandas, float64) plus the idle worker's footprint.
@@ -101,6 +102,10 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-ssf", action="store_true")
+    p.add_argument("--ssf-per-block", action="store_true",
+                   help="give the sub-sample forest --trees trees per block (the EBF's work: --trees trees "
+                        "per branch) instead of --trees trees in all (the paper's definition: each tree fits "
+                        "one block, so with more blocks than trees most blocks get none)")
     p.add_argument("--out", default=str(RESULTS / "dask_ebf.jsonl"))
     a = p.parse_args(argv)
     import dask.dataframe as dd
@@ -148,13 +153,15 @@ def main(argv=None):
         del ebf
         if not a.skip_ssf:
             t1 = time.perf_counter()
-            ssf = bt.SubSampleForestRegressor(a.trees, n_blocks=n_leaves, min_samples_leaf=a.min_leaf,
+            ssf_trees = a.trees * n_leaves if a.ssf_per_block else a.trees
+            rec["ssf_trees"] = ssf_trees
+            ssf = bt.SubSampleForestRegressor(ssf_trees, n_blocks=n_leaves, min_samples_leaf=a.min_leaf,
                                               random_state=a.seed)
             ssf.fit(str(train), target="y", client=client)
             rec["ssf_fit_s"] = round(time.perf_counter() - t1, 1)
             ps = ssf.predict(Xtest).compute().to_numpy()
             rec["ssf_rmse"] = float(np.sqrt(np.mean((ps - ytest) ** 2)))
-            print(f"SSF ({n_leaves} blocks): {rec['ssf_fit_s']} s, RMSE {rec['ssf_rmse']:.4f}", flush=True)
+            print(f"SSF ({n_leaves} blocks, {ssf_trees} trees): {rec['ssf_fit_s']} s, RMSE {rec['ssf_rmse']:.4f}", flush=True)
             del ssf
         peaks = client.run(_rss_peak)
         rec["worker_peak_rss_mb"] = sorted(round(v / 2**20, 1) for v in peaks.values())

@@ -101,3 +101,13 @@ def test_bucket_sizes_are_few_and_cover():
     padded = np.array([bucket_size(n) for n in large])
     assert np.all(padded >= large) and np.all(padded <= np.ceil(large * 1.032))
     assert len(set(padded.tolist())) <= 32 * 8  # 32 sizes per doubling
+
+
+def test_coarse_buckets_give_two_sizes_per_doubling_at_any_size():
+    # the branches of a distributed forest: sizes 16k to 31k rows share 3 compiled shapes, not 21
+    sizes = np.arange(15_625, 31_250, 3)
+    coarse = np.array([bucket_size(n, coarse=True) for n in sizes])
+    assert np.all(coarse >= sizes) and np.all(coarse <= np.ceil(sizes * 2 ** 0.5))
+    assert len(set(coarse.tolist())) <= 3
+    assert len({bucket_size(n) for n in sizes}) > 15
+    assert all(bucket_size(n, coarse=True) == bucket_size(n) for n in range(1, 8000, 37))

@@ -38,7 +38,9 @@ class BranchSpec:
     task : "regression" or "classification"
     pad_to : int or None
         Rows every branch is padded to (weightless rows), so that branches share one compiled
-        program; None pads each branch to its own bucket (:func:`~bayestrees.data.bucket_size`)
+        program; None pads each branch to its own coarse bucket (:func:`~bayestrees.data.bucket_size`
+        with ``coarse=True``: two sizes per doubling, so a worker compiles a few programs, not one
+        per branch)
     """
 
     cart: CARTConfig
@@ -55,7 +57,7 @@ class BranchSpec:
 def branch_bytes(m: int, d: int, n_stats: int) -> int:
     """A rough bound on the memory one branch fit of ``m`` rows needs (bytes): the engine's
     working arrays for one compiled call of one tree (:func:`~bayestrees.inference.bootstrap.choose_chunk`)."""
-    mp = bucket_size(max(1, m))
+    mp = bucket_size(max(1, m), coarse=True)
     return int(4.0 * mp * d * (4 * n_stats + 10) + 64.0 * mp)
 
 
@@ -99,7 +101,7 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
         ytrain = ((np.asarray(y, np.float64) - spec.y_shift) / spec.y_scale).astype(np.dtype(spec.dtype))
     else:
         ytrain = np.asarray(y).astype(np.int32)
-    m_pad = bucket_size(m) if spec.pad_to is None or spec.pad_to < m else int(spec.pad_to)
+    m_pad = bucket_size(m, coarse=True) if spec.pad_to is None or spec.pad_to < m else int(spec.pad_to)
     cap = default_capacity(m_pad, spec.cart.min_samples_leaf, spec.cart.max_depth)
     cfg = CARTConfig(**{**spec.cart.__dict__, "capacity": cap})
     codes_p = pad_rows(codes, m_pad, miss)
@@ -109,7 +111,10 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
     tree_ids = np.arange(spec.n_trees) if trees is None else np.asarray(trees)
     T = int(tree_ids.shape[0])
     if spec.weights == "exponential":
-        W, seeds = forest_weights(key, tree_ids, row_index, dtype)
+        # drawn at the padded length (padding rows reuse index 0, their weights are dropped), so
+        # that every branch of one padded size shares one compiled weight programme
+        W, seeds = forest_weights(key, tree_ids, pad_rows(row_index, m_pad, 0), dtype)
+        W = W[:, :m]
     elif spec.weights == "none":
         W = np.ones((T, m), np.dtype(spec.dtype))
         seeds = np.arange(T, dtype=np.uint32)

@@ -216,12 +216,20 @@ def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_b
     results = {}
     from distributed import as_completed
 
+    # hold only the fits: the scheduler keeps every fit's inputs (its pieces, their splits, the
+    # coded partitions) until the fit is done and recomputes lost ones from their lineage, but
+    # frees each as soon as nothing pending needs it; each fit's trees are freed on the worker
+    # once they are here
     group_of = {f.key: g for g, f in fits.items()}
-    for fut, res in as_completed(list(fits.values()), with_results=True):
+    n_fits = len(fits)
+    done = as_completed(list(fits.values()), with_results=True)
+    del pieces, splits, fits
+    coded.clear()
+    for fut, res in done:
         g = group_of[fut.key]
         results[g] = res
-        say(f"group {g} fitted ({len(results)}/{len(fits)})")
-    del pieces, splits
+        fut.release()
+        say(f"group {g} fitted ({len(results)}/{n_fits})")
     timings["branches"] = time.perf_counter() - t1
     # 7. assemble
     if config.kind == "ebf":
@@ -233,19 +241,19 @@ def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_b
         inv = np.argsort(order)
         trees = jax.tree_util.tree_map(lambda a: a[inv], allt)
         group_rows = {g: r[1] for g, r in results.items()}
-    for c in coded:
-        c.release()
     timings["total"] = time.perf_counter() - t0
     return DaskFitResult(trees=trees, trunk=trunk, cart_config=cart, sample=sample, classes=classes, n_rows=n,
                          group_rows=group_rows, timings=timings)
 
 
 def _common_size(group_rows, n: int, k: int) -> int | None:
-    """One padded size for every group when that costs at most 50% more rows than padding each
-    group to its own bucket would save in compilations (one compiled program per worker)."""
+    """One padded size for every group (one compiled program per worker) when that costs at most
+    25% more rows than padding each group to its own coarse bucket (a few programs per worker,
+    :func:`~bayestrees.data.bucket_size` with ``coarse=True``); None otherwise."""
     sizes = list(group_rows.values()) if group_rows else [-(-n // max(1, k))] * k
     common = bucket_size(max(sizes))
-    return common if common * len(sizes) <= 1.5 * sum(sizes) else None
+    coarse = sum(bucket_size(m, coarse=True) for m in sizes)
+    return common if common * len(sizes) <= 1.25 * coarse else None
 
 
 def _token(key_data) -> str:
