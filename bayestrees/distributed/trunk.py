@@ -32,7 +32,7 @@ import numpy as np
 
 from ..tree import FREE, LEAF, Tree
 
-__all__ = ["TrunkSpec", "route", "partition_histogram", "choose_splits", "TrunkBuilder"]
+__all__ = ["TrunkSpec", "route", "partition_histogram", "parts_histogram", "choose_splits", "TrunkBuilder"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,24 @@ def partition_histogram(part: dict, tree: Tree, open_nodes: np.ndarray, spec: Tr
 def add_histograms(a, b):
     """Sum two partitions' :func:`partition_histogram` results."""
     return a[0] + b[0], np.minimum(a[1], b[1]), np.maximum(a[2], b[2])
+
+
+def parts_histogram(parts: list, tree: Tree, open_nodes: np.ndarray, spec: TrunkSpec):
+    """:func:`partition_histogram` summed over several partitions (those one worker holds), one
+    partition at a time: the worker holds two histograms at most, not one per partition."""
+    acc = None
+    for part in parts:
+        h = partition_histogram(part, tree, open_nodes, spec)
+        if acc is None:
+            acc = h
+        else:
+            np.add(acc[0], h[0], out=acc[0])
+            np.minimum(acc[1], h[1], out=acc[1])
+            np.maximum(acc[2], h[2], out=acc[2])
+        del h
+    if acc is None:
+        return partition_histogram({"codes": np.zeros((0, spec.n_features)), "y": np.zeros(0)}, tree, open_nodes, spec)
+    return acc
 
 
 def _proxy(cnt, stats, spec: TrunkSpec, mean=None):
