@@ -18,8 +18,9 @@ Writes one JSON line per run to ``benchmarks/results/dask_ebf.jsonl``.
 
     python benchmarks/dask_ebf.py --rows 1000000 [--trees 8] [--trunk-leaf 125000] [--min-leaf 20]
 
-Each step's own process: the worker peaks are read after the EBF fit and again after the SSF fit
-(peaks only grow, so the second reading covers both).
+The worker peaks are read after the EBF fit, after its prediction and again after the SSF fit
+(peaks only grow, so each reading covers what came before); the client's after the EBF fit and
+at the end.
 """
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ def main(argv=None):
         rec["ebf_steps_s"] = {k: round(v, 1) for k, v in ebf.dask_timings_.items()}
         n_leaves = int(np.sum(np.asarray(ebf.trunk_.left)[:int(ebf.trunk_.n_nodes)] == -1))
         rec["ebf_branches"] = n_leaves
+        rec["worker_peak_rss_mb_after_ebf_fit"] = sorted(round(v / 2**20, 1) for v in client.run(_rss_peak).values())
+        rec["client_peak_rss_mb_after_ebf_fit"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         t1 = time.perf_counter()
         pe = ebf.predict(Xtest).compute().to_numpy()
         rec["ebf_predict_s"] = round(time.perf_counter() - t1, 1)
