@@ -80,6 +80,47 @@ def test_exponential_at_equals_the_single_machine_weight_draw():
     assert w.shape == (2, 3) and seeds.shape == (2,) and np.all(w > 0)
 
 
+def test_branch_weights_drawn_at_the_padded_length_are_the_rows_weights():
+    # fit_branch draws the weights of m rows at its padded length (one compiled programme per size)
+    key = jax.random.key(4)
+    rows = np.array([3, 11, 12, 40, 41, 97])
+    w, seeds = forest_weights(key, np.array([0, 3]), rows)
+    wp, seeds_p = forest_weights(key, np.array([0, 3]), np.concatenate([rows, np.zeros(10, rows.dtype)]))
+    np.testing.assert_array_equal(wp[:, :len(rows)], w)
+    np.testing.assert_array_equal(seeds_p, seeds)
+
+
+def test_branch_padding_is_shared_when_cheap_and_coarse_otherwise():
+    from bayestrees.data import bucket_size
+    from bayestrees.distributed.fit import _common_size
+
+    similar = {g: int(m) for g, m in enumerate(np.random.default_rng(0).integers(15_625, 31_250, 500))}
+    common = _common_size(similar, sum(similar.values()), len(similar))
+    assert common == bucket_size(max(similar.values()))  # one programme for 500 branches
+    assert _common_size({0: 1_000, 1: 100_000}, 101_000, 2) is None  # 98% padding of the small one: no
+
+
+def test_per_worker_histograms_are_the_sum_of_the_partitions():
+    from bayestrees.distributed.trunk import TrunkBuilder, add_histograms, partition_histogram, parts_histogram
+
+    X, y = _data(600)
+    data = prepare_data(X, y, task="regression", max_bins=16, allow_nan=True)
+    codes, yy = np.asarray(data.codes), np.asarray(y, np.float64)
+    spec = TrunkSpec(n_features=codes.shape[1], n_codes=int(codes.max()) + 2, missing=missing_code(codes.dtype),
+                     n_classes=0, criterion="squared_error", min_samples_leaf=50, max_depth=None, capacity=63)
+    parts = [{"codes": codes[a:a + 200], "y": yy[a:a + 200]} for a in (0, 200, 400)]
+    builder = TrunkBuilder(spec, np.array([len(yy), yy.sum(), (yy * yy).sum()]))
+    tree, open_nodes = builder.tree(), builder.open
+    got = parts_histogram(parts, tree, open_nodes, spec)
+    want = add_histograms(add_histograms(*[partition_histogram(p, tree, open_nodes, spec) for p in parts[:2]]),
+                          partition_histogram(parts[2], tree, open_nodes, spec))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert got[0][..., 0].sum() == 600 * spec.n_features
+    empty = parts_histogram([], tree, open_nodes, spec)
+    assert empty[0].shape == got[0].shape and not empty[0].any()
+
+
 def test_trunk_from_summed_histograms_is_the_single_machine_trunk(client):
     # Gini on integer features: the engine's float32 class counts are exact, so the comparison
     # does not depend on rounding (the regression trunk is compared in the EBF test below)
