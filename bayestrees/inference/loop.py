@@ -65,6 +65,23 @@ def _step_keys(key, t, chains):
     return jax.random.split(jax.random.fold_in(key, t), chains)
 
 
+def _batched(fn, chains: int, n_args: int):
+    """``fn(key, state, *args)`` over a leading chain axis of ``key`` and ``state``.
+
+    Many chains are vmapped.  One chain is run unbatched (the axis taken off and put back), so a
+    kernel's ``lax.cond``/``lax.switch`` stays a branch that runs one side rather than becoming a
+    select that runs every side (what ``vmap`` does with a batched predicate); the values are the same.
+    """
+    if chains > 1:
+        return jax.vmap(fn, in_axes=(0, 0) + (None,) * n_args)
+
+    def one(keys, state, *args):
+        out = fn(keys[0], jax.tree_util.tree_map(lambda a: a[0], state), *args)
+        return jax.tree_util.tree_map(lambda a: jnp.expand_dims(a, 0), out)
+
+    return one
+
+
 @partial(jax.jit, static_argnames=("step", "collect", "size", "chains"), donate_argnums=(1,))
 def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: int, chains: int):
     """``n_tune`` steps from step index ``t0``, then ``n_keep`` (<= ``size``) kept states ``thin`` steps apart.
@@ -73,8 +90,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: i
     buffers of ``size`` (entries past ``n_keep`` are zeros).  Tuning, block and
     thinning lengths are traced: one compilation serves the whole run.
     """
-    vstep = jax.vmap(step, in_axes=(0, 0) + (None,) * len(args))
-    vcollect = jax.vmap(collect, in_axes=(0, 0) + (None,) * len(args))
+    vstep, vcollect = _batched(step, chains, len(args)), _batched(collect, chains, len(args))
     k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
 
     def one(t, carry):
