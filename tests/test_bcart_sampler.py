@@ -339,3 +339,30 @@ def test_incremental_routing_equals_full_evaluation(scheme):
         np.testing.assert_allclose(float(state.ev.log_prior), float(ref.log_prior), rtol=1e-5)
     assert accepted >= 10  # the tree did change along the way
     assert int(state.tree.is_leaf().sum()) > 1
+
+
+def test_node_ranges_equal_brute_force():
+    """Smallest/largest code per node and feature and the node weights, against a direct loop over
+    the rows of each node's subtree (zero-weight rows ignored, empty nodes at their sentinels)."""
+    rng = np.random.default_rng(5)
+    max_depth, n, d = 3, 80, 4
+    S = M.heap_capacity(max_depth)
+    codes = rng.integers(0, 9, size=(n, d)).astype(np.int32)
+    leaf = rng.choice([3, 4, 5, 9, 10, 11, 12], size=n).astype(np.int32)  # slot 6 and its subtree stay empty
+    weight = np.where(rng.random(n) < 0.2, 0.0, rng.random(n) + 0.5).astype(np.float32)
+    lo, hi, cnt = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes), jnp.asarray(weight),
+                                                     S, max_depth))
+
+    def inside(slot, node):
+        while slot > node:
+            slot = (slot - 1) // 2
+        return slot == node
+
+    for s in range(S):
+        rows = [i for i in range(n) if weight[i] > 0 and inside(leaf[i], s)]
+        if rows:
+            np.testing.assert_array_equal(lo[s], codes[rows].min(0))
+            np.testing.assert_array_equal(hi[s], codes[rows].max(0))
+        else:
+            assert (lo[s] >= 1 << 30).all() and (hi[s] == -1).all(), s
+        assert cnt[s] == pytest.approx(weight[rows].sum(), rel=1e-6), s

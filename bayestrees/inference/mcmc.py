@@ -236,24 +236,27 @@ def _ranges(leaf, codes, weight, S: int, max_depth: int):
 
     One scatter of the rows into their leaves, then the heap is folded upwards level by level
     (a node's range is the union of its children's): ``O(n d + S d)`` rather than a scatter per
-    level.
+    level.  The smallest and largest codes travel together as one ``(S, 2d)`` maximum of
+    ``[-code, code]``: one scatter with one combiner (on the CPU a third of the time of a
+    minimum and a maximum scattered apart) and one fold.
     """
     n, d = codes.shape
     big = 1 << 30  # no overflow in differences of ranges
     live = weight > 0
     idx = jnp.where(live, leaf, S)
-    lo = jnp.full((S + 1, d), big, jnp.int32).at[idx].min(codes)[:S]
-    hi = jnp.full((S + 1, d), -1, jnp.int32).at[idx].max(codes)[:S]
+    empty = jnp.concatenate([jnp.full((d,), -big, jnp.int32), jnp.full((d,), -1, jnp.int32)])  # -lo, hi
+    signed = jnp.concatenate([-codes, codes], 1).astype(jnp.int32)
+    m = jnp.broadcast_to(empty, (S + 1, 2 * d)).at[idx].max(signed)[:S]
     cnt = jnp.zeros(S + 1, weight.dtype).at[idx].add(jnp.where(live, weight, 0))[:S]
     # fold upwards; levels are static slices, put together by concatenation (no scatters)
     a, b = 2 ** max_depth - 1, S
-    lev_lo, lev_hi, lev_cnt = [lo[a:b]], [hi[a:b]], [cnt[a:b]]
+    lev_m, lev_cnt = [m[a:b]], [cnt[a:b]]
     for level in range(max_depth - 1, -1, -1):
         a, b = 2 ** level - 1, 2 ** (level + 1) - 1
-        lev_lo.append(jnp.minimum(lo[a:b], lev_lo[-1].reshape(b - a, 2, d).min(1)))
-        lev_hi.append(jnp.maximum(hi[a:b], lev_hi[-1].reshape(b - a, 2, d).max(1)))
+        lev_m.append(jnp.maximum(m[a:b], lev_m[-1].reshape(b - a, 2, 2 * d).max(1)))
         lev_cnt.append(cnt[a:b] + lev_cnt[-1].reshape(b - a, 2).sum(1))
-    return (jnp.concatenate(lev_lo[::-1]), jnp.concatenate(lev_hi[::-1]), jnp.concatenate(lev_cnt[::-1]))
+    m = jnp.concatenate(lev_m[::-1])
+    return -m[:, :d], m[:, d:], jnp.concatenate(lev_cnt[::-1])
 
 
 def _rule_counts(lo, hi):
