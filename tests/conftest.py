@@ -1,6 +1,25 @@
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+#: One on-disk JAX compilation cache for the whole run, unless the user set their own.  The pytest-xdist
+#: workers and the subprocesses that tests start (the demo, the tutorials, the CLI, the worker pools)
+#: inherit the variable, so a program compiled in one process is loaded by the others instead of being
+#: compiled again.  It is made by the first process that loads this file (the controller) and removed
+#: when that process ends its run.
+SUITE_CACHE = None
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    SUITE_CACHE = tempfile.mkdtemp(prefix="bayestrees-test-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = SUITE_CACHE
+    os.environ["BAYESTREES_TEST_SUITE_CACHE"] = SUITE_CACHE
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+
+
+def pytest_unconfigure(config):
+    if SUITE_CACHE is not None:
+        shutil.rmtree(SUITE_CACHE, ignore_errors=True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

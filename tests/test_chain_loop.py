@@ -103,3 +103,34 @@ def test_no_recompilation_for_a_second_run():
     n_block = loop._block._cache_size()
     run_chains(jax.random.key(1), RW, chains=2, draws=10, tune=4)
     assert loop._block._cache_size() == n_block
+
+
+def test_one_chain_runs_unbatched_with_the_values_of_the_vmapped_step():
+    """A single chain skips ``vmap`` (so ``lax.switch`` runs one branch); its steps must give what the
+    vmapped step gives for the same keys (Bayesian CART: four move types behind one switch)."""
+    from bayestrees.inference import loop
+    from bayestrees.inference import mcmc as M
+    from bayestrees.leaves import NIGPrior, NormalLeaves
+    from bayestrees.priors import ChipmanPrior
+
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 8, size=(50, 3)).astype(np.int32)
+    y = (codes[:, 0] > 3).astype(np.float32) + rng.normal(0, 0.2, 50).astype(np.float32)
+    model = NormalLeaves(NIGPrior(0.0, 0.5, 2.0, 1.0))
+    cfg = M.MCMCConfig(ChipmanPrior(0.95, 1.0), model, 3, 3)
+    data = M.MCMCData(jnp.asarray(codes), jnp.asarray(y), model.row_stats(jnp.asarray(y)), jnp.ones(50))
+    kernel = M.build_kernel(cfg)
+    one = jax.jit(loop._batched(kernel.step, 1, 1))
+    vmapped = jax.jit(jax.vmap(kernel.step, in_axes=(0, 0, None)))
+    a = b = jax.tree_util.tree_map(lambda v: v[None], kernel.init(jax.random.key(0), data))
+    moves = set()
+    for t in range(60):
+        keys = jax.random.split(jax.random.key(t), 1)
+        a, info_a = one(keys, a, data)
+        b, info_b = vmapped(keys, b, data)
+        for x, z in zip(jax.tree_util.tree_leaves(a.tree), jax.tree_util.tree_leaves(b.tree)):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
+        np.testing.assert_array_equal(np.asarray(info_a.accepted), np.asarray(info_b.accepted))
+        np.testing.assert_allclose(np.asarray(info_a.lp), np.asarray(info_b.lp), rtol=1e-6)
+        moves.add(int(info_a.move[0]))
+    assert moves == {0, 1, 2, 3}  # every branch of the switch was taken
