@@ -366,3 +366,16 @@ def test_node_ranges_equal_brute_force():
         else:
             assert (lo[s] >= 1 << 30).all() and (hi[s] == -1).all(), s
         assert cnt[s] == pytest.approx(weight[rows].sum(), rel=1e-6), s
+
+
+def test_node_ranges_of_unsigned_codes():
+    """uint8 codes (as a binner may store them) give the ranges of their int32 values."""
+    rng = np.random.default_rng(6)
+    codes = rng.integers(0, 200, size=(40, 2)).astype(np.uint8)
+    leaf = rng.choice([1, 2], size=40).astype(np.int32)
+    w = jnp.ones(40)
+    got = M._ranges(jnp.asarray(leaf), jnp.asarray(codes), w, 3, 1)
+    want = M._ranges(jnp.asarray(leaf), jnp.asarray(codes.astype(np.int32)), w, 3, 1)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(got[0][0]), codes.min(0))

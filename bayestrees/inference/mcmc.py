@@ -245,7 +245,8 @@ def _ranges(leaf, codes, weight, S: int, max_depth: int):
     live = weight > 0
     idx = jnp.where(live, leaf, S)
     empty = jnp.concatenate([jnp.full((d,), -big, jnp.int32), jnp.full((d,), -1, jnp.int32)])  # -lo, hi
-    signed = jnp.concatenate([-codes, codes], 1).astype(jnp.int32)
+    c = jnp.asarray(codes).astype(jnp.int32)  # signed before negating (unsigned codes would wrap)
+    signed = jnp.concatenate([-c, c], 1)
     m = jnp.broadcast_to(empty, (S + 1, 2 * d)).at[idx].max(signed)[:S]
     cnt = jnp.zeros(S + 1, weight.dtype).at[idx].add(jnp.where(live, weight, 0))[:S]
     # fold upwards; levels are static slices, put together by concatenation (no scatters)
