@@ -137,11 +137,11 @@ def test_bad_data(monkeypatch):
         bt.BETRegressor(**SMALL).fit(X[:5], y[:5])
     with pytest.raises(ValueError):
         bt.BETRegressor(**SMALL).fit(X, y[:20])
+    with pytest.raises(ValueError, match="features"):
+        _reg()[0].predict(np.zeros((3, 5)))  # fitted (or cached) before MAX_ROWS is lowered below its rows
     monkeypatch.setattr(B, "MAX_ROWS", 20)
     with pytest.raises(ValueError, match="at most 20 rows"):
         bt.BETRegressor(**SMALL).fit(X, y)
-    with pytest.raises(ValueError, match="features"):
-        _reg()[0].predict(np.zeros((3, 5)))
 
 
 def test_slice_overflow_is_reported_not_hidden():
