@@ -358,14 +358,18 @@ def test_node_ranges_equal_brute_force():
             slot = (slot - 1) // 2
         return slot == node
 
+    want_lo = np.full((S, d), 1 << 30)
+    want_hi = np.full((S, d), -1)
+    want_cnt = np.zeros(S)
     for s in range(S):
         rows = [i for i in range(n) if weight[i] > 0 and inside(leaf[i], s)]
         if rows:
-            np.testing.assert_array_equal(lo[s], codes[rows].min(0))
-            np.testing.assert_array_equal(hi[s], codes[rows].max(0))
-        else:
-            assert (lo[s] >= 1 << 30).all() and (hi[s] == -1).all(), s
-        assert cnt[s] == pytest.approx(weight[rows].sum(), rel=1e-6), s
+            want_lo[s], want_hi[s] = codes[rows].min(0), codes[rows].max(0)
+        want_cnt[s] = weight[rows].sum()
+    assert (want_cnt == 0).sum() >= 3 and (want_cnt > 0).sum() >= 5  # both empty and filled nodes checked
+    np.testing.assert_array_equal(np.minimum(lo, 1 << 30), want_lo)
+    np.testing.assert_array_equal(hi, want_hi)
+    np.testing.assert_allclose(cnt, want_cnt, rtol=1e-6)
 
 
 def test_node_ranges_of_unsigned_codes():
