@@ -98,11 +98,11 @@ def test_one_tree_step_is_the_bcart_sweep(leaf_model):
     mc = M.MCMCConfig(DepthDecayPrior(1.5), leaf_model, 3, d, scheme="sweep", min_leaf_rows=1)
     rs = leaf_model.row_stats(jnp.asarray(y))
     mdata = M.MCMCData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), rs, jnp.ones(len(y), jnp.float32))
-    bdata = K.BETData(mdata.codes, mdata.y, rs)
+    bdata = K.BETData(mdata.codes, mdata.y, rs, jnp.float32(1e-3))
     z = jnp.zeros(len(y), jnp.int32)
     xi = jnp.full((d,), 1.0 / d, jnp.float32)
-    fixed = K.KernelConfig(mc, 1, 1e-3, d, update_xi=False)
-    weighted = K.KernelConfig(mc, 1, 1e-3, d, update_xi=True)       # uniform xi passed as var_weight
+    fixed = K.KernelConfig(mc, 1, d, update_xi=False)
+    weighted = K.KernelConfig(mc, 1, d, update_xi=True)       # uniform xi passed as var_weight
     bet_fixed = jax.jit(lambda k, t: K.tree_step(k, t, xi, 0, z, bdata, fixed)[:2])
     bet_xi = jax.jit(lambda k, t: K.tree_step(k, t, xi, 0, z, bdata, weighted)[:2])
     bcart = jax.jit(lambda k, st: M.sweep(k, st, mdata, mc, scan="dynamic")[0])
@@ -238,9 +238,9 @@ def test_without_likelihood_the_kernel_reproduces_the_bet_prior():
         direct.append(_direct_bet_prior(rng, codes, np.arange(n), 0, delta, max_depth, xi))
     model = NoLikelihood()
     mc = M.MCMCConfig(DepthDecayPrior(delta), model, max_depth, d, scheme="sweep", min_leaf_rows=1)
-    kcfg = K.KernelConfig(mc, 1, 1.0, d, update_xi=True, active_trees=1)
+    kcfg = K.KernelConfig(mc, 1, d, update_xi=True, active_trees=1)
     y = jnp.zeros(n, jnp.float32)
-    data = K.BETData(jnp.asarray(codes, jnp.int32), y, model.row_stats(y))
+    data = K.BETData(jnp.asarray(codes, jnp.int32), y, model.row_stats(y), jnp.float32(1.0))
     res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=8, draws=2000, tune=100, thin=2,
                      collect=_shape_of)
     leaves, depth, nvar = (np.asarray(a).ravel() for a in res.samples)

@@ -145,19 +145,44 @@ def test_bad_data(monkeypatch):
 
 
 def test_slice_overflow_is_reported_not_hidden():
-    rng = np.random.default_rng(2)
-    X = rng.uniform(size=(40, 2))
-    y = X[:, 0] + 0.1 * rng.normal(size=40)
-    from bayestrees.data import prepare_data
-    import jax
-
-    data = prepare_data(X, y, task="regression", max_bins=5, allow_nan=False)
-    # one tree slot and a large alpha: the stick's remainder beyond J_max = 1 is large, slices reach past it
-    cfg = B.BETConfig(alpha_dp=50.0, max_trees=1, max_depth=1, draws=5, tune=5, on_overflow="raise")
-    with pytest.raises(RuntimeError, match="max_trees=1"):
-        B.fit_bet(jax.random.key(0), data, cfg)
     import dataclasses
 
+    import jax
+
+    from bayestrees.data import prepare_data
+
+    reg, X, y = _reg()
+    data = prepare_data(X, y, task="regression", max_bins=5, allow_nan=False)
+    # a large alpha: the stick's remainder beyond J_max = 4 is large, slices reach past it (the other
+    # settings are the cached regressor's, so the compiled sampler is shared: alpha_dp is an argument)
+    cfg = dataclasses.replace(reg._config(), alpha_dp=50.0, on_overflow="raise")
+    with pytest.raises(RuntimeError, match="max_trees=4"):
+        B.fit_bet(jax.random.key(0), data, cfg)
     with pytest.warns(RuntimeWarning, match="raise max_trees"):
         res = B.fit_bet(jax.random.key(0), data, dataclasses.replace(cfg, on_overflow="warn"))
     assert res.overflow_total == int(np.sum(res.info.overflow)) > 0
+
+
+def test_fits_differing_only_in_alpha_dp_share_one_compilation():
+    """alpha_dp reaches the compiled step as an argument: a second value compiles nothing, and the
+    stick-breaking term log p(Z) of every draw is the one of the new alpha_dp."""
+    from scipy.special import betaln
+
+    from bayestrees.inference import loop
+
+    reg, X, y = _reg()
+    n_block = loop._block._cache_size()
+    alpha = 5.0
+    with _quiet():
+        other = bt.BETRegressor(**{**SMALL, "alpha_dp": alpha}).fit(X, y)
+    assert loop._block._cache_size() == n_block
+    idata = other.idata_
+    assert idata.posterior.attrs["alpha_dp"] == alpha
+    Z = idata.posterior["Z"].values[0]                                             # (draws, n)
+    J = other.max_trees
+    nj = np.stack([np.bincount(z, minlength=J) for z in Z]).astype(float)         # rows per component
+    mj = nj[:, ::-1].cumsum(1)[:, ::-1] - nj                                       # rows in later components
+    log_pz = np.sum(betaln(1.0 + nj, alpha + mj) - betaln(1.0, alpha), axis=1)
+    ss = idata.sample_stats
+    got = (ss["log_lik_y_z"].values - ss["log_lik_y_given_z"].values)[0]
+    np.testing.assert_allclose(got, log_pz, rtol=1e-4, atol=1e-2)

@@ -134,7 +134,7 @@ class BETConfig:
     def kernel_config(self, task: str, n_classes: int, d: int) -> K.KernelConfig:
         mc = M.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
                           d, scheme="sweep", min_leaf_rows=int(self.min_leaf_rows))
-        return K.KernelConfig(mc, int(self.max_trees), float(self.alpha_dp), d,
+        return K.KernelConfig(mc, int(self.max_trees), d,
                               active_trees=int(self.active_trees), init_trees=int(self.init_trees))
 
 
@@ -188,7 +188,7 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     yt = jnp.asarray(y)
     kcfg = config.kernel_config(task, data.n_classes, data.d)
     lm = kcfg.mcmc.leaf_model
-    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype))
+    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype))
     kernel = K.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,

@@ -105,11 +105,14 @@ class BETData(NamedTuple):
     codes : int32 (n, d)  feature codes
     y : (n,) responses (float, standardised) or class codes (int32)
     row_stats : float (n, k)  ``leaf_model.row_stats(y)``
+    alpha_dp : float ()  DP concentration (an argument, not a setting: fits that differ only in
+        ``alpha_dp``, as in a sensitivity analysis, share one compilation)
     """
 
     codes: jax.Array
     y: jax.Array
     row_stats: jax.Array
+    alpha_dp: jax.Array
 
 
 class State(NamedTuple):
@@ -164,7 +167,6 @@ class KernelConfig:
     mcmc : M.MCMCConfig (prior = DepthDecayPrior(delta), leaf model, max_depth, min_leaf_rows = q,
         scheme "sweep")
     max_trees : J
-    alpha_dp : DP concentration
     n_features : d
     update_xi : sample xi (False keeps every xi_j uniform: the tests compare with Bayesian CART)
     active_trees : A, the tree slots swept per step (``<= max_trees``; see :class:`_Step`)
@@ -173,7 +175,6 @@ class KernelConfig:
 
     mcmc: Any
     max_trees: int
-    alpha_dp: float
     n_features: int
     update_xi: bool = True
     active_trees: int = 4
@@ -407,7 +408,7 @@ class _Step:
                              count=jnp.where(_bcast(redraw, cnt), jnp.round(cnt), tree.count).astype(jnp.int32))
         leaf = jax.vmap(M._route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
         log_p = _log_p_rows(tree, sigma, leaf, data.y, mc.leaf_model)
-        v, z, overflow, tail = slice_step(k_slice, state.z, log_p, cfg.alpha_dp, dt)
+        v, z, overflow, tail = slice_step(k_slice, state.z, log_p, data.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
         sel_occ = occ_before[idx]
         xi_rate = jnp.sum(acc_a & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
@@ -445,7 +446,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         rows = jnp.arange(state.z.shape[0])
         mu = state.tree.value[state.z, leaf[state.z, rows]]                                         # (n, V)
         y_given_z = jnp.sum(jnp.where(occupied, marg, 0.0))
-        y_z = y_given_z + log_p_z(state.z, J, cfg.alpha_dp, dt)
+        y_z = y_given_z + log_p_z(state.z, J, data.alpha_dp, dt)
         xi_bar = jnp.sum(w[:, None] * state.xi, 0) / jnp.maximum(jnp.sum(w), 1e-30)
         return Draw(tree, state.sigma, w, state.z, state.xi, xi_bar, jnp.sum(occupied).astype(jnp.int32), occupied,
                     log_lik, mu, y_given_z, y_z)
