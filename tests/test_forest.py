@@ -359,20 +359,39 @@ def test_no_recompilation_within_a_shape_bucket():
 
     (The node capacity is static and depends on ``min_samples_leaf``, so that one is kept fixed.)
     """
-    from bayestrees.inference import cart
+    from bayestrees.inference import cart, forest_chunk
 
     r = np.random.default_rng(3)
     X, y = r.normal(size=(120, 3)), r.normal(size=120)
     bt.BayesianForestRegressor(3, min_samples_leaf=2, random_state=0).fit(X[:100], y[:100])
     size = cart._fit_batch._cache_size()
+    size_w = forest_chunk._draw_chunk_jit._cache_size()
     bt.BayesianForestRegressor(5, min_samples_leaf=2, random_state=1).fit(X[:110], y[:110])
     bt.EmpiricalBayesianForestRegressor(3, trunk_min_samples_leaf=30, min_samples_leaf=2, random_state=0).fit(X[:105], y[:105])
     assert cart._fit_batch._cache_size() == size
+    assert forest_chunk._draw_chunk_jit._cache_size() == size_w  # the weight draws too (row count traced)
     bt.SubSampleForestRegressor(4, n_blocks=2, min_samples_leaf=2, random_state=0).fit(X[:120], y[:120])
     size_ssf = cart._fit_batch._cache_size()
     assert size_ssf <= size + 1
     bt.SubSampleForestRegressor(6, n_blocks=3, min_samples_leaf=2, random_state=1).fit(X[:101], y[:101])
     assert cart._fit_batch._cache_size() == size_ssf
+
+
+@pytest.mark.parametrize("kind", ["exponential", "multinomial", "none"])
+def test_weights_drawn_at_the_padded_length_are_the_data_rows_weights(kind):
+    """``n_valid`` (traced) gives the data rows the weights of a draw at their own length, and padding 0."""
+    import jax
+
+    from bayestrees.inference.forest_chunk import draw_weights
+
+    key = jax.random.key(7)
+    n = 91
+    draw = jax.jit(lambda k, nv: draw_weights(k, n, kind, n_valid=nv))
+    for nv in (1, 40, 65, 91):
+        got = np.asarray(draw(key, nv))
+        want = np.concatenate([np.asarray(draw_weights(key, nv, kind)), np.zeros(n - nv, np.float32)])
+        np.testing.assert_array_equal(got, want, err_msg=f"n_valid={nv}")
+    assert draw._cache_size() == 1
 
 
 def test_extra_trees_thresholds_stay_within_the_present_codes():

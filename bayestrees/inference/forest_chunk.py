@@ -18,7 +18,7 @@ __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_chunk"]
 WEIGHT_KINDS = ("exponential", "multinomial", "none")
 
 
-def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None) -> jax.Array:
+def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None, n_valid=None) -> jax.Array:
     """One weight vector of length ``n``.
 
     Parameters
@@ -33,22 +33,31 @@ def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None) -> jax.Ar
         Floating dtype of the weights.
     mask : array of shape (n,), optional
         Multiplied into the weights.
+    n_valid : int or int array, optional
+        Only the first ``n_valid`` rows are data (traced: one compilation serves every count); the
+        rest are padding and get weight 0.  The data rows' weights are those of
+        ``draw_weights(key, n_valid, kind)``: every row's draw depends on its position only
+        (JAX's partitionable threefry), and the bootstrap draws ``n_valid`` indices among them.
 
     Returns
     -------
     jax.Array of shape (n,)
     """
+    nv = n if n_valid is None else n_valid
+    real = jnp.arange(n) < nv
     if kind == "exponential":
         # floored at the smallest normal float: a draw of exactly 0 (probability 2^-24 per row in
         # float32) would drop a row that the Bayesian bootstrap keeps
         w = jnp.maximum(jax.random.exponential(key, (n,), dtype), jnp.finfo(dtype).tiny)
     elif kind == "multinomial":
-        idx = jax.random.randint(key, (n,), 0, n)
-        w = jnp.zeros(n, dtype).at[idx].add(1.0)
+        idx = jax.random.randint(key, (n,), 0, nv)
+        w = jnp.zeros(n, dtype).at[jnp.where(real, idx, n)].add(1.0, mode="drop")
     elif kind == "none":
         w = jnp.ones(n, dtype)
     else:
         raise ValueError(f"weights must be one of {WEIGHT_KINDS}, got {kind!r}")
+    if n_valid is not None:
+        w = jnp.where(real, w, 0)
     if mask is not None:
         w = w * mask
     return w
@@ -59,15 +68,15 @@ def _draw_chunk(key, c, n, kind, dtype, chunk, block_of_row, n_blocks, n_valid):
 
     Each tree's randomness is ``fold_in(key, tree index)``, so a tree's draw depends on its index
     only (not on the chunk size or the number of trees), and one compilation serves every forest
-    size.  With ``n_valid`` only the first ``n_valid`` rows are real; the rest (padding) get 0.
+    size.  Only the first ``n_valid`` rows are real (traced: one compilation serves every row count
+    of a padding bucket); the rest (padding) get 0.
     Tree ``t`` of a sub-sample forest keeps only the rows of block ``t % n_blocks``.
     """
-    nv = n if n_valid is None else n_valid
     tree = c * chunk + jnp.arange(chunk)
 
     def one(t):
         kw, ks = jax.random.split(jax.random.fold_in(key, t))
-        w = jnp.pad(draw_weights(kw, nv, kind, dtype), (0, n - nv))
+        w = draw_weights(kw, n, kind, dtype, n_valid=n_valid)
         if block_of_row is not None:
             w = w * (block_of_row == t % n_blocks).astype(dtype)
         return w, jax.random.bits(ks, (), jnp.uint32)
@@ -75,7 +84,7 @@ def _draw_chunk(key, c, n, kind, dtype, chunk, block_of_row, n_blocks, n_valid):
     return jax.vmap(one)(tree)
 
 
-_draw_chunk_jit = jax.jit(_draw_chunk, static_argnums=(2, 3, 4, 5, 8))
+_draw_chunk_jit = jax.jit(_draw_chunk, static_argnums=(2, 3, 4, 5))
 
 
 def fit_chunk(job: dict, c: int):
@@ -98,7 +107,8 @@ def fit_chunk(job: dict, c: int):
         ``None`` in place of the weights unless ``job["return_weights"]``.
     """
     W, seeds = _draw_chunk_jit(job["key"], jnp.asarray(c, jnp.int32), job["n"], job["weights"], job["dtype"],
-                               job["chunk"], job["blocks"], jnp.asarray(job["n_blocks"], jnp.int32), job["n_valid"])
+                               job["chunk"], job["blocks"], jnp.asarray(job["n_blocks"], jnp.int32),
+                               jnp.asarray(job["n"] if job["n_valid"] is None else job["n_valid"], jnp.int32))
     W, seeds = shard_batch((W, seeds), job["chunk"])  # trees across devices, where there are several
     t = fit_trees(job["prep"], job["y"], W, job["cfg"], seeds=seeds, trunk=job["trunk"],
                   trunk_row_node=job["trunk_row_node"], y_shift=job["y_shift"], y_scale=job["y_scale"],
