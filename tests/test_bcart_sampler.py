@@ -341,6 +341,13 @@ def test_incremental_routing_equals_full_evaluation(scheme):
     assert int(state.tree.is_leaf().sum()) > 1
 
 
+def _in_subtree(slot: int, node: int) -> bool:
+    """Heap slot ``slot`` lies in the subtree of ``node`` (children of ``k``: ``2k+1``, ``2k+2``)."""
+    while slot > node:
+        slot = (slot - 1) // 2
+    return slot == node
+
+
 def test_node_ranges_equal_brute_force():
     """Smallest/largest code per node and feature and the node weights, against a direct loop over
     the rows of each node's subtree (zero-weight rows ignored, empty nodes at their sentinels)."""
@@ -353,16 +360,11 @@ def test_node_ranges_equal_brute_force():
     lo, hi, cnt = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes), jnp.asarray(weight),
                                                      S, max_depth))
 
-    def inside(slot, node):
-        while slot > node:
-            slot = (slot - 1) // 2
-        return slot == node
-
     want_lo = np.full((S, d), 1 << 30)
     want_hi = np.full((S, d), -1)
     want_cnt = np.zeros(S)
     for s in range(S):
-        rows = [i for i in range(n) if weight[i] > 0 and inside(leaf[i], s)]
+        rows = [i for i in range(n) if weight[i] > 0 and _in_subtree(leaf[i], s)]
         if rows:
             want_lo[s], want_hi[s] = codes[rows].min(0), codes[rows].max(0)
         want_cnt[s] = weight[rows].sum()
@@ -378,8 +380,10 @@ def test_node_ranges_of_unsigned_codes():
     codes = rng.integers(0, 200, size=(40, 2)).astype(np.uint8)
     leaf = rng.choice([1, 2], size=40).astype(np.int32)
     w = jnp.ones(40)
-    got = M._ranges(jnp.asarray(leaf), jnp.asarray(codes), w, 3, 1)
-    want = M._ranges(jnp.asarray(leaf), jnp.asarray(codes.astype(np.int32)), w, 3, 1)
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(np.asarray(got[0][0]), codes.min(0))
+    lo, hi, cnt = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes), w, 3, 1))
+    lo32, hi32, cnt32 = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes.astype(np.int32)),
+                                                          w, 3, 1))
+    np.testing.assert_array_equal(lo, lo32)
+    np.testing.assert_array_equal(hi, hi32)
+    np.testing.assert_array_equal(cnt, cnt32)
+    np.testing.assert_array_equal(lo[0], codes.min(0))
