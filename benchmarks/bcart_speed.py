@@ -5,8 +5,9 @@ depth limit (bayestrees ``max_depth=5`` = bartz ``maxdepth=6``: levels 0..5) and
 cut points (``max_bins=100`` against ``numcut=100``).  A bayestrees step is one move (grow,
 prune, change or swap); a bartz iteration is one grow/prune move of its single tree plus its
 leaf and noise updates.  Each side runs once to compile (reported apart) and then ``--repeats``
-times; the median is reported.  The chain-scaling part times ``chains`` in 1, 4, 16, 64 vmapped
-chains of bayestrees for the same number of steps.
+times; the median is reported.  The chain-scaling part times ``chains`` in 1, 4, 16, 64 chains
+of bayestrees for the same number of steps, vmapped (``chain_method="vectorized"``) and in
+threads (``"parallel"``); one chain runs the same unbatched program either way.
 
 Run from the repository root (bartz: ``pip install bartz``, a benchmark-only dependency)::
 
@@ -47,6 +48,8 @@ def main():
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--chain-methods", default="vectorized,parallel")
+    p.add_argument("--skip-bartz", action="store_true", help="only the chain scaling")
     args = p.parse_args()
     if args.quick:
         args.n, args.steps, args.repeats = 200, 500, 1
@@ -54,10 +57,10 @@ def main():
     X, y = friedman(rng, args.n)
     out = {"benchmark": "bcart_speed", "n": args.n, "steps": args.steps, "machine": machine()}
 
-    def ours(chains):
+    def ours(chains, method="vectorized"):
         def run():
             est = bt.BayesianCARTRegressor(draws=args.steps // 2, tune=args.steps // 2, chains=chains, max_depth=5,
-                                           max_bins=100, random_state=0).fit(X, y)
+                                           max_bins=100, random_state=0, chain_method=method).fit(X, y)
             jax.block_until_ready(est.result_.lp)
         return run
 
@@ -65,6 +68,8 @@ def main():
     out["bayestrees_compile_and_first_s"], out["bayestrees_s"] = first, med
     out["bayestrees_steps_per_s"] = args.steps / med
     try:
+        if args.skip_bartz:
+            raise ModuleNotFoundError("skipped (--skip-bartz)")
         from bartz.BART import gbart
 
         def theirs():
@@ -75,14 +80,16 @@ def main():
         out["bartz_compile_and_first_s"], out["bartz_s"] = first_b, med_b
         out["bartz_steps_per_s"] = args.steps / med_b
         out["ratio_steps_per_s_ours_over_bartz"] = out["bayestrees_steps_per_s"] / out["bartz_steps_per_s"]
-    except ImportError:
-        out["bartz"] = "not installed (pip install bartz)"
-    scaling = {}
-    for c in (1, 4, 16, 64):
-        _, med_c = timed(ours(c), 1)
-        scaling[c] = med_c
-    out["chains_seconds"] = scaling
-    out["chains_ratio_to_one"] = {c: v / scaling[1] for c, v in scaling.items()}
+    except ImportError as e:
+        out["bartz"] = str(e) if args.skip_bartz else "not installed (pip install bartz)"
+    _, one = timed(ours(1), 1)
+    for method in args.chain_methods.split(","):
+        scaling = {1: one}
+        for c in (4, 16, 64):
+            _, scaling[c] = timed(ours(c, method), 1)
+        key = "" if method == "vectorized" else f"_{method}"
+        out[f"chains_seconds{key}"] = scaling
+        out[f"chains_ratio_to_one{key}"] = {c: v / one for c, v in scaling.items()}
     print(json.dumps(out, indent=1))
     with open(args.out or RESULTS / "bcart_speed.jsonl", "a") as fh:
         fh.write(json.dumps(out) + "\n")

@@ -20,7 +20,8 @@ cross-validation (342 train / 341 test, 10 seeds) with the ensemble estimator, a
 (``bt.BayesianForestClassifier``, 100 trees, weights exponential / multinomial) and
 ``bt.BayesianCARTClassifier`` on the same splits.
 
-Speed: 10,000 sweeps on the breast-cancer data after compilation (1 chain), and 4 chains vmapped.
+Speed: 10,000 sweeps on the breast-cancer data after compilation (1 chain), and 4 chains, vmapped
+(``chain_method="vectorized"``) and in threads (``"parallel"``).
 
 Run from the repository root::
 
@@ -186,7 +187,9 @@ def run_speed(args, out):
     data = prepare_data(X, y, task="classification", max_bins=10, allow_nan=False)
     sweeps = 10000 if not args.quick else 500
     kw = {k: v for k, v in BET_BC.items() if k != "max_bins"}
-    for chains in (1, 4):
+    runs = [(1, "vectorized")] + [(4, m) for m in args.chain_methods.split(",")]
+    for chains, method in runs:
+        kw["chain_method"] = method
         cfg = BETConfig(**kw, draws=1, tune=10, chains=chains)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
@@ -197,7 +200,8 @@ def run_speed(args, out):
             t0 = time.perf_counter()
             r = fit_bet(jax.random.key(1), data, cfg)
         run = time.perf_counter() - t0
-        _write(out, {"bench": "bet_speed", "data": "breast_cancer", "n": data.n, "chains": chains, "sweeps": sweeps,
+        _write(out, {"bench": "bet_speed", "data": "breast_cancer", "n": data.n, "chains": chains,
+                     "chain_method": method, "sweeps": sweeps,
                      "first_call_s (compile + 10 sweeps)": first, "run_s": run, "per_sweep_ms": 1000 * run / sweeps,
                      "n_trees_last": int(np.asarray(r.draws.n_trees).ravel()[-1]), "settings": BET_BC})
 
@@ -207,6 +211,8 @@ def main():
     p.add_argument("part", choices=["sims", "cancer", "speed", "all"])
     p.add_argument("--cv-tune", type=int, default=3000, help="BET tuning steps per half-split fit")
     p.add_argument("--cv-kept", type=int, default=2000, help="BET kept steps per half-split fit (thinned by 5)")
+    p.add_argument("--chain-methods", default="vectorized,parallel",
+                   help="speed: how the 4 chains run (comma-separated; 1 chain runs unbatched either way)")
     p.add_argument("--skip-in-sample", action="store_true", help="cancer: only the half-split comparison")
     args = p.parse_args()
     out = Path(args.out) if args.out else RESULTS / ("bet_paper_quick.jsonl" if args.quick else "bet_paper.jsonl")

@@ -53,8 +53,9 @@ def test_random_walk_metropolis_reaches_target_moments():
 
 
 def test_blocks_and_progress_do_not_change_the_draws(capsys):
-    a = run_chains(jax.random.key(3), RW, chains=3, draws=50, tune=7, thin=3)
-    b = run_chains(jax.random.key(3), RW, chains=3, draws=50, tune=7, thin=3, blocks=4, progressbar=True)
+    kw = dict(chains=3, draws=50, tune=7, thin=3, chain_method="vectorized")
+    a = run_chains(jax.random.key(3), RW, **kw)
+    b = run_chains(jax.random.key(3), RW, blocks=4, progressbar=True, **kw)
     np.testing.assert_array_equal(np.asarray(a.samples.x), np.asarray(b.samples.x))
     np.testing.assert_array_equal(np.asarray(a.last_state.x), np.asarray(b.last_state.x))
     err = capsys.readouterr().err
@@ -134,3 +135,37 @@ def test_one_chain_runs_unbatched_with_the_values_of_the_vmapped_step():
         np.testing.assert_allclose(np.asarray(info_a.lp), np.asarray(info_b.lp), rtol=1e-6)
         moves.add(int(info_a.move[0]))
     assert moves == {0, 1, 2, 3}  # every branch of the switch was taken
+
+
+@pytest.mark.parametrize("thin,blocks", [(1, None), (3, 4)])
+def test_parallel_chains_draw_what_the_vectorized_chains_draw(thin, blocks, capsys):
+    """``chain_method="parallel"`` runs chain ``c`` alone (its own keys of the whole run), in threads;
+    the draws, the Info and the last state must be the vectorized run's."""
+    kw = dict(chains=3, draws=40, tune=7, thin=thin, blocks=blocks)
+    a = run_chains(jax.random.key(5), RW, chain_method="vectorized", **kw)
+    b = run_chains(jax.random.key(5), RW, chain_method="parallel", progressbar=True, **kw)
+    assert b.samples.x.shape == (3, 40) and b.last_state.x.shape == (3,)
+    np.testing.assert_allclose(np.asarray(b.samples.x), np.asarray(a.samples.x), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(b.info.accepted), np.asarray(a.info.accepted))
+    np.testing.assert_allclose(np.asarray(b.last_state.x), np.asarray(a.last_state.x), rtol=1e-6)
+    total = 3 * (7 + 40 * thin)
+    assert f"{total}/{total}" in capsys.readouterr().err  # the bar counts the chain-steps of all chains
+
+
+def test_chain_method_auto_and_bad_values(monkeypatch):
+    from bayestrees.inference import loop
+    from bayestrees.inference.bcart import BCARTConfig
+    from bayestrees.inference.bet import BETConfig
+
+    assert loop.resolve_chain_method("auto", 1) == "vectorized"
+    monkeypatch.setattr(loop, "_cores", lambda: 2)
+    assert loop.resolve_chain_method("auto", 4) == ("parallel" if jax.default_backend() == "cpu" else "vectorized")
+    if jax.device_count() == 1:
+        monkeypatch.setattr(loop, "_cores", lambda: 1)
+        assert loop.resolve_chain_method("auto", 4) == "vectorized"  # one core, one device: nothing to run beside
+    assert loop.resolve_chain_method("parallel", 4) == "parallel"
+    with pytest.raises(ValueError, match="chain_method"):
+        run_chains(jax.random.key(0), RW, chains=2, draws=2, chain_method="threads")
+    for config in (BCARTConfig, BETConfig):
+        with pytest.raises(ValueError, match="chain_method"):
+            config(chain_method="pmap")

@@ -30,7 +30,8 @@ class _BCARTMixin(MCMCEstimatorMixin):
         return BCARTConfig(prior=prior, leaf_model=self.leaf_model, alpha_leaves=getattr(self, "alpha_leaves", 1.0),
                            draws=self.draws, tune=self.tune, chains=self.chains, thin=self.thin,
                            max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
-                           temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar)
+                           temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar,
+                           chain_method=self.chain_method)
 
     def _values(self, X) -> np.ndarray:
         """Leaf values of every draw at ``X``: ``(chains * draws, n, V)``."""
@@ -47,12 +48,13 @@ class _BCARTMixin(MCMCEstimatorMixin):
 
 
 def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs, scheme,
-          temperatures, random_state, dtype, progressbar):
+          temperatures, random_state, dtype, progressbar, chain_method):
     self.prior, self.alpha, self.beta, self.leaf_model = prior, alpha, beta, leaf_model
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins, self.move_probs, self.scheme = max_depth, max_bins, move_probs, scheme
     self.temperatures = temperatures
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
+    self.chain_method = chain_method
 
 
 class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
@@ -68,7 +70,7 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         "common_variance" (the default): a mean per leaf and one noise variance (``sigma`` in the
         posterior); "normal": a mean and a variance per leaf.
     draws, tune, chains, thin : int, default 1000, 1000, 4, 1
-        Kept draws per chain, discarded tuning steps, chains (vmapped), thinning.
+        Kept draws per chain, discarded tuning steps, chains, thinning.
     max_depth : int, default 6
         Deepest leaf level; the prior is truncated there (``sample_stats.at_max_depth`` reports
         trees pressing against it).
@@ -85,6 +87,10 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
+    chain_method : {"auto", "vectorized", "parallel"}, default "auto"
+        How several chains run: "vectorized" steps them in one vmapped program (the choice on a
+        GPU), "parallel" runs each chain's own program in threads, one per CPU core (faster on a
+        multi-core CPU); "auto" picks "parallel" for several chains on a CPU.  Same draws either way.
 
     Attributes
     ----------
@@ -98,9 +104,10 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=1000, tune=1000, chains=4,
                  thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves",
-                 temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False):
+                 temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
+                 chain_method="auto"):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, temperatures, random_state, dtype, progressbar)
+              scheme, temperatures, random_state, dtype, progressbar, chain_method)
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``: ``(n,)``."""
@@ -120,9 +127,10 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, alpha_leaves=1.0, draws=1000,
                  tune=1000, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
-                 scheme="moves", temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False):
+                 scheme="moves", temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
+                 chain_method="auto"):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, temperatures, random_state, dtype, progressbar)
+              scheme, temperatures, random_state, dtype, progressbar, chain_method)
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:

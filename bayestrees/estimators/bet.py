@@ -32,7 +32,7 @@ class _BETMixin(MCMCEstimatorMixin):
                          alpha_leaves=getattr(self, "alpha_leaves", 0.5),
                          leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
                          chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
-                         progressbar=self.progressbar)
+                         progressbar=self.progressbar, chain_method=self.chain_method)
 
     @property
     def best_ensemble_(self) -> dict:
@@ -66,12 +66,13 @@ class _BETMixin(MCMCEstimatorMixin):
 
 
 def _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-          max_bins, random_state, dtype, progressbar):
+          max_bins, random_state, dtype, progressbar, chain_method):
     self.alpha_dp, self.delta, self.min_leaf_rows, self.max_trees = alpha_dp, delta, min_leaf_rows, max_trees
     self.active_trees = active_trees
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins = max_depth, max_bins
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
+    self.chain_method = chain_method
 
 
 class BETRegressor(_BETMixin, RegressorBase):
@@ -99,6 +100,10 @@ class BETRegressor(_BETMixin, RegressorBase):
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
+    chain_method : {"auto", "vectorized", "parallel"}, default "auto"
+        How several chains run: "vectorized" steps them in one vmapped program (the choice on a
+        GPU), "parallel" runs each chain's own program in threads, one per CPU core (faster on a
+        multi-core CPU); "auto" picks "parallel" for several chains on a CPU.  Same draws either way.
 
     Attributes
     ----------
@@ -114,9 +119,9 @@ class BETRegressor(_BETMixin, RegressorBase):
 
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
                  leaf_prior="objective", draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
-                 random_state=None, dtype="float32", progressbar=False):
+                 random_state=None, dtype="float32", progressbar=False, chain_method="auto"):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-              max_bins, random_state, dtype, progressbar)
+              max_bins, random_state, dtype, progressbar, chain_method)
         self.leaf_prior, self.init_trees = leaf_prior, init_trees
 
     def predict(self, X) -> np.ndarray:
@@ -142,9 +147,9 @@ class BETClassifier(_BETMixin, ClassifierBase):
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
                  alpha_leaves=0.5,
                  draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32, random_state=None,
-                 dtype="float32", progressbar=False):
+                 dtype="float32", progressbar=False, chain_method="auto"):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-              max_bins, random_state, dtype, progressbar)
+              max_bins, random_state, dtype, progressbar, chain_method)
         self.alpha_leaves, self.init_trees = alpha_leaves, init_trees
 
     def predict_proba(self, X) -> np.ndarray:

@@ -30,7 +30,7 @@ from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, Norm
 from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
 from ..tree import Tree, predict
 from . import mcmc as M
-from .loop import run_chains
+from .loop import CHAIN_METHODS, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
            "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT"]
@@ -82,6 +82,9 @@ class BCARTConfig:
         (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
+    chain_method : "auto", "vectorized" or "parallel": how several chains run
+        (:func:`bayestrees.inference.loop.run_chains`; "auto": in threads on a multi-core CPU,
+        vmapped otherwise)
     """
 
     prior: Any = ChipmanPrior()
@@ -97,6 +100,7 @@ class BCARTConfig:
     temperatures: tuple = (1.0,)
     dtype: Any = "float32"
     progressbar: bool = False
+    chain_method: str = "auto"
 
     def __post_init__(self):
         if not isinstance(self.prior, (ChipmanPrior, LeafCountPrior, DepthDecayPrior)):
@@ -114,6 +118,8 @@ class BCARTConfig:
         if not isinstance(a, (int, float, np.floating)) or not math.isfinite(float(a)) or float(a) <= 0:
             raise ValueError(f"alpha_leaves must be a positive number, got {a!r}")
         check_dtype(self.dtype)
+        if self.chain_method not in ("auto",) + CHAIN_METHODS:
+            raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {self.chain_method!r}")
 
     def leaf_model_for(self, task: str, n_classes: int):
         """The leaf model object for the task (checked against it)."""
@@ -187,7 +193,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=M.collect(cfg), progressbar=config.progressbar,
-                     desc="Bayesian CART")
+                     desc="Bayesian CART", chain_method=config.chain_method)
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0

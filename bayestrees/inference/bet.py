@@ -31,7 +31,7 @@ from ..priors import DepthDecayPrior
 from ..tree import Tree, predict
 from . import bet_kernel as K
 from . import mcmc as M
-from .loop import run_chains
+from .loop import CHAIN_METHODS, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
            "MAX_ROWS", "MAX_TREES"]
@@ -82,6 +82,9 @@ class BETConfig:
     on_overflow : "warn" or "raise" when the slice reached past ``max_trees`` components
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
+    chain_method : "auto", "vectorized" or "parallel": how several chains run
+        (:func:`bayestrees.inference.loop.run_chains`; "auto": in threads on a multi-core CPU,
+        vmapped otherwise)
     """
 
     alpha_dp: float = 1.0
@@ -100,6 +103,7 @@ class BETConfig:
     on_overflow: str = "warn"
     dtype: Any = "float32"
     progressbar: bool = False
+    chain_method: str = "auto"
 
     def __post_init__(self):
         _pos("alpha_dp", self.alpha_dp)
@@ -121,6 +125,8 @@ class BETConfig:
         if self.on_overflow not in ("warn", "raise"):
             raise ValueError(f"on_overflow must be 'warn' or 'raise', got {self.on_overflow!r}")
         check_dtype(self.dtype)
+        if self.chain_method not in ("auto",) + CHAIN_METHODS:
+            raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {self.chain_method!r}")
 
     def leaf_model_for(self, task: str, n_classes: int):
         if task == "classification":
@@ -192,7 +198,8 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     kernel = K.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
-                     thin=config.thin, collect=K.collect(kcfg), progressbar=config.progressbar, desc="BET")
+                     thin=config.thin, collect=K.collect(kcfg), progressbar=config.progressbar, desc="BET",
+                     chain_method=config.chain_method)
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0

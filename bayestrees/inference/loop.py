@@ -22,11 +22,26 @@ parameters can be drawn there.  The keys of step ``t`` are ``fold_in(key, t)`` s
 the draws do not depend on the block size or on the progress bar.  Where JAX sees several
 devices and ``chains`` is a multiple of their number, the chain axis is split across them
 (:mod:`bayestrees.sharding`); the draws are the same.
+
+Two ways to run many chains (``chain_method``):
+
+* ``"vectorized"``: one compiled program steps every chain at once (``vmap``).  On a GPU this
+  is what makes many chains nearly free.  On a CPU a batch of chains costs close to the sum of
+  its chains, and more: under ``vmap`` every branch of a ``lax.switch`` runs for every chain,
+  and batched scatters cost about twice as much per chain.
+* ``"parallel"``: every chain runs the unbatched program, in threads (one per CPU core, or one
+  per device where JAX sees several); XLA releases the interpreter lock, so the chains run on
+  all cores at once.  Chain ``c`` draws the keys it would draw in the vectorized run, so the
+  draws are those of ``"vectorized"`` (up to floating-point rounding of the batched program).
 """
 from __future__ import annotations
 
 from functools import partial
 from typing import Any, Callable, NamedTuple
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +49,10 @@ import jax.numpy as jnp
 from ..progress import Progress
 from ..sharding import shard_batch
 
-__all__ = ["Kernel", "ChainResult", "run_chains"]
+__all__ = ["Kernel", "ChainResult", "run_chains", "CHAIN_METHODS"]
+
+#: the ways :func:`run_chains` runs several chains
+CHAIN_METHODS = ("vectorized", "parallel")
 
 
 class Kernel(NamedTuple):
@@ -61,8 +79,12 @@ def _identity(key, state, *args):
     return state
 
 
-def _step_keys(key, t, chains):
-    return jax.random.split(jax.random.fold_in(key, t), chains)
+def _step_keys(key, t, chains, width=None, first=0):
+    """Keys of step ``t`` for chains ``first .. first + width - 1`` of ``chains`` (default: all)."""
+    keys = jax.random.split(jax.random.fold_in(key, t), chains)
+    if width is None or width == chains:
+        return keys
+    return jax.lax.dynamic_slice_in_dim(keys, first, width)
 
 
 def _batched(fn, chains: int, n_args: int):
@@ -82,25 +104,29 @@ def _batched(fn, chains: int, n_args: int):
     return one
 
 
-@partial(jax.jit, static_argnames=("step", "collect", "size", "chains"), donate_argnums=(1,))
-def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: int, chains: int):
+@partial(jax.jit, static_argnames=("step", "collect", "size", "chains", "width"), donate_argnums=(1,))
+def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect, size: int, chains: int,
+           width: int | None = None):
     """``n_tune`` steps from step index ``t0``, then ``n_keep`` (<= ``size``) kept states ``thin`` steps apart.
 
-    Returns the state, the collected outputs and the Info of the kept steps, in
-    buffers of ``size`` (entries past ``n_keep`` are zeros).  Tuning, block and
-    thinning lengths are traced: one compilation serves the whole run.
+    ``state`` holds chains ``first .. first + width - 1`` of a run of ``chains`` (default: all of
+    them); each uses its own keys of that run.  Returns the state, the collected outputs and the
+    Info of the kept steps, in buffers of ``size`` (entries past ``n_keep`` are zeros).  Tuning,
+    block and thinning lengths and ``first`` are traced: one compilation serves the whole run.
     """
-    vstep, vcollect = _batched(step, chains, len(args)), _batched(collect, chains, len(args))
+    width = chains if width is None else width
+    vstep, vcollect = _batched(step, width, len(args)), _batched(collect, width, len(args))
     k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
+    keys = partial(_step_keys, chains=chains, width=width, first=first)
 
     def one(t, carry):
         st, _ = carry
-        return shard_batch(vstep(shard_batch(_step_keys(key, t, chains), chains), st, *args), chains)
+        return shard_batch(vstep(shard_batch(keys(key, t), width), st, *args), width)
 
-    info_shape = jax.eval_shape(lambda st: vstep(_step_keys(key, t0, chains), st, *args)[1], state)
+    info_shape = jax.eval_shape(lambda st: vstep(keys(key, t0), st, *args)[1], state)
     zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
     t1 = t0 + n_tune
-    out_shape = jax.eval_shape(lambda st: vcollect(_step_keys(k_collect, t1, chains), st, *args), state)
+    out_shape = jax.eval_shape(lambda st: vcollect(keys(k_collect, t1), st, *args), state)
     zero_out = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
 
     def kept(st, i):
@@ -110,7 +136,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, *, step, collect, size: i
         start = jnp.where(i == 0, t0, t1 + i * thin)
         end = jnp.where(keep, t1 + (i + 1) * thin, jnp.where(i == 0, t1, start))
         st, info = jax.lax.fori_loop(start, end, one, (st, zero_info))
-        out = jax.lax.cond(keep, lambda s: vcollect(_step_keys(k_collect, t1 + (i + 1) * thin, chains), s, *args),
+        out = jax.lax.cond(keep, lambda s: vcollect(keys(k_collect, t1 + (i + 1) * thin), s, *args),
                            lambda s: zero_out, st)
         info = jax.tree_util.tree_map(lambda a, z: jnp.where(keep, a, z), info, zero_info)
         return st, (out, info)
@@ -133,10 +159,95 @@ def _init(key, args, *, init, chains: int):
     return shard_batch(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def resolve_chain_method(chain_method: str, chains: int) -> str:
+    """``"auto"``: ``"parallel"`` for several chains on a CPU with several cores, else ``"vectorized"``."""
+    if chain_method == "auto":
+        cpu = jax.default_backend() == "cpu"
+        return "parallel" if chains > 1 and cpu and (_cores() > 1 or jax.device_count() > 1) else "vectorized"
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {chain_method!r}")
+    return chain_method
+
+
+def _phases(tune: int, draws: int, thin: int, nb: int):
+    """The compiled calls of a run: ``(t, n_tune, n_keep)`` per call, and the draw buffer size."""
+    size = -(-draws // max(1, min(nb, draws)))
+    calls, t = [], 0
+    if tune:
+        chunk = -(-tune // max(1, min(nb, tune)))
+        while t < tune:
+            m = min(chunk, tune - t)
+            calls.append((t, m, 0))
+            t += m
+    done = 0
+    while done < draws:
+        m = min(size, draws - done)
+        calls.append((t, 0, m))
+        t += m * thin
+        done += m
+    return calls, size
+
+
+def _run_calls(run, k_run, state, args, calls, thin, prog, first=None):
+    """Run the compiled calls of one phase list on ``state``; returns the kept draws and the state."""
+    i32 = jnp.int32
+    extra = () if first is None else (i32(first),)
+    samples, infos = [], []
+    for t, n_tune, n_keep in calls:
+        state, s, i = run(k_run, state, args, i32(t), i32(n_tune), i32(n_keep), i32(thin), *extra)
+        if n_keep:
+            cut = partial(jax.tree_util.tree_map, lambda a: a[:, :n_keep])
+            samples.append(cut(s))
+            infos.append(cut(i))
+        prog.update(n_tune + n_keep * thin)
+    return _concat(samples), _concat(infos), state
+
+
+class _LockedProgress:
+    """A :class:`Progress` updated from several threads."""
+
+    def __init__(self, prog):
+        self.prog, self.lock = prog, threading.Lock()
+
+    def update(self, k):
+        with self.lock:
+            self.prog.update(k)
+
+
+def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
+    """Each chain on its own (unbatched program), in threads; outputs stacked on the chain axis.
+
+    Chain ``c`` runs on device ``c mod k`` of the ``k`` devices JAX sees; there are as many threads
+    as CPU cores (on a CPU) or devices, at most one per chain."""
+    devices = jax.devices()
+    workers = min(chains, max(len(devices), _cores() if jax.default_backend() == "cpu" else 1))
+    if len(devices) > 1:  # the whole state lives on one device before it is cut into chains
+        state = jax.device_put(state, devices[0])
+    placed = {dev: jax.device_put(args, dev) for dev in devices[:min(chains, len(devices))]}
+    locked = _LockedProgress(prog)
+
+    def chain(c):
+        dev = devices[c % len(devices)]
+        st = jax.device_put(jax.tree_util.tree_map(lambda a: a[c:c + 1], state), dev)
+        return _run_calls(run, k_run, st, placed[dev], calls, thin, locked, first=c)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayestrees-chain") as pool:
+        outs = list(pool.map(chain, range(chains)))
+    cat = lambda *a: jnp.concatenate([jax.device_put(x, devices[0]) for x in a], axis=0)  # noqa: E731
+    return tuple(jax.tree_util.tree_map(cat, *[o[j] for o in outs]) for j in range(3))
+
+
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
                thin: int = 1, collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
-               desc: str = "sampling") -> ChainResult:
-    """Run ``chains`` chains of ``kernel`` (vmapped) for ``tune`` discarded steps and ``draws`` kept ones.
+               desc: str = "sampling", chain_method: str = "auto") -> ChainResult:
+    """Run ``chains`` chains of ``kernel`` for ``tune`` discarded steps and ``draws`` kept ones.
 
     Parameters
     ----------
@@ -150,6 +261,12 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     collect : ``(key, state, *args) -> pytree``, optional  what to store per draw (default: the whole state)
     progressbar : bool  print a progress bar on stderr (the run is split in blocks)
     blocks : int, optional  number of compiled calls per phase (default 1, or 20 with a progress bar)
+    chain_method : {"vectorized", "parallel", "auto"}
+        ``"vectorized"`` steps all chains in one ``vmap``-ed program (the choice for a GPU);
+        ``"parallel"`` runs each chain's unbatched program in threads, one per CPU core (or one
+        per device where JAX sees several), which is faster on a multi-core CPU; ``"auto"``
+        picks ``"parallel"`` for several chains on a CPU with several cores.  The draws are the
+        same either way (up to floating-point rounding).
 
     Returns
     -------
@@ -158,31 +275,19 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     for name, v, lo in (("chains", chains, 1), ("draws", draws, 1), ("tune", tune, 0), ("thin", thin, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    method = resolve_chain_method(chain_method, chains)
     collect = collect if collect is not None else _identity
     args = tuple(args)
     k_init, k_run = jax.random.split(key)
     state = _init(k_init, args, init=kernel.init, chains=chains)
     nb = blocks if blocks is not None else (20 if progressbar else 1)
-    prog = Progress(tune + draws * thin, desc, progressbar)
-    size = -(-draws // max(1, min(nb, draws)))
-    run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains)
-    t = 0
-    i32 = jnp.int32
-    if tune:
-        chunk = -(-tune // max(1, min(nb, tune)))
-        while t < tune:
-            m = min(chunk, tune - t)
-            state, _, _ = run(k_run, state, args, i32(t), i32(m), i32(0), i32(thin))
-            t += m
-            prog.update(m)
-    done, samples, infos = 0, [], []
-    while done < draws:
-        m = min(size, draws - done)
-        state, s, i = run(k_run, state, args, i32(t), i32(0), i32(m), i32(thin))
-        cut = partial(jax.tree_util.tree_map, lambda a: a[:, :m])
-        samples.append(cut(s))
-        infos.append(cut(i))
-        t += m * thin
-        done += m
-        prog.update(m * thin)
-    return ChainResult(_concat(samples), _concat(infos), state)
+    calls, size = _phases(tune, draws, thin, nb)
+    if method == "parallel" and chains > 1:
+        prog = Progress(chains * (tune + draws * thin), f"{desc} ({chains} chains, chain-steps)", progressbar)
+        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains, width=1)
+        samples, infos, state = _run_parallel(run, k_run, state, args, calls, thin, chains, prog)
+    else:
+        prog = Progress(tune + draws * thin, desc, progressbar)
+        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains)
+        samples, infos, state = _run_calls(run, k_run, state, args, calls, thin, prog)
+    return ChainResult(samples, infos, state)

@@ -147,15 +147,17 @@ class TreeRV:
         raise NotImplementedError
 
 
-def run_sampler(rv: TreeRV, fit_function, to_inferencedata, key, draws, chains, progressbar, tune, thin):
-    """Fit an MCMC family's random variable: its data, its config with the run's lengths, its sampler.
+def run_sampler(rv: TreeRV, fit_function, to_inferencedata, key, draws, chains, progressbar, tune, thin,
+                chain_method="auto"):
+    """Fit an MCMC family's random variable: its data, its config with the run's lengths and chain method,
+    its sampler.
 
     Returns ``(result, data, idata)``; ``fit_function(key, data, config)`` is the family's
     ``fit_<family>`` and ``to_inferencedata(result, data, y_name=, extra_attrs=)`` its converter.
     """
     data = prepare_data(rv.X_value, rv.y_value, task=rv.task, max_bins=rv.params["max_bins"], allow_nan=False)
     cfg = replace(rv.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
-                  progressbar=progressbar)
+                  progressbar=progressbar, chain_method=chain_method)
     result = fit_function(key, data, cfg)
     return result, data, to_inferencedata(result, data, y_name=rv.name, extra_attrs={"rv": rv.name})
 
@@ -171,6 +173,9 @@ def sample(draws: int = 100, chains: int = 1, random_seed=None, *, model: Model 
     chains : int
         Independent chains (for exact or bootstrap samplers, independent batches).
     random_seed : int, numpy Generator or JAX key, optional
+    **kwargs
+        The family's run settings: ``tune``, ``thin`` and ``chain_method`` (``"auto"``,
+        ``"vectorized"`` or ``"parallel"``) for the MCMC families (Bayesian CART, BET).
 
     Returns
     -------

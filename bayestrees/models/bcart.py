@@ -72,9 +72,9 @@ class BayesianCART(TreeRV):
             self.config.leaf_model_for(self.task, 2)  # a leaf model that does not fit the task fails here
         super().__init__(name, X, y, model=model, max_bins=max_bins)
 
-    def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
+    def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1, chain_method: str = "auto"):
         result, data, idata = run_sampler(self, fit_bcart, bcart_inferencedata, key, draws, chains, progressbar, tune,
-                                          thin)
+                                          thin, chain_method)
         self.fitted_ = BCARTFit(result, data)
         return idata
 

@@ -67,9 +67,9 @@ class BETMixture(TreeRV):
                                 max_depth=max_depth, dtype=dtype)
         super().__init__(name, X, y, model=model, max_bins=max_bins)
 
-    def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1):
+    def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1, chain_method: str = "auto"):
         result, data, idata = run_sampler(self, fit_bet, bet_inferencedata, key, draws, chains, progressbar, tune,
-                                          thin)
+                                          thin, chain_method)
         self.fitted_ = BETFit(result, data)
         return idata
 
