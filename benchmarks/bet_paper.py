@@ -188,22 +188,33 @@ def run_speed(args, out):
     sweeps = 10000 if not args.quick else 500
     kw = {k: v for k, v in BET_BC.items() if k != "max_bins"}
     runs = [(1, "vectorized")] + [(4, m) for m in args.chain_methods.split(",")]
-    for chains, method in runs:
-        kw["chain_method"] = method
-        cfg = BETConfig(**kw, draws=1, tune=10, chains=chains)
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            fit_bet(jax.random.key(0), data, cfg)
-            first = time.perf_counter() - t0
-            cfg = BETConfig(**kw, draws=1, tune=sweeps, chains=chains)
+    first = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for chains, method in runs:  # compile (and 10 sweeps), timed apart
             t0 = time.perf_counter()
-            r = fit_bet(jax.random.key(1), data, cfg)
-        run = time.perf_counter() - t0
-        _write(out, {"bench": "bet_speed", "data": "breast_cancer", "n": data.n, "chains": chains,
-                     "chain_method": method, "sweeps": sweeps,
-                     "first_call_s (compile + 10 sweeps)": first, "run_s": run, "per_sweep_ms": 1000 * run / sweeps,
-                     "n_trees_last": int(np.asarray(r.draws.n_trees).ravel()[-1]), "settings": BET_BC})
+            fit_bet(jax.random.key(0), data, BETConfig(**kw, draws=1, tune=10, chains=chains, chain_method=method))
+            first[chains, method] = time.perf_counter() - t0
+        # the configurations take turns, so a slow spell of the machine hits them alike
+        times = {r: [] for r in runs}
+        for rep in range(args.speed_repeats):
+            for chains, method in runs:
+                cfg = BETConfig(**kw, draws=1, tune=sweeps, chains=chains, chain_method=method)
+                t0 = time.perf_counter()
+                r = fit_bet(jax.random.key(1), data, cfg)
+                run = time.perf_counter() - t0
+                times[chains, method].append(run)
+                _write(out, {"bench": "bet_speed", "data": "breast_cancer", "n": data.n, "chains": chains,
+                             "chain_method": method, "sweeps": sweeps, "repeat": rep,
+                             "first_call_s (compile + 10 sweeps)": first[chains, method], "run_s": run,
+                             "per_sweep_ms": 1000 * run / sweeps, "ratio_to_one_chain_this_repeat":
+                             run / times[runs[0]][-1], "n_trees_last": int(np.asarray(r.draws.n_trees).ravel()[-1]),
+                             "settings": BET_BC})
+    one = np.asarray(times[runs[0]])
+    _write(out, {"bench": "bet_speed_summary", "sweeps": sweeps, "repeats": args.speed_repeats,
+                 **{f"median_ratio_{c}_chains_{m}": float(np.median(np.asarray(times[c, m]) / one))
+                    for c, m in runs[1:]},
+                 **{f"ratios_{c}_chains_{m}": (np.asarray(times[c, m]) / one).round(3).tolist() for c, m in runs[1:]}})
 
 
 def main():
@@ -211,6 +222,7 @@ def main():
     p.add_argument("part", choices=["sims", "cancer", "speed", "all"])
     p.add_argument("--cv-tune", type=int, default=3000, help="BET tuning steps per half-split fit")
     p.add_argument("--cv-kept", type=int, default=2000, help="BET kept steps per half-split fit (thinned by 5)")
+    p.add_argument("--speed-repeats", type=int, default=3, help="speed: timed runs of each configuration, in turn")
     p.add_argument("--chain-methods", default="vectorized,parallel",
                    help="speed: how the 4 chains run (comma-separated; 1 chain runs unbatched either way)")
     p.add_argument("--skip-in-sample", action="store_true", help="cancer: only the half-split comparison")
