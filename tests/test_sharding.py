@@ -36,10 +36,10 @@ SCRIPT = textwrap.dedent("""
     out["chains_lp"] = np.asarray(res.samples.lp).tolist()
     out["chains_mu"] = np.asarray(res.samples.mu).ravel().tolist()
     out["chains_on"] = len(res.last_state.tree.left.sharding.device_set)
-    # the same chains, each on its own (in threads, chain c on device c mod k)
-    res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,), chains=4, draws=20, tune=10,
-                     collect=M.collect(cfg), chain_method="parallel")
-    out["parallel_lp"] = np.asarray(res.samples.lp).tolist()
+    if jax.device_count() > 1:  # the same chains, each on its own (in threads, chain c on device c mod k)
+        res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,), chains=4, draws=20, tune=10,
+                         collect=M.collect(cfg), chain_method="parallel")
+        out["parallel_lp"] = np.asarray(res.samples.lp).tolist()
 
     # a forest: trees of one compiled chunk
     X = codes.astype(float) + rng.random((n, 2)) * 0.1
@@ -92,10 +92,10 @@ def test_two_devices_split_the_batch_and_change_nothing():
     assert one["chains_on"] == 1 and two["chains_on"] == 2
     assert one["pcfg_on"] == 1 and two["pcfg_on"] == 2
     # and the numbers are the same (independent members, each with its own key)
-    for k in ("chains_lp", "chains_mu", "forest_draws", "pcfg_logp", "pcfg_feature", "parallel_lp"):
+    for k in ("chains_lp", "chains_mu", "forest_draws", "pcfg_logp", "pcfg_feature"):
         np.testing.assert_allclose(two[k], one[k], rtol=1e-6, atol=1e-6, err_msg=k)
-    # chains run one by one in threads draw what the vmapped chains draw
-    np.testing.assert_allclose(one["parallel_lp"], one["chains_lp"], rtol=1e-6, atol=1e-6)
+    # chains run one by one in threads, spread over the two devices, draw what the vmapped chains draw
+    np.testing.assert_allclose(two["parallel_lp"], one["chains_lp"], rtol=1e-6, atol=1e-6)
 
 
 def test_one_device_leaves_arrays_alone():
