@@ -92,12 +92,17 @@ def test_model_context_sample_and_predictions():
     # a draw of the response scatters around the function by sigma
     resid = (pred["f"] - pred["f_mu"]).values.ravel()
     assert 0.1 < resid.std() < 0.6
+    with bt.Model():  # the run settings reach the sampler's config (checked before anything runs)
+        bt.BayesianCART("f", X, y, max_depth=3, max_bins=8)
+        with pytest.raises(ValueError, match="chain_method"):
+            bt.sample(draws=5, tune=5, chains=2, random_seed=0, chain_method="threads")
 
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(alpha=1.5), "alpha"), (dict(beta=-1.0), "beta"), (dict(draws=0), "draws"), (dict(chains=0), "chains"),
     (dict(tune=-1), "tune"), (dict(max_depth=40), "max_depth"), (dict(leaf_model="dirichlet"), "classification"),
-    (dict(prior=bt.priors.LeafCountPrior(2.0), leaf_model="bogus"), "leaf_model")])
+    (dict(prior=bt.priors.LeafCountPrior(2.0), leaf_model="bogus"), "leaf_model"),
+    (dict(chain_method="pmap"), "chain_method")])
 def test_bad_parameters(kw, msg):
     X, y = _reg_data(20)
     with pytest.raises(ValueError, match=msg):

@@ -30,7 +30,7 @@ from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, Norm
 from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
 from ..tree import Tree, predict
 from . import mcmc as M
-from .loop import CHAIN_METHODS, run_chains
+from .loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
            "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT"]
@@ -118,8 +118,7 @@ class BCARTConfig:
         if not isinstance(a, (int, float, np.floating)) or not math.isfinite(float(a)) or float(a) <= 0:
             raise ValueError(f"alpha_leaves must be a positive number, got {a!r}")
         check_dtype(self.dtype)
-        if self.chain_method not in ("auto",) + CHAIN_METHODS:
-            raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {self.chain_method!r}")
+        check_chain_method(self.chain_method)
 
     def leaf_model_for(self, task: str, n_classes: int):
         """The leaf model object for the task (checked against it)."""

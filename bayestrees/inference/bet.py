@@ -31,7 +31,7 @@ from ..priors import DepthDecayPrior
 from ..tree import Tree, predict
 from . import bet_kernel as K
 from . import mcmc as M
-from .loop import CHAIN_METHODS, run_chains
+from .loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
            "MAX_ROWS", "MAX_TREES"]
@@ -125,8 +125,7 @@ class BETConfig:
         if self.on_overflow not in ("warn", "raise"):
             raise ValueError(f"on_overflow must be 'warn' or 'raise', got {self.on_overflow!r}")
         check_dtype(self.dtype)
-        if self.chain_method not in ("auto",) + CHAIN_METHODS:
-            raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {self.chain_method!r}")
+        check_chain_method(self.chain_method)
 
     def leaf_model_for(self, task: str, n_classes: int):
         if task == "classification":

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from ..progress import Progress
 from ..sharding import shard_batch
 
-__all__ = ["Kernel", "ChainResult", "run_chains", "CHAIN_METHODS"]
+__all__ = ["Kernel", "ChainResult", "run_chains", "CHAIN_METHODS", "check_chain_method", "resolve_chain_method"]
 
 #: the ways :func:`run_chains` runs several chains
 CHAIN_METHODS = ("vectorized", "parallel")
@@ -166,13 +166,18 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def check_chain_method(chain_method) -> str:
+    """``chain_method`` if it is ``"auto"`` or one of :data:`CHAIN_METHODS`; a ``ValueError`` otherwise."""
+    if chain_method != "auto" and chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {chain_method!r}")
+    return chain_method
+
+
 def resolve_chain_method(chain_method: str, chains: int) -> str:
     """``"auto"``: ``"parallel"`` for several chains on a CPU with several cores, else ``"vectorized"``."""
-    if chain_method == "auto":
+    if check_chain_method(chain_method) == "auto":
         cpu = jax.default_backend() == "cpu"
         return "parallel" if chains > 1 and cpu and (_cores() > 1 or jax.device_count() > 1) else "vectorized"
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be 'auto' or one of {CHAIN_METHODS}, got {chain_method!r}")
     return chain_method
 
 
