@@ -5,9 +5,10 @@
 # `d` splits with probability `α (1 + d)^-β`), conjugate leaves (a mean per leaf
 # and one noise variance for regression; Dirichlet leaves for classes), and a
 # Metropolis-Hastings sampler over trees with grow, prune, change and swap
-# moves. Many chains run at once (vmapped); R-hat and ESS tell whether they
-# agree. The sampler is known to mix slowly between tree shapes, so look at the
-# traces. The model has a likelihood, so LOO works.
+# moves. Many chains run at once (on a CPU one per core, in threads; on a GPU
+# in one vmapped program: `chain_method="auto"` picks); R-hat and ESS tell
+# whether they agree. The sampler is known to mix slowly between tree shapes,
+# so look at the traces. The model has a likelihood, so LOO works.
 #
 # Data: the motorcycle data (shipped with the package).
 # `BAYESTREES_TUTORIAL_QUICK=1` runs short chains; figures go to
