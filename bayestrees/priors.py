@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 
 from .tree import Tree
@@ -213,3 +214,38 @@ class LeafCountPrior(_Base):
 
 
 TreePrior = ChipmanPrior | DepthDecayPrior | CodeStringPrior | LeafCountPrior
+
+
+def _register_params(cls, fields):
+    """Make ``cls`` a pytree whose leaves are its numeric parameters ``fields``.
+
+    A sampler can then take the prior as a traced argument: fits that differ only in the prior's
+    values share one compilation.  Unflattening skips the constructor's checks (the leaves may be
+    tracers); the values were checked when the user's object was built."""
+
+    def flatten(p):
+        return tuple(getattr(p, f) for f in fields), None
+
+    def unflatten(_, leaves):
+        obj = object.__new__(cls)
+        for f, v in zip(fields, leaves):
+            object.__setattr__(obj, f, v)
+        return obj
+
+    jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+
+
+for _cls, _fields in ((ChipmanPrior, ("alpha", "beta")), (DepthDecayPrior, ("delta",)),
+                      (LeafCountPrior, ("log_phi",))):
+    _register_params(_cls, _fields)
+
+
+def traced_params(prior, dtype):
+    """``prior`` with its parameters as ``dtype`` arrays (a pytree for a compiled sampler's arguments)."""
+    return jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), prior)
+
+
+def canonical(prior):
+    """The prior's kind with default values: what a compiled sampler keeps as a static setting when the
+    values themselves come in through :func:`traced_params`."""
+    return type(prior)()

@@ -117,3 +117,47 @@ def test_bad_prior_values_and_missing_values():
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN|missing"):
         bt.BayesianCARTRegressor(**KW).fit(X, y)
+
+
+def test_fits_differing_only_in_the_prior_values_share_one_compilation(reg):
+    """The prior's values reach the compiled sampler as arguments: a fit with other Chipman values
+    reuses the cached block, and the values change the run (that they give the right target is
+    the next test)."""
+    from bayestrees.inference import loop
+
+    model, X, y = reg
+    n = loop._block._cache_size()
+    other = bt.BayesianCARTRegressor(alpha=0.5, beta=0.5, **KW).fit(X, y)
+    assert loop._block._cache_size() == n
+    # same seed, same keys: had the new values been ignored, the two runs would be identical
+    assert not np.allclose(other.result_.lp, model.result_.lp)
+
+
+@pytest.mark.parametrize("prior", [bt.priors.ChipmanPrior(0.5, 0.5), bt.priors.LeafCountPrior(0.7),
+                                   bt.priors.DepthDecayPrior(3.0)])
+def test_traced_prior_values_give_the_log_prior_of_the_values_compiled_in(reg, prior):
+    """``evaluate`` with the prior's values traced (the config naming only its kind) equals
+    ``evaluate`` with those values in the static config, and differs from the kind's defaults."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayestrees.inference import mcmc as M
+    from bayestrees.priors import canonical, traced_params
+
+    model, X, y = reg
+    codes = jnp.asarray(model._codes(X), jnp.int32)
+    yt = jnp.asarray((y - y.mean()) / y.std(), jnp.float32)
+    lm = model.result_.leaf_model
+    data = M.MCMCData(codes, yt, lm.row_stats(yt), jnp.ones(len(y), jnp.float32))
+    trees = jax.tree_util.tree_map(lambda a: jnp.asarray(a[0, :6]), model.result_.trees)  # chain 0, 6 draws
+
+    def log_prior(cfg_prior, data_prior):
+        cfg = M.MCMCConfig(cfg_prior, lm, 3, X.shape[1])
+        d = data._replace(prior=data_prior)
+        return np.asarray(jax.vmap(lambda t: M.evaluate(t, d, cfg).log_prior)(trees))
+
+    compiled_in = log_prior(prior, None)
+    traced = log_prior(canonical(prior), traced_params(prior, jnp.float32))
+    defaults = log_prior(canonical(prior), None)
+    np.testing.assert_allclose(traced, compiled_in, rtol=1e-5, atol=1e-5)
+    assert np.all(np.abs(defaults - compiled_in) > 1e-3)

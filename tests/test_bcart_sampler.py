@@ -20,7 +20,7 @@ from scipy.special import gammaln
 from bayestrees.inference import mcmc as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
-from bayestrees.priors import ChipmanPrior, LeafCountPrior
+from bayestrees.priors import ChipmanPrior, LeafCountPrior, canonical, traced_params
 from bayestrees.tree import LEAF
 
 PRIOR = NIGPrior(0.0, 0.5, 2.0, 1.0)
@@ -83,8 +83,11 @@ def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     prior, max_depth = ChipmanPrior(0.95, 1.0), 4
     direct = [_direct_prior_draw(rng, codes, np.arange(40), 0, prior, max_depth) for _ in range(40000)]
     model = NoLikelihood()
-    cfg = M.MCMCConfig(prior, model, max_depth, 2, scheme=scheme)
-    res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(_data(codes, np.zeros(40, np.float32), model),),
+    # as fit_bcart runs it: the config names the prior's kind (its defaults, beta = 2), the values
+    # (beta = 1) come in as traced arguments
+    cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme)
+    data = _data(codes, np.zeros(40, np.float32), model)._replace(prior=traced_params(prior, jnp.float32))
+    res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,),
                      chains=16, draws=1500, tune=300, thin=4 if scheme == "moves" else 1, collect=_shape_of)
     leaves, depth = (np.asarray(a).ravel() for a in res.samples)
     tv_leaves = _tv(Counter(leaves.tolist()), Counter(d[0] for d in direct))

@@ -24,7 +24,7 @@ from bayestrees.inference import bet_kernel as K
 from bayestrees.inference import mcmc as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import NIGPrior, NormalLeaves, ObjectiveNormalLeaves
-from bayestrees.priors import DepthDecayPrior
+from bayestrees.priors import DepthDecayPrior, canonical, traced_params
 from bayestrees.tree import FREE, LEAF
 
 
@@ -237,10 +237,12 @@ def test_without_likelihood_the_kernel_reproduces_the_bet_prior():
         xi = rng.dirichlet(np.ones(d))
         direct.append(_direct_bet_prior(rng, codes, np.arange(n), 0, delta, max_depth, xi))
     model = NoLikelihood()
-    mc = M.MCMCConfig(DepthDecayPrior(delta), model, max_depth, d, scheme="sweep", min_leaf_rows=1)
+    # as fit_bet runs it: the config names the prior's kind (delta = 1), the value (1.5) is traced
+    mc = M.MCMCConfig(canonical(DepthDecayPrior(delta)), model, max_depth, d, scheme="sweep", min_leaf_rows=1)
     kcfg = K.KernelConfig(mc, 1, d, update_xi=True, active_trees=1)
     y = jnp.zeros(n, jnp.float32)
-    data = K.BETData(jnp.asarray(codes, jnp.int32), y, model.row_stats(y), jnp.float32(1.0))
+    data = K.BETData(jnp.asarray(codes, jnp.int32), y, model.row_stats(y), jnp.float32(1.0),
+                     prior=traced_params(DepthDecayPrior(delta), jnp.float32))
     res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=8, draws=2000, tune=100, thin=2,
                      collect=_shape_of)
     leaves, depth, nvar = (np.asarray(a).ravel() for a in res.samples)

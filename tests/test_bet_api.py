@@ -163,6 +163,21 @@ def test_slice_overflow_is_reported_not_hidden():
     assert res.overflow_total == int(np.sum(res.info.overflow)) > 0
 
 
+def test_fits_differing_only_in_delta_share_one_compilation():
+    """delta (the depth decay) reaches the compiled step as an argument too; that the traced value
+    gives the prior's target is checked in test_bet (the no-likelihood run) and test_bcart_api."""
+    from bayestrees.inference import loop
+
+    reg, X, y = _reg()
+    n_block = loop._block._cache_size()
+    with _quiet():
+        other = bt.BETRegressor(**{**SMALL, "delta": 6.0}).fit(X, y)
+    assert loop._block._cache_size() == n_block
+    # same seed, same keys: had the new delta been ignored, the two runs would be identical
+    a, b = reg.idata_.sample_stats["log_lik_y_z"].values, other.idata_.sample_stats["log_lik_y_z"].values
+    assert not np.allclose(a, b)
+
+
 def test_fits_differing_only_in_alpha_dp_share_one_compilation():
     """alpha_dp reaches the compiled step as an argument: a second value compiles nothing, and the
     stick-breaking term log p(Z) of every draw is the one of the new alpha_dp."""

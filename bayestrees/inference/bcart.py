@@ -27,7 +27,7 @@ import numpy as np
 from ..convert import to_inferencedata
 from ..data import TrainingData, check_dtype, sampler_inputs
 from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
-from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
+from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ..tree import Tree, predict
 from . import mcmc as M
 from .loop import check_chain_method, run_chains
@@ -185,9 +185,13 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
     yt = jnp.asarray(y)
-    mdata = M.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype))
-    cfg = M.MCMCConfig(config.prior, lm, config.max_depth, data.d, tuple(float(p) for p in config.move_probs),
-                       config.scheme, tuple(float(b) for b in config.temperatures))
+    # the prior's values are traced arguments (the config names its kind): fits that differ only in
+    # them share one compilation
+    mdata = M.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype),
+                       prior=traced_params(config.prior, dtype))
+    cfg = M.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
+                       tuple(float(p) for p in config.move_probs), config.scheme,
+                       tuple(float(b) for b in config.temperatures))
     kernel = M.build_kernel(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -27,7 +27,7 @@ import numpy as np
 from ..convert import to_inferencedata
 from ..data import TrainingData, check_dtype, sampler_inputs
 from ..leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
-from ..priors import DepthDecayPrior
+from ..priors import DepthDecayPrior, canonical, traced_params
 from ..tree import Tree, predict
 from . import bet_kernel as K
 from . import mcmc as M
@@ -193,7 +193,10 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     yt = jnp.asarray(y)
     kcfg = config.kernel_config(task, data.n_classes, data.d)
     lm = kcfg.mcmc.leaf_model
-    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype))
+    # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation
+    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype),
+                      prior=traced_params(kcfg.mcmc.prior, dtype))
+    kcfg = replace(kcfg, mcmc=replace(kcfg.mcmc, prior=canonical(kcfg.mcmc.prior)))
     kernel = K.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,

@@ -107,12 +107,15 @@ class BETData(NamedTuple):
     row_stats : float (n, k)  ``leaf_model.row_stats(y)``
     alpha_dp : float ()  DP concentration (an argument, not a setting: fits that differ only in
         ``alpha_dp``, as in a sensitivity analysis, share one compilation)
+    prior : the ``DepthDecayPrior`` with a traced ``delta`` (:func:`bayestrees.priors.traced_params`),
+        optional: it replaces the config's prior values (default None: the config's own)
     """
 
     codes: jax.Array
     y: jax.Array
     row_stats: jax.Array
     alpha_dp: jax.Array
+    prior: Any = None
 
 
 class State(NamedTuple):
@@ -261,7 +264,7 @@ def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
     mc = cfg.mcmc
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
-    md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None)
+    md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None, data.prior)
     leaf = M._route(tree, data.codes, mc.max_depth)
     tree = collapse(tree, node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = M.evaluate(tree, md, mc)

@@ -150,6 +150,9 @@ class MCMCData(NamedTuple):
         sweep's proposal pick variable ``j`` with probability ``xi_j / sum_valid xi`` among the
         node's valid variables (default None: uniform, ``1 / nvar``); honoured by
         :func:`evaluate` and :func:`sweep` (not by the random-move scheme)
+    prior : the prior with traced parameters (:func:`bayestrees.priors.traced_params`), optional:
+        its values replace those of ``MCMCConfig.prior`` (which then only names the kind), so fits
+        that differ only in the prior's values share one compilation (default None: the config's)
     """
 
     codes: jax.Array
@@ -157,6 +160,7 @@ class MCMCData(NamedTuple):
     row_stats: jax.Array
     weight: jax.Array
     var_weight: Any = None
+    prior: Any = None
 
 
 class Eval(NamedTuple):
@@ -309,6 +313,7 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
     lo, hi, cnt = _ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
+    prior = cfg.prior if data.prior is None else data.prior
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
     q = cfg.min_leaf_rows
     valid = jnp.all(jnp.where(tree.is_used(), (cnt >= q) if q > 1 else (cnt > 0), True))
@@ -318,7 +323,7 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
         right = jnp.clip(2 * jnp.arange(S) + 2, 0, S - 1)
         m = jnp.sum(jnp.maximum(lo[right] - hi[left], 0) + jnp.maximum(lo[left] - hi[right], 0), -1)
         log_m = jnp.where(internal, jnp.log(jnp.maximum(m, 1).astype(stats.dtype)), 0.0)
-        log_prior = cfg.prior.log_prior(tree) - jnp.sum(log_m)
+        log_prior = prior.log_prior(tree) - jnp.sum(log_m)
     else:
         nvar, nthr = _rule_counts(lo, hi)
         f = jnp.maximum(tree.feature, 0)
@@ -331,8 +336,8 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
         # a node that cannot split (at max_depth: the prior truncated there, explicitly; or no valid
         # rule among its rows) is a leaf with probability 1, as in the generative prior
         cannot = (depth >= cfg.max_depth) | (nvar == 0)
-        lsplit = cfg.prior.log_split(depth).astype(stats.dtype)
-        lstop = jnp.where(cannot, 0.0, cfg.prior.log_stop(depth).astype(stats.dtype))
+        lsplit = prior.log_split(depth).astype(stats.dtype)
+        lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(stats.dtype))
         log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
     return Eval(leaf, stats, lo, hi, cnt, log_lik.astype(stats.dtype), jnp.asarray(log_prior, stats.dtype), valid)
 
