@@ -31,7 +31,7 @@ class _BCARTMixin(MCMCEstimatorMixin):
                            draws=self.draws, tune=self.tune, chains=self.chains, thin=self.thin,
                            max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
                            temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar,
-                           chain_method=self.chain_method)
+                           chain_method=getattr(self, "chain_method", "auto"))
 
     def _values(self, X) -> np.ndarray:
         """Leaf values of every draw at ``X``: ``(chains * draws, n, V)``."""

@@ -32,7 +32,7 @@ class _BETMixin(MCMCEstimatorMixin):
                          alpha_leaves=getattr(self, "alpha_leaves", 0.5),
                          leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
                          chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
-                         progressbar=self.progressbar, chain_method=self.chain_method)
+                         progressbar=self.progressbar, chain_method=getattr(self, "chain_method", "auto"))
 
     @property
     def best_ensemble_(self) -> dict:
