@@ -133,31 +133,35 @@ def test_fits_differing_only_in_the_prior_values_share_one_compilation(reg):
     assert not np.allclose(other.result_.lp, model.result_.lp)
 
 
+def _log_prior_of_draws(fit, X, y, cfg_prior, data_prior):
+    """``evaluate``'s log prior of six draws of ``fit`` (chain 0), the config holding ``cfg_prior`` and
+    the data ``data_prior`` (None: the config's values)."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayestrees.inference import mcmc as M
+
+    codes = jnp.asarray(fit._codes(X), jnp.int32)
+    yt = jnp.asarray((y - y.mean()) / y.std(), jnp.float32)
+    lm = fit.result_.leaf_model
+    data = M.MCMCData(codes, yt, lm.row_stats(yt), jnp.ones(len(y), jnp.float32), prior=data_prior)
+    trees = jax.tree_util.tree_map(lambda a: jnp.asarray(a[0, :6]), fit.result_.trees)
+    cfg = M.MCMCConfig(cfg_prior, lm, 3, X.shape[1])
+    return np.asarray(jax.vmap(lambda t: M.evaluate(t, data, cfg).log_prior)(trees))
+
+
 @pytest.mark.parametrize("prior", [bt.priors.ChipmanPrior(0.5, 0.5), bt.priors.LeafCountPrior(0.7),
                                    bt.priors.DepthDecayPrior(3.0)])
 def test_traced_prior_values_give_the_log_prior_of_the_values_compiled_in(reg, prior):
     """``evaluate`` with the prior's values traced (the config naming only its kind) equals
     ``evaluate`` with those values in the static config, and differs from the kind's defaults."""
-    import jax
     import jax.numpy as jnp
 
-    from bayestrees.inference import mcmc as M
     from bayestrees.priors import canonical, traced_params
 
     model, X, y = reg
-    codes = jnp.asarray(model._codes(X), jnp.int32)
-    yt = jnp.asarray((y - y.mean()) / y.std(), jnp.float32)
-    lm = model.result_.leaf_model
-    data = M.MCMCData(codes, yt, lm.row_stats(yt), jnp.ones(len(y), jnp.float32))
-    trees = jax.tree_util.tree_map(lambda a: jnp.asarray(a[0, :6]), model.result_.trees)  # chain 0, 6 draws
-
-    def log_prior(cfg_prior, data_prior):
-        cfg = M.MCMCConfig(cfg_prior, lm, 3, X.shape[1])
-        d = data._replace(prior=data_prior)
-        return np.asarray(jax.vmap(lambda t: M.evaluate(t, d, cfg).log_prior)(trees))
-
-    compiled_in = log_prior(prior, None)
-    traced = log_prior(canonical(prior), traced_params(prior, jnp.float32))
-    defaults = log_prior(canonical(prior), None)
+    compiled_in = _log_prior_of_draws(model, X, y, prior, None)
+    traced = _log_prior_of_draws(model, X, y, canonical(prior), traced_params(prior, jnp.float32))
+    defaults = _log_prior_of_draws(model, X, y, canonical(prior), None)
     np.testing.assert_allclose(traced, compiled_in, rtol=1e-5, atol=1e-5)
     assert np.all(np.abs(defaults - compiled_in) > 1e-3)
