@@ -149,20 +149,26 @@ def run_cancer(args, out):
 def _half_splits(args, out, X, y):
     seeds = range(10) if not args.quick else range(2)
     cv_tune, cv_keep = (args.cv_tune, args.cv_kept) if not args.quick else (200, 200)
-    res = {k: [] for k in ("bet", "bf", "rf", "bcart")}
+    methods = args.cv_methods.split(",")
+    if not set(methods) <= {"bet", "bf", "rf", "bcart"}:
+        raise SystemExit(f"--cv-methods: unknown model in {args.cv_methods!r} (known: bet, bf, rf, bcart)")
+    res = {k: [] for k in methods}
     for s in seeds:
         perm = np.random.default_rng(s).permutation(len(y))
         tr, te = perm[:342], perm[342:]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            bet = bt.BETClassifier(**BET_BC, draws=max(1, cv_keep // 5), thin=5, tune=cv_tune, random_state=s)
+            bet = bt.BETClassifier(**BET_BC, draws=max(1, cv_keep // 5), thin=5, tune=cv_tune, chains=args.cv_chains,
+                                   random_state=s)
             models = {"bet": bet,
                       "bf": bt.BayesianForestClassifier(100, weights="exponential", random_state=s),
                       "rf": bt.BayesianForestClassifier(100, weights="multinomial", max_features="sqrt",
                                                         random_state=s),
                       "bcart": bt.BayesianCARTClassifier(draws=1000, tune=1000, chains=4, max_depth=6, max_bins=10,
                                                          random_state=s)}
-            rec = {"bench": "bet_cancer_half_split", "seed": s, "bet_tune": cv_tune, "bet_kept": cv_keep}
+            models = {k: v for k, v in models.items() if k in methods}
+            rec = {"bench": "bet_cancer_half_split", "seed": s, "bet_tune": cv_tune, "bet_kept": cv_keep,
+                   "bet_chains": args.cv_chains}
             for name, mdl in models.items():
                 t0 = time.perf_counter()
                 mdl.fit(X[tr], y[tr])
@@ -170,10 +176,12 @@ def _half_splits(args, out, X, y):
                 res[name].append(err)
                 rec[name] = err
                 rec[f"{name}_s"] = time.perf_counter() - t0
-            rec["bet_mean_n_trees"] = float(np.mean(bet.n_trees_))
+            if "bet" in models:
+                rec["bet_mean_n_trees"] = float(np.mean(bet.n_trees_))
         _write(out, rec)
     _write(out, {"bench": "bet_cancer_half_split_summary", "splits": len(list(seeds)), "bet_tune": cv_tune,
-                 "bet_kept": cv_keep, **{f"{k}_mean": float(np.mean(v)) for k, v in res.items()},
+                 "bet_kept": cv_keep, "bet_chains": args.cv_chains,
+                 **{f"{k}_mean": float(np.mean(v)) for k, v in res.items()},
                  **{f"{k}_sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for k, v in res.items()}})
 
 
@@ -220,6 +228,8 @@ def run_speed(args, out):
 def main():
     p = parser("BET paper reproduction")
     p.add_argument("part", choices=["sims", "cancer", "speed", "all"])
+    p.add_argument("--cv-chains", type=int, default=1, help="BET chains per half-split fit (pooled draws)")
+    p.add_argument("--cv-methods", default="bet,bf,rf,bcart", help="half-split: the models to fit (comma-separated)")
     p.add_argument("--cv-tune", type=int, default=3000, help="BET tuning steps per half-split fit")
     p.add_argument("--cv-kept", type=int, default=2000, help="BET kept steps per half-split fit (thinned by 5)")
     p.add_argument("--speed-repeats", type=int, default=3, help="speed: timed runs of each configuration, in turn")
