@@ -47,6 +47,7 @@ Regression: Normal-inverse-gamma
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -120,6 +121,7 @@ def nig_stats(y, weights=None):
     return jnp.sum(w, -1), jnp.sum(w * y, -1), jnp.sum(w * y * y, -1)
 
 
+@jax.jit
 def nig_posterior(n, s, ss, prior: NIGPrior):
     """Posterior hyperparameters (m_n, kappa_n, a_n, b_n) from statistics."""
     m0, k0, a0, b0 = prior
@@ -156,6 +158,7 @@ def nig_predictive_logpdf(y, n, s, ss, prior: NIGPrior):
 # ---------------------------------------------------------------------------------------------
 # one interface for every family
 # ---------------------------------------------------------------------------------------------
+@partial(jax.jit, static_argnames=("n_slots",))
 def leaf_stats(leaf, row_stats, n_slots: int, weight=None):
     """Sum per-row statistics into tree slots.
 
@@ -247,6 +250,7 @@ class DirichletLeaves(NamedTuple):
         return jnp.log(jnp.take_along_axis(p, jnp.asarray(y)[..., None], -1)[..., 0])
 
 
+@partial(jax.jit, static_argnames=("dtype",))
 def _normal_row_stats(y, dtype):
     y = jnp.asarray(y, dtype)
     return jnp.stack([jnp.ones_like(y), y, y * y], -1)

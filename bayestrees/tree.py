@@ -222,16 +222,19 @@ def _gather_values(value, leaves):
     return jnp.take_along_axis(value, leaves[..., None], axis=-2)
 
 
+@jax.jit
 def n_leaves(tree: Tree) -> jax.Array:
     """Number of leaves, shape ``S``."""
     return jnp.sum(tree.is_leaf(), axis=-1).astype(jnp.int32)
 
 
+@jax.jit
 def max_depth(tree: Tree) -> jax.Array:
     """Depth of the deepest leaf, shape ``S`` (a stump has depth 1, a root leaf 0)."""
     return jnp.max(jnp.where(tree.is_leaf(), tree.depth, 0), axis=-1)
 
 
+@partial(jax.jit, static_argnames=("n_features",))
 def feature_counts(tree: Tree, n_features: int) -> jax.Array:
     """How many splits use each feature: int32 ``S + (n_features,)``."""
     internal = tree.is_internal()
@@ -248,6 +251,7 @@ def leaf_counts(tree: Tree, codes, weights=None) -> jax.Array:
     return jnp.einsum("...nk,n->...k", onehot, w)
 
 
+@jax.jit
 def mark_unused(tree: Tree) -> Tree:
     """Mark the slots at index ``>= n_nodes`` as :data:`FREE`.
 

@@ -516,7 +516,9 @@ def _chunks(n: int, size: int):
 
 
 def _take(tree: Tree, idx) -> Tree:
-    return Tree(*(jnp.asarray(a)[idx] for a in tree))
+    # gathered on the host: an eager gather per field would compile once per field shape
+    idx = np.asarray(idx)
+    return Tree(*(jnp.asarray(np.asarray(a)[idx]) for a in tree))
 
 
 @partial(jax.jit, static_argnames=("leaf_model", "n_slots"))

@@ -419,7 +419,9 @@ def _held_out_curve(config, task, prior, codes, y_int, n_bins, leaf_model, dtype
 # equally weighted posterior draws
 # ---------------------------------------------------------------------------------------------
 def _take_trees(tree: Tree, idx) -> Tree:
-    return jax.tree_util.tree_map(lambda a: a[idx], tree)
+    """The trees ``idx`` (gathered on the host: an eager gather would compile once per draw count)."""
+    idx = np.asarray(idx)
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[idx]), tree)
 
 
 @jax.jit
@@ -475,15 +477,20 @@ def posterior_draws(key, result: SafeBayesResult, n_draws: int | None = None) ->
     n = lw.shape[0] if n_draws is None else int(n_draws)
     leaf_model = result.leaf_model
     idx = np.asarray(systematic_resample(k_res, jnp.asarray(result.beta, lw.dtype) * lw, n))
-    t = _take_trees(result.fit_tree, jnp.asarray(idx))
+    t = _take_trees(result.fit_tree, idx)
     draw_of, slot = np.nonzero(np.asarray(t.left) == LEAF)
     size = 1 << max(6, int(draw_of.size - 1).bit_length())  # a power of two: few compilations of the draw
-    rows = jnp.asarray(pad_rows(idx[draw_of], size, 0))
-    cols = jnp.asarray(pad_rows(slot, size, 0))
-    d = _draw_leaves(k_leaf, leaf_model, jnp.asarray(result.stats)[rows, cols])
+    rows = pad_rows(idx[draw_of], size, 0)
+    cols = pad_rows(slot, size, 0)
+    d = _draw_leaves(k_leaf, leaf_model, jnp.asarray(np.asarray(result.stats)[rows, cols]))
     m = draw_of.size
-    value = t.value.at[draw_of, slot].set(d.value[:m].astype(t.value.dtype))
-    sigma = jnp.zeros(t.left.shape, t.value.dtype).at[draw_of, slot].set(d.sigma[:m].astype(t.value.dtype))
+    # gathers and scatters of the leaves on the host: eagerly in JAX each would compile once per leaf count
+    dt = np.dtype(t.value.dtype)
+    value = np.array(t.value)
+    value[draw_of, slot] = np.asarray(d.value)[:m].astype(dt)
+    sigma = np.zeros(t.left.shape, dt)
+    sigma[draw_of, slot] = np.asarray(d.sigma)[:m].astype(dt)
+    value, sigma = jnp.asarray(value), jnp.asarray(sigma)
     trees = t._replace(value=value)
     if result.task == "regression":
         trees = _to_response(trees, result.y_loc, result.y_scale, result.dtype)
