@@ -1085,3 +1085,35 @@ def test_no_recompile_within_a_row_bucket():
     # other row counts in the same bucket (<= 64), another seed, another lam: no new compilation
     bt.SafeBayesForestClassifier(K, split_prob=0.3, max_internal=KMAX, random_state=5).fit(X, y).predict(X[:30])
     assert [f._cache_size() for f in fns] == sizes
+
+
+def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
+    """The resampled trees' leaf counts change with the key; the gathers and scatters of their leaves
+    run on the host, so after a first call, a call whose padded leaf batch has a size already seen
+    compiles nothing (eager JAX indexing compiled once per leaf count)."""
+    from bayestrees.tree import LEAF
+
+    X, y = _class_data()
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, max_internal=KMAX, random_state=1).fit(X, y)
+    compiles = []
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        seen, new_compiles, leaf_counts = set(), [], set()
+        for seed in range(8):
+            before = len(compiles)
+            draws = sb.posterior_draws(jax.random.key(seed), clf._result, 50)
+            m = int(np.sum(np.asarray(draws.trees.left) == LEAF))
+            size = 1 << max(6, (m - 1).bit_length())  # the padded batch posterior_draws draws leaves in
+            if size in seen:
+                new_compiles.append(len(compiles) - before)
+            seen.add(size)
+            leaf_counts.add(m)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert len(leaf_counts) > 2  # the keys did give other leaf counts
+    assert len(new_compiles) >= 4 and new_compiles == [0] * len(new_compiles), new_compiles
