@@ -74,6 +74,7 @@ threshold, ``log u < log a`` for acceptance), so the compiled step holds one ran
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -299,6 +300,7 @@ def _reroute(tree: Tree, codes, leaf, node, max_depth: int):
     return jax.lax.fori_loop(0, jnp.minimum(levels, max_depth), body, start)
 
 
+@partial(jax.jit, static_argnames=("cfg",))
 def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
     """Route the rows through ``tree`` and compute its log likelihood, log prior and validity.
 
