@@ -86,7 +86,8 @@ def test_two_devices_split_the_batch_and_change_nothing():
         pytest.skip("compares against a one-device run in this process")
     # the one-device reference runs on the CPU too (on a GPU machine this process computes on the GPU)
     one = _here() if jax.default_backend() == "cpu" else _run({"JAX_PLATFORMS": "cpu"})
-    two = _run({"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+    two = _run({"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip(),
+                "JAX_PLATFORMS": "cpu"})
     assert one["devices"] == 1 and two["devices"] == 2
     # the batch axis lives on both devices
     assert one["chains_on"] == 1 and two["chains_on"] == 2
