@@ -147,6 +147,11 @@ def test_partial_dependence_one_and_two_features():
     assert ax.get_ylabel() == "P(class = yes)"
     with pytest.raises(ValueError, match="out of range"):
         plots.plot_partial_dependence(model, X, 5)
+    skewed = np.column_stack([r.exponential(size=200) ** 3, r.uniform(size=200)])  # a long right tail
+    ax = plots.plot_partial_dependence(model, skewed, 0, grid_resolution=8)
+    rug = [ln for ln in ax.get_lines() if ln.get_label() == "deciles of the data"][0]
+    np.testing.assert_allclose(rug.get_xdata(), np.quantile(skewed[:, 0], np.linspace(0.1, 0.9, 9)))
+    assert ax.dataLim.x1 <= np.quantile(skewed[:, 0], 0.98) + 1e-12  # the maximum does not stretch the axis
     with pytest.raises(ValueError, match="predict_draws"):
         plots.plot_partial_dependence(object(), X, 0)
 
