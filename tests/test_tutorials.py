@@ -3,8 +3,9 @@
 The tutorials run one after another in one subprocess (``BAYESTREES_TUTORIAL_QUICK=1``), each
 with :func:`runpy.run_path` as ``__main__``, so the interpreter start, the imports and the compiled
 programmes that several tutorials share are paid once. JAX's persistent compilation cache is the
-suite's own (set in ``conftest.py``: programs the other tests compiled are loaded, not compiled
-again), else pytest's cache folder, so later runs of the suite skip most of the compilation.
+suite's own when ``conftest.py`` made one (programs the other tests compiled are loaded, not
+compiled again), else pytest's cache folder, so later runs of the suite skip most of the
+compilation.
 """
 import json
 import os
@@ -51,7 +52,9 @@ Path(sys.argv[1]).write_text(json.dumps(status))
 def quick_run(tmp_path_factory, request):
     out = tmp_path_factory.mktemp("tutorials")
     cache = getattr(request.config, "cache", None)
-    jax_cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or (
+    # the suite's own cache (a user's JAX_COMPILATION_CACHE_DIR is left alone: the runner writes even
+    # programs that compile in no time)
+    jax_cache = os.environ.get("BAYESTREES_TEST_SUITE_CACHE") or (
         cache.mkdir("bayestrees-jax-cache") if cache is not None else out / "jax-cache")
     env = dict(os.environ, BAYESTREES_TUTORIAL_QUICK="1", BAYESTREES_TUTORIAL_OUT=str(out), MPLBACKEND="Agg",
                JAX_COMPILATION_CACHE_DIR=str(jax_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
