@@ -53,6 +53,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
+from .batching import scatter_add
 
 __all__ = [
     "LeafDraw",
@@ -183,7 +184,7 @@ def leaf_stats(leaf, row_stats, n_slots: int, weight=None):
     B = flat_leaf.shape[0]
     idx = (flat_leaf + jnp.arange(B)[:, None] * n_slots).reshape(-1)
     vals = (row_stats[None] * w.reshape((B, n, 1))).reshape((-1, k))
-    out = jax.ops.segment_sum(vals, idx, B * n_slots)
+    out = scatter_add(jnp.zeros((B * n_slots, k), vals.dtype), idx, vals)  # one-dimensional under vmap
     return out.reshape(batch + (n_slots, k))
 
 

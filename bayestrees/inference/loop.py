@@ -28,7 +28,8 @@ Two ways to run many chains (``chain_method``):
 * ``"vectorized"``: one compiled program steps every chain at once (``vmap``).  On a GPU this
   is what makes many chains nearly free.  On a CPU a batch of chains costs close to the sum of
   its chains, and more: under ``vmap`` every branch of a ``lax.switch`` runs for every chain,
-  and batched scatters cost about twice as much per chain.
+  and a loop runs as many times as its longest chain needs (the samplers' row gathers and
+  scatters go through :mod:`bayestrees.batching`, which keeps them one-dimensional).
 * ``"parallel"``: every chain runs the unbatched program, in threads (one per CPU core, or one
   per device where JAX sees several); XLA releases the interpreter lock, so the chains run on
   all cores at once.  Chain ``c`` draws the keys it would draw in the vectorized run, so the
@@ -46,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import jax.numpy as jnp
 
+from .. import random_bits
 from ..progress import Progress
 from ..sharding import shard_batch
 
@@ -81,7 +83,7 @@ def _identity(key, state, *args):
 
 def _step_keys(key, t, chains, width=None, first=0):
     """Keys of step ``t`` for chains ``first .. first + width - 1`` of ``chains`` (default: all)."""
-    keys = jax.random.split(jax.random.fold_in(key, t), chains)
+    keys = random_bits.split(random_bits.fold_in(key, t), chains)
     if width is None or width == chains:
         return keys
     return jax.lax.dynamic_slice_in_dim(keys, first, width)

@@ -80,6 +80,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import random_bits
+from ..batching import scatter_add, scatter_max, take
 from ..leaves import LeafDraw, leaf_stats
 from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from .loop import Kernel
@@ -220,20 +222,29 @@ def _depth_of(slot):
     return (31 - jax.lax.clz(s)).astype(jnp.int32)
 
 
-def _route(tree: Tree, codes, max_depth: int):
-    """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
-    ``max_depth`` steps of descent; per step one gather of the node's (feature, threshold), -1
-    as the feature of a leaf, and one of the row's code."""
-    n = codes.shape[0]
-    rows = jnp.arange(n)
+def _descend(tree: Tree, codes, start, levels):
+    """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put).
+
+    Per step: one gather of the node's (feature, threshold), -1 as the feature of a leaf, and one
+    of the row's code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).
+    """
+    n, d = codes.shape
+    rows_d = jnp.arange(n, dtype=jnp.int32) * d
+    flat = codes.reshape(-1)
     rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)  # (S, 2)
 
     def body(_, node):
-        r = rule[node]
-        c = codes[rows, jnp.maximum(r[:, 0], 0)]
+        r = take(rule, node)
+        c = take(flat, rows_d + jnp.maximum(r[:, 0], 0))
         return jnp.where(r[:, 0] >= 0, 2 * node + 1 + (c > r[:, 1]).astype(jnp.int32), node)
 
-    return jax.lax.fori_loop(0, max_depth, body, jnp.zeros(n, jnp.int32))
+    return jax.lax.fori_loop(0, levels, body, start)
+
+
+def _route(tree: Tree, codes, max_depth: int):
+    """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
+    ``max_depth`` steps of descent from the root."""
+    return _descend(tree, codes, jnp.zeros(codes.shape[0], jnp.int32), max_depth)
 
 
 def _ranges(leaf, codes, weight, S: int, max_depth: int):
@@ -252,8 +263,8 @@ def _ranges(leaf, codes, weight, S: int, max_depth: int):
     empty = jnp.concatenate([jnp.full((d,), -big, jnp.int32), jnp.full((d,), -1, jnp.int32)])  # -lo, hi
     c = jnp.asarray(codes).astype(jnp.int32)  # signed before negating (unsigned codes would wrap)
     signed = jnp.concatenate([-c, c], 1)
-    m = jnp.broadcast_to(empty, (S + 1, 2 * d)).at[idx].max(signed)[:S]
-    cnt = jnp.zeros(S + 1, weight.dtype).at[idx].add(jnp.where(live, weight, 0))[:S]
+    m = scatter_max(jnp.broadcast_to(empty, (S + 1, 2 * d)), idx, signed)[:S]
+    cnt = scatter_add(jnp.zeros(S + 1, weight.dtype), idx, jnp.where(live, weight, 0))[:S]
     # fold upwards; levels are static slices, put together by concatenation (no scatters)
     a, b = 2 ** max_depth - 1, S
     lev_m, lev_cnt = [m[a:b]], [cnt[a:b]]
@@ -287,17 +298,8 @@ def _reroute(tree: Tree, codes, leaf, node, max_depth: int):
     ds = _depth_of(slots)
     below = tree.is_used() & (ds >= dn) & (jnp.right_shift(slots + 1, jnp.maximum(ds - dn, 0)) == node + 1)
     levels = jnp.max(jnp.where(below, ds, dn)) - dn
-    n = codes.shape[0]
-    rows = jnp.arange(n)
-    rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)
-
-    def body(_, cur):
-        r = rule[cur]
-        c = codes[rows, jnp.maximum(r[:, 0], 0)]
-        return jnp.where(r[:, 0] >= 0, 2 * cur + 1 + (c > r[:, 1]).astype(jnp.int32), cur)
-
     start = jnp.where(inside, node, leaf).astype(jnp.int32)
-    return jax.lax.fori_loop(0, jnp.minimum(levels, max_depth), body, start)
+    return _descend(tree, codes, start, jnp.minimum(levels, max_depth))
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -356,7 +358,7 @@ def _uniform(key, shape):
     of Gumbel variates plus log-probabilities), a uniform integer below ``m`` is ``floor(u m)``,
     an acceptance test is ``log u < log a``.
     """
-    return jax.random.uniform(key, shape, jnp.float32, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+    return random_bits.uniform(key, shape, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
 
 
 def _gumbel(u):
@@ -672,7 +674,7 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
     def update(i, carry, s):
         tree, ev, n_acc = carry
         sc = jnp.minimum(s, S - 1)
-        u = _uniform(jax.random.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
+        u = _uniform(random_bits.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
         is_leaf = tree.left[sc] == LEAF
         nog = _nog(tree, cfg)[sc]
         to_leaf = nog & (u[0] < 0.5)

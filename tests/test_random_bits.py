@@ -1,0 +1,72 @@
+"""The fused threefry helpers and the flattened gathers/scatters give exactly what JAX gives."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayestrees import random_bits as R
+from bayestrees.batching import scatter_add, scatter_max, take
+
+TINY = float(jnp.finfo(jnp.float32).tiny)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (79,), (3, 5)])
+def test_uniform_is_jax_uniform_bit_for_bit(shape):
+    draw = jax.jit(lambda k: R.uniform(k, shape, TINY, 1.0))
+    for seed in range(20):
+        k = jax.random.key(seed)
+        want = np.asarray(jax.random.uniform(k, shape, jnp.float32, minval=TINY, maxval=1.0))
+        got = np.asarray(draw(k))
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fold_in_and_split_are_jax_bit_for_bit():
+    fold = jax.jit(R.fold_in)
+    for seed in range(20):
+        k = jax.random.key(seed)
+        for d in (0, 1, 5, 12345, 2**31 - 1):
+            np.testing.assert_array_equal(jax.random.key_data(fold(k, d)),
+                                          jax.random.key_data(jax.random.fold_in(k, d)))
+        for n in (1, 2, 3, 16, 64):
+            np.testing.assert_array_equal(jax.random.key_data(R.split(k, n)),
+                                          jax.random.key_data(jax.random.split(k, n)))
+
+
+def test_under_vmap_and_other_key_kinds():
+    keys = jax.random.split(jax.random.key(3), 8)
+    want = jax.vmap(lambda k: jax.random.uniform(k, (9,), minval=TINY))(keys)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(lambda k: R.uniform(k, (9,), TINY)))(keys), want)
+    rbg = jax.random.key(0, impl="rbg")  # not threefry: handed to jax.random
+    np.testing.assert_array_equal(R.uniform(rbg, (5,)), jax.random.uniform(rbg, (5,)))
+    raw = jax.random.PRNGKey(0)  # raw uint32[2] keys too
+    np.testing.assert_array_equal(R.uniform(raw, (5,)), jax.random.uniform(raw, (5,)))
+
+
+def test_take_under_nested_vmap_equals_plain_gather():
+    rng = np.random.default_rng(0)
+    table = jnp.asarray(rng.normal(size=(3, 4, 7, 2)))
+    idx = jnp.asarray(rng.integers(-2, 9, (3, 4, 11)))  # out of range: clipped, as mode="clip"
+    plain = jax.vmap(jax.vmap(lambda t, i: jnp.take(t, i, axis=0, mode="clip")))(table, idx)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(jax.vmap(take)))(table, idx), plain)
+    # one table, batched indices
+    one = jax.vmap(lambda i: take(table[0, 0], i))(idx[0])
+    np.testing.assert_array_equal(one, jnp.take(table[0, 0], idx[0], axis=0, mode="clip"))
+
+
+@pytest.mark.parametrize("op,name", [(scatter_add, "add"), (scatter_max, "max")])
+def test_scatters_under_vmap_equal_plain_scatters(op, name):
+    rng = np.random.default_rng(1)
+    idx = jnp.asarray(rng.integers(-2, 9, (3, 4, 11)))  # negative: from the end; >= 7: dropped
+    vals = jnp.asarray(rng.integers(-50, 50, (3, 4, 11, 2)).astype(np.float32))  # integers: sums exact
+    init = jnp.asarray(rng.integers(-5, 5, (3, 4, 7, 2)).astype(np.float32))
+
+    def plain(a, i, v):
+        return a.at[i].add(v, mode="drop") if name == "add" else a.at[i].max(v, mode="drop")
+
+    np.testing.assert_array_equal(jax.jit(jax.vmap(jax.vmap(op)))(init, idx, vals),
+                                  jax.vmap(jax.vmap(plain))(init, idx, vals))
+    # unbatched table and values, batched indices
+    got = jax.vmap(lambda i: op(init[0, 0], i, vals[0, 0]))(idx[0])
+    np.testing.assert_array_equal(got, jax.vmap(lambda i: plain(init[0, 0], i, vals[0, 0]))(idx[0]))
+    np.testing.assert_array_equal(op(init[0, 0], idx[0, 0], vals[0, 0]), plain(init[0, 0], idx[0, 0], vals[0, 0]))
