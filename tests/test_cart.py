@@ -172,3 +172,27 @@ def test_max_features_all_features_equals_default(rng):
     a = fit_trees(codes, y.astype(np.float32), jnp.ones((1, 120)), CARTConfig(capacity=239))
     b = fit_trees(codes, y.astype(np.float32), jnp.ones((1, 120)), CARTConfig(capacity=239, max_features=4))
     np.testing.assert_array_equal(np.asarray(a.feature), np.asarray(b.feature))
+
+
+def test_fewer_growth_stages_give_the_same_trees(rng, monkeypatch):
+    # large leaves stage less (cart.stage_floor).  The compaction between stages renumbers rows,
+    # so the engine's prefix sums add in another order: in float64 one stage and three stages grow
+    # the same partitions up to rounding (a near-tie between features may go either way, with the
+    # same rows on each side), so the predictions agree to rounding
+    from bayestrees.inference import cart
+
+    n, msl = 6000, 3
+    X, y = _data(rng, n=n, levels=60)
+    W = rng.exponential(size=(2, n))
+    codes = Binner().fit_transform(X)
+    assert len(cart.stage_sizes(n, min_size=cart.stage_floor(msl))) == 1
+    assert len(cart.stage_sizes(n)) == 3
+    with jax.enable_x64(True):
+        cfg = CARTConfig(min_samples_leaf=msl, capacity=default_capacity(n, msl))
+        few = fit_trees(codes, y, jnp.asarray(W), cfg)
+        monkeypatch.setattr(cart, "stage_floor", lambda m: 1024)
+        many = fit_trees(codes, y, jnp.asarray(W), cfg)
+        assert int(np.asarray(few.n_nodes).min()) > 1000
+        np.testing.assert_array_equal(T.n_leaves(few), T.n_leaves(many))
+        np.testing.assert_allclose(np.asarray(T.predict(few, codes)), np.asarray(T.predict(many, codes)),
+                                   rtol=1e-9, atol=1e-9)

@@ -121,6 +121,31 @@ def test_per_worker_histograms_are_the_sum_of_the_partitions():
     assert empty[0].shape == got[0].shape and not empty[0].any()
 
 
+def test_split_search_in_chunks_equals_one_pass():
+    from bayestrees.distributed.trunk import TrunkBuilder, choose_splits, parts_histogram
+
+    X, y = _data(2000)
+    data = prepare_data(X, y, task="regression", max_bins=32, allow_nan=True)
+    codes, yy = np.asarray(data.codes), np.asarray(y, np.float64)
+    spec = TrunkSpec(n_features=codes.shape[1], n_codes=int(codes.max()) + 2, missing=missing_code(codes.dtype),
+                     n_classes=0, criterion="squared_error", min_samples_leaf=20, max_depth=None, capacity=511)
+    builder = TrunkBuilder(spec, np.array([len(yy), yy.sum(), (yy * yy).sum()]))
+    for _ in range(3):  # three levels: up to 8 open nodes
+        h = parts_histogram([{"codes": codes, "y": yy}], builder.tree(), builder.open, spec)
+        assert builder.grow(*h)
+    h = parts_histogram([{"codes": codes, "y": yy}], builder.tree(), builder.open, spec)
+    k = h[0].shape[0]
+    assert k >= 6
+    one = choose_splits(*h, builder.open_depths(), spec)
+    node_bytes = h[0][0].nbytes
+    for chunk in (1, 2 * node_bytes, 3 * node_bytes + 1):  # 1 node, 2 nodes, 3 nodes at a time
+        got = choose_splits(*h, builder.open_depths(), spec, chunk_bytes=chunk)
+        assert set(got) == set(one)
+        for name in one:
+            np.testing.assert_array_equal(got[name], one[name])
+    assert one["split"].any()
+
+
 def test_trunk_from_summed_histograms_is_the_single_machine_trunk(client):
     # Gini on integer features: the engine's float32 class counts are exact, so the comparison
     # does not depend on rounding (the regression trunk is compared in the EBF test below)

@@ -80,7 +80,12 @@ def _predict_part(X, payload, what: str):
     trees, binner, missing, classes = payload
     if X.shape[1] != binner.n_features_in_:
         raise ValueError(f"X has {X.shape[1]} features, but the forest was fitted with {binner.n_features_in_}")
-    v = forest_values(trees, binner.transform(X), missing)  # (T, m, V)
+    codes = binner.transform(X)
+    # one tree on the device at a time (one compiled traversal serves them all): the grafted
+    # trees of a large fit are hundreds of MB, and a device copy of the whole batch doubles that
+    T = int(np.asarray(trees.feature).shape[0])
+    v = np.concatenate([forest_values(jax.tree_util.tree_map(lambda a: a[t:t + 1], trees), codes, missing)
+                        for t in range(T)])  # (T, m, V)
     if what == "mean":
         return pd.Series(v[..., 0].mean(0).astype(np.float64), index=X.index)
     p = v.astype(np.float64).mean(0)

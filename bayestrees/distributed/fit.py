@@ -38,7 +38,7 @@ from . import partitions as P
 from .branch_fit import BranchSpec, branch_bytes, fit_branch
 from .client import worker_memory_limits
 from .graft import graft
-from .trunk import TrunkBuilder, TrunkSpec, add_histograms, parts_histogram
+from .trunk import TrunkBuilder, TrunkSpec, add_histograms, choose_splits, parts_histogram
 
 __all__ = ["DaskFitResult", "fit_forest_dask", "fit_trunk_dask"]
 
@@ -297,9 +297,18 @@ def fit_trunk_dask(client, coded: list, spec: TrunkSpec) -> Tree:
         tr = builder.tree()
         hists = [client.submit(parts_histogram, parts, tr, builder.open, spec, workers=[w] if w else None,
                                allow_other_workers=True, pure=False) for w, parts in _by_worker(client, coded)]
-        total = _tree_sum(client, hists, add_histograms).result()
-        if not builder.grow(*total):
+        total = _tree_sum(client, hists, add_histograms)
+        # the split search runs where the summed histogram is: only the splits come back (the
+        # histogram of a wide level is over 100 MB; the client never holds one)
+        splits = client.submit(_choose, total, builder.open_depths(), spec, pure=False).result()
+        del total, hists
+        if not builder.apply(splits):
             return builder.tree()
+
+
+def _choose(total, depths, spec: TrunkSpec) -> dict:
+    hist, ymin, ymax = total
+    return choose_splits(hist, ymin, ymax, depths, spec)
 
 
 def _by_worker(client, futures: list) -> list:

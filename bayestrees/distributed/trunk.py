@@ -179,8 +179,17 @@ def _proxy(cnt, stats, spec: TrunkSpec, mean=None):
     return np.sum(xlogx(stats), -1) - xlogx(cnt)
 
 
-def choose_splits(hist, ymin, ymax, depth, spec: TrunkSpec):
+#: bytes of histogram the split search handles at once (its temporaries are a few times this)
+CHUNK_BYTES = 16 * 2**20
+
+
+def choose_splits(hist, ymin, ymax, depth, spec: TrunkSpec, chunk_bytes: int = CHUNK_BYTES):
     """Best split of every open node from its summed histogram.
+
+    The nodes are searched a chunk at a time (``chunk_bytes`` of histogram each): the search's
+    cumulative sums and gains are several arrays of the histogram's size, and at 512 open nodes,
+    10 features and 1,025 codes a histogram is 126 MB.  Every node's split depends on its own
+    histogram only, so the chunks give the splits of one pass.
 
     Parameters
     ----------
@@ -188,6 +197,7 @@ def choose_splits(hist, ymin, ymax, depth, spec: TrunkSpec):
     ymin, ymax : float64 (k,)
     depth : int (k,) the nodes' depths
     spec : TrunkSpec
+    chunk_bytes : int  histogram bytes searched at once
 
     Returns
     -------
@@ -195,6 +205,17 @@ def choose_splits(hist, ymin, ymax, depth, spec: TrunkSpec):
         ``split`` bool, ``feature``, ``threshold`` (a code), ``missing_left`` bool, and the
         children's statistics ``left``/``right`` (k, n_stats).
     """
+    k, d, B, s = hist.shape
+    step = max(1, int(chunk_bytes) // max(1, d * B * s * hist.itemsize))
+    if k <= step:
+        return _choose_chunk(hist, ymin, ymax, depth, spec)
+    parts = [_choose_chunk(hist[a:a + step], ymin[a:a + step], ymax[a:a + step], depth[a:a + step], spec)
+             for a in range(0, k, step)]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def _choose_chunk(hist, ymin, ymax, depth, spec: TrunkSpec):
+    """:func:`choose_splits` of a chunk of nodes, in one pass."""
     k, d, B, s = hist.shape
     msl = spec.min_samples_leaf
     tot = hist[:, 0].sum(1)  # (k, s): every feature holds all of a node's rows
@@ -286,7 +307,14 @@ class TrunkBuilder:
 
     def grow(self, hist, ymin, ymax) -> bool:
         """Split the open nodes by the summed histogram; returns whether any node is still open."""
-        ch = choose_splits(hist, ymin, ymax, self.depth[self.open], self.spec)
+        return self.apply(choose_splits(hist, ymin, ymax, self.depth[self.open], self.spec))
+
+    def open_depths(self) -> np.ndarray:
+        """Depths of the open nodes, in the order of ``open`` (what :func:`choose_splits` takes)."""
+        return self.depth[self.open].copy()
+
+    def apply(self, ch: dict) -> bool:
+        """Split the open nodes by :func:`choose_splits`'s result; returns whether any node is still open."""
         nodes = self.open[ch["split"]]
         n_split = len(nodes)
         if self.n_nodes + 2 * n_split > self.spec.capacity:
