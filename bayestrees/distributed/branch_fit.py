@@ -80,7 +80,8 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
     Returns
     -------
     Tree
-        NumPy arrays, batch shape ``(n_trees,)``, one root per tree standing for the trunk leaf.
+        NumPy arrays, batch shape ``(n_trees,)``, one root per tree standing for the trunk leaf;
+        the capacity is the largest tree's node count (the slots in use).
 
     Notes
     -----
@@ -141,4 +142,9 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
         t = fit_trees(prep, y_j, jnp.asarray(w, dtype), cfg, seeds=jnp.asarray(sd, jnp.uint32),
                       y_shift=spec.y_shift, y_scale=spec.y_scale, y_rank=y_rank)
         parts.append(jax.tree_util.tree_map(lambda a, k=k: np.asarray(a)[:k], t))
-    return jax.tree_util.tree_map(lambda *a: np.concatenate(a), *parts)
+    out = jax.tree_util.tree_map(lambda *a: np.concatenate(a), *parts)
+    # only the used slots travel back (the capacity is a bound for the worst case; a branch's
+    # trees use about a third of it): the client holds every branch until it grafts them
+    used = max(1, int(np.max(out.n_nodes)))
+    return Tree(**{name: (a if name == "n_nodes" else np.ascontiguousarray(a[:, :used]))
+                   for name, a in out._asdict().items()})

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..tree import pack
 from .client import get_client
 from .fit import fit_forest_dask
 from .inputs import as_dask
@@ -52,8 +50,10 @@ def fit_estimator(est, X, y=None, *, target=None, client=None, sample_rows: int 
     if kind == "ssf":
         est.block_of_row_ = None
     est.config_ = res.cart_config
-    dev = jax.tree_util.tree_map(jnp.asarray, res.trees)
-    est._dev_trees = (est.trees_, dev, pack(dev))
+    # no device copy of the trees is kept (a single-machine fit keeps one for fast predictions):
+    # the forest of a large data set is hundreds of MB, and the client holds its NumPy copy only;
+    # in-process predictions convert the trees on each call, as for a loaded model
+    est.__dict__.pop("_dev_trees", None)
     est._dev_client = cl  # not saved (``save`` drops ``_dev*``)
     est._train_data = res.sample
     est._idata = None
