@@ -268,6 +268,23 @@ def test_mismatched_partitions_are_refused(client):
         bt.EmpiricalBayesianForestRegressor().fit(Xd.clear_divisions(), yd, client=client)
 
 
+def test_loaded_model_predicts_on_the_running_client(client, tmp_path):
+    # a loaded model has no client of its own: prediction must use the running (default) client,
+    # not start a local cluster whose scattered trees the caller's compute would never see
+    import dask.dataframe as dd
+
+    from bayestrees.distributed import get_client
+
+    assert get_client(None) is client
+    X, y = _data(400)
+    est = bt.EmpiricalBayesianForestRegressor(4, trunk_min_samples_leaf=100, random_state=1, dtype="float64")
+    est.fit(dd.from_pandas(X, npartitions=2), dd.from_pandas(y, npartitions=2), client=client)
+    est.save(tmp_path / "ebf.model")
+    back = bt.load(tmp_path / "ebf.model")
+    lazy = back.predict(dd.from_pandas(X, npartitions=2))
+    np.testing.assert_allclose(lazy.compute().to_numpy(), est.predict(X), rtol=1e-12)
+
+
 def test_unreachable_scheduler_fails_fast_with_a_clear_error():
     from bayestrees.distributed import get_client
 

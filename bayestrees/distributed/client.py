@@ -81,8 +81,9 @@ def get_client(client=None, *, timeout: float = 10.0):
     Parameters
     ----------
     client : None, distributed.Client or str
-        None: the local cluster (:func:`local_client`); a Client: itself; a string: the address
-        of a running scheduler.
+        None: the current default client when there is one (the most recently created, as in
+        Dask: lazy results then compute where their inputs were sent), else the local cluster
+        (:func:`local_client`); a Client: itself; a string: the address of a running scheduler.
     timeout : float
         Seconds to wait for a scheduler given by address.
 
@@ -98,7 +99,11 @@ def get_client(client=None, *, timeout: float = 10.0):
     """
     distributed = _import_distributed()
     if client is None:
-        return local_client()
+        try:
+            c = distributed.default_client()
+        except ValueError:  # no client in this process
+            return local_client()
+        return c if getattr(c, "status", None) == "running" else local_client()
     if isinstance(client, distributed.Client):
         return client
     if isinstance(client, str):

@@ -72,20 +72,27 @@ def estimator_client(est, client=None):
     return get_client(None)
 
 
-def _predict_part(X, payload, what: str):
+class _Boxed:
+    """One object for ``client.scatter`` (which would scatter a tuple's fields one by one)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _predict_part(X, payload, what: str, *trees):
     import pandas as pd
 
     from ..inference.forest import forest_values
 
-    trees, binner, missing, classes = payload
+    binner, missing, classes = payload
     if X.shape[1] != binner.n_features_in_:
         raise ValueError(f"X has {X.shape[1]} features, but the forest was fitted with {binner.n_features_in_}")
     codes = binner.transform(X)
     # one tree on the device at a time (one compiled traversal serves them all): the grafted
     # trees of a large fit are hundreds of MB, and a device copy of the whole batch doubles that
-    T = int(np.asarray(trees.feature).shape[0])
-    v = np.concatenate([forest_values(jax.tree_util.tree_map(lambda a: a[t:t + 1], trees), codes, missing)
-                        for t in range(T)])  # (T, m, V)
+    v = np.concatenate([forest_values(t.value, codes, missing) for t in trees])  # (T, m, V)
     if what == "mean":
         return pd.Series(v[..., 0].mean(0).astype(np.float64), index=X.index)
     p = v.astype(np.float64).mean(0)
@@ -121,8 +128,12 @@ def predict_dask(est, X, what: str, client=None):
     cl = estimator_client(est, client)
     classes = getattr(est, "classes_", None)
     trees = jax.tree_util.tree_map(np.asarray, est.trees_)
-    payload = cl.scatter((trees, est.binner_, int(est.config_.missing), classes), broadcast=True, hash=False)
-    parts = [dask.delayed(_predict_part)(p, payload, what) for p in X.to_delayed()]
+    payload = cl.scatter((est.binner_, int(est.config_.missing), classes), broadcast=True, hash=False)
+    # the trees go out one at a time (each scatter returns once its tree is on the workers), so the
+    # client serialises one tree at once, not the whole forest
+    tree_futs = [cl.scatter(_Boxed(jax.tree_util.tree_map(lambda a, t=t: a[t:t + 1], trees)), broadcast=True,
+                            hash=False) for t in range(int(trees.feature.shape[0]))]
+    parts = [dask.delayed(_predict_part)(p, payload, what, *tree_futs) for p in X.to_delayed()]
     if what == "mean":
         meta = pd.Series([], dtype=np.float64)
     elif what == "proba":
