@@ -100,16 +100,24 @@ def test_branch_padding_is_shared_when_cheap_and_coarse_otherwise():
     assert _common_size({0: 1_000, 1: 100_000}, 101_000, 2) is None  # 98% padding of the small one: no
 
 
-def test_per_worker_histograms_are_the_sum_of_the_partitions():
-    from bayestrees.distributed.trunk import TrunkBuilder, add_histograms, partition_histogram, parts_histogram
+def _trunk_setup(n, max_bins, min_leaf, capacity):
+    """Coded regression rows, their responses, a TrunkSpec and a TrunkBuilder at the root."""
+    from bayestrees.distributed.trunk import TrunkBuilder
 
-    X, y = _data(600)
-    data = prepare_data(X, y, task="regression", max_bins=16, allow_nan=True)
+    X, y = _data(n)
+    data = prepare_data(X, y, task="regression", max_bins=max_bins, allow_nan=True)
     codes, yy = np.asarray(data.codes), np.asarray(y, np.float64)
     spec = TrunkSpec(n_features=codes.shape[1], n_codes=int(codes.max()) + 2, missing=missing_code(codes.dtype),
-                     n_classes=0, criterion="squared_error", min_samples_leaf=50, max_depth=None, capacity=63)
+                     n_classes=0, criterion="squared_error", min_samples_leaf=min_leaf, max_depth=None,
+                     capacity=capacity)
+    return codes, yy, spec, TrunkBuilder(spec, np.array([len(yy), yy.sum(), (yy * yy).sum()]))
+
+
+def test_per_worker_histograms_are_the_sum_of_the_partitions():
+    from bayestrees.distributed.trunk import add_histograms, partition_histogram, parts_histogram
+
+    codes, yy, spec, builder = _trunk_setup(600, 16, 50, 63)
     parts = [{"codes": codes[a:a + 200], "y": yy[a:a + 200]} for a in (0, 200, 400)]
-    builder = TrunkBuilder(spec, np.array([len(yy), yy.sum(), (yy * yy).sum()]))
     tree, open_nodes = builder.tree(), builder.open
     got = parts_histogram(parts, tree, open_nodes, spec)
     want = add_histograms(add_histograms(*[partition_histogram(p, tree, open_nodes, spec) for p in parts[:2]]),
@@ -122,14 +130,9 @@ def test_per_worker_histograms_are_the_sum_of_the_partitions():
 
 
 def test_split_search_in_chunks_equals_one_pass():
-    from bayestrees.distributed.trunk import TrunkBuilder, choose_splits, parts_histogram
+    from bayestrees.distributed.trunk import choose_splits, parts_histogram
 
-    X, y = _data(2000)
-    data = prepare_data(X, y, task="regression", max_bins=32, allow_nan=True)
-    codes, yy = np.asarray(data.codes), np.asarray(y, np.float64)
-    spec = TrunkSpec(n_features=codes.shape[1], n_codes=int(codes.max()) + 2, missing=missing_code(codes.dtype),
-                     n_classes=0, criterion="squared_error", min_samples_leaf=20, max_depth=None, capacity=511)
-    builder = TrunkBuilder(spec, np.array([len(yy), yy.sum(), (yy * yy).sum()]))
+    codes, yy, spec, builder = _trunk_setup(2000, 32, 20, 511)
     for _ in range(3):  # three levels: up to 8 open nodes
         h = parts_histogram([{"codes": codes, "y": yy}], builder.tree(), builder.open, spec)
         assert builder.grow(*h)
