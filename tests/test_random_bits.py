@@ -64,6 +64,8 @@ def test_scatters_under_vmap_equal_plain_scatters(op, name):
     def plain(a, i, v):
         return a.at[i].add(v, mode="drop") if name == "add" else a.at[i].max(v, mode="drop")
 
+    assert bool(jnp.any(idx < 0)) and bool(jnp.any(idx >= 7))  # both index rules are exercised
+
     np.testing.assert_array_equal(jax.jit(jax.vmap(jax.vmap(op)))(init, idx, vals),
                                   jax.vmap(jax.vmap(plain))(init, idx, vals))
     # unbatched table and values, batched indices

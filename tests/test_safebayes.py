@@ -11,6 +11,8 @@ bt.compare with another family, and the predictive naming of bt.SafeBayesForest.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -1096,14 +1098,9 @@ def test_no_recompile_within_a_row_bucket():
     assert [f._cache_size() for f in fns] == sizes
 
 
-def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
-    """The resampled trees' leaf counts change with the key; the gathers and scatters of their leaves
-    run on the host, so after a first call, a call whose padded leaf batch has a size already seen
-    compiles nothing (eager JAX indexing compiled once per leaf count)."""
-    from bayestrees.tree import LEAF
-
-    X, y = _class_data()
-    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, max_internal=KMAX, random_state=1).fit(X, y)
+@contextlib.contextmanager
+def _counting_compiles():
+    """A list that gains an entry for every XLA compilation while the block runs."""
     compiles = []
 
     def listen(event, duration, **kw):
@@ -1112,7 +1109,21 @@ def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        seen, new_compiles, leaf_counts = set(), [], set()
+        yield compiles
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
+    """The resampled trees' leaf counts change with the key; the gathers and scatters of their leaves
+    run on the host, so after a first call, a call whose padded leaf batch has a size already seen
+    compiles nothing (eager JAX indexing compiled once per leaf count)."""
+    from bayestrees.tree import LEAF
+
+    X, y = _class_data()
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, max_internal=KMAX, random_state=1).fit(X, y)
+    seen, new_compiles, leaf_counts = set(), [], set()
+    with _counting_compiles() as compiles:
         for seed in range(8):
             before = len(compiles)
             draws = sb.posterior_draws(jax.random.key(seed), clf._result, 50)
@@ -1122,7 +1133,5 @@ def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
                 new_compiles.append(len(compiles) - before)
             seen.add(size)
             leaf_counts.add(m)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
     assert len(leaf_counts) > 2  # the keys did give other leaf counts
     assert len(new_compiles) >= 4 and new_compiles == [0] * len(new_compiles), new_compiles
