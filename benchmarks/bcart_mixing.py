@@ -17,6 +17,10 @@ Run from the repository root::
     .venv/bin/python benchmarks/bcart_mixing.py --steps 4000 40000 200000
     .venv/bin/python benchmarks/bcart_mixing.py --steps 40000 --rungs 8 --coldest 0.1
     .venv/bin/python benchmarks/bcart_mixing.py --data california --n 5000 --steps 40000 --rungs 8 --coldest 0.1
+    .venv/bin/python benchmarks/bcart_mixing.py --scheme pgibbs --particles 10 --steps 2000
+
+``--scheme pgibbs`` makes every step a particle Gibbs update (``--particles`` particles; a step
+costs about ``particles * max_depth`` moves).
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ def main():
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--rungs", type=int, default=1, help="parallel-tempering replicas per chain (1: none)")
     p.add_argument("--coldest", type=float, default=0.15, help="smallest inverse temperature of the ladder")
-    p.add_argument("--scheme", default="moves", choices=["moves", "sweep"])
+    p.add_argument("--scheme", default="moves", choices=["moves", "sweep", "pgibbs"])
+    p.add_argument("--particles", type=int, default=10, help="particles of --scheme pgibbs")
     p.add_argument("--data", default="friedman", choices=["friedman", "california"])
     p.add_argument("--n", type=int, default=None, help="training rows (default 100 Friedman, 5000 California)")
     p.add_argument("--seed", type=int, default=0)
@@ -73,7 +78,7 @@ def main():
         tune = steps // 2
         thin = max(1, (steps - tune) // args.draws)
         kw = dict(chains=args.chains, tune=tune, draws=args.draws, thin=thin, scheme=args.scheme,
-                  temperatures=temps, random_state=args.seed)
+                  particles=args.particles, temperatures=temps, random_state=args.seed)
         compile_s = float("nan")
         if args.warm:  # same shapes, draws and settings, two tuning steps and thin 1: compiles what the timed fit runs
             t0 = time.perf_counter()
@@ -87,7 +92,9 @@ def main():
         rh_lp = float(az.rhat(az.convert_to_dataset(idata.sample_stats[["lp"]]))["lp"])
         ess = float(az.ess(idata, var_names=["n_leaves"])["n_leaves"])
         row = {"benchmark": "bcart_mixing", "steps": steps, "tune": tune, "thin": thin, "chains": args.chains,
-               "temperatures": list(temps), "scheme": args.scheme, "seed": args.seed, "data": args.data, "n": args.n,
+               "temperatures": list(temps), "scheme": args.scheme,
+               "particles": args.particles if args.scheme == "pgibbs" else None, "seed": args.seed,
+               "data": args.data, "n": args.n,
                "rhat_n_leaves": float(rh["n_leaves"]), "rhat_sigma": float(rh["sigma"]), "rhat_lp": rh_lp,
                "ess_n_leaves": ess, "sampling_s": bc.result_.seconds, "fit_s": fit_s, "compile_s": compile_s,
                "ess_per_s": ess / bc.result_.seconds, "rmse": rmse(bc.predict(Xt), ft),

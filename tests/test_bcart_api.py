@@ -102,7 +102,8 @@ def test_model_context_sample_and_predictions():
     (dict(alpha=1.5), "alpha"), (dict(beta=-1.0), "beta"), (dict(draws=0), "draws"), (dict(chains=0), "chains"),
     (dict(tune=-1), "tune"), (dict(max_depth=40), "max_depth"), (dict(leaf_model="dirichlet"), "classification"),
     (dict(prior=bt.priors.LeafCountPrior(2.0), leaf_model="bogus"), "leaf_model"),
-    (dict(chain_method="pmap"), "chain_method")])
+    (dict(chain_method="pmap"), "chain_method"), (dict(scheme="gibbs"), "scheme"),
+    (dict(scheme="pgibbs", particles=1), "particles"), (dict(scheme="pgibbs", particles=2.5), "particles")])
 def test_bad_parameters(kw, msg):
     X, y = _reg_data(20)
     with pytest.raises(ValueError, match=msg):

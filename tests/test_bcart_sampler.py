@@ -6,6 +6,8 @@
 (c) a one-leaf tree (max_depth=0) matches the conjugate closed form;
 (d) every move's acceptance ratio equals a direct computation (brute-force proposal
     probabilities and an independent NumPy target) on small trees.
+(a) runs for the three schemes (random moves, the systematic sweep, particle Gibbs); (b) for the
+random moves, plain and tempered, and for particle Gibbs.
 """
 from collections import Counter
 from functools import partial
@@ -76,7 +78,7 @@ def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["moves", "sweep"])
+@pytest.mark.parametrize("scheme", ["moves", "sweep", "pgibbs"])
 def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 5, size=(40, 2))
@@ -88,11 +90,13 @@ def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme)
     data = _data(codes, np.zeros(40, np.float32), model)._replace(prior=traced_params(prior, jnp.float32))
     res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,),
-                     chains=16, draws=1500, tune=300, thin=4 if scheme == "moves" else 1, collect=_shape_of)
+                     chains=16, draws=1500 if scheme != "pgibbs" else 600, tune=300 if scheme != "pgibbs" else 20,
+                     thin=4 if scheme == "moves" else 1, collect=_shape_of)
     leaves, depth = (np.asarray(a).ravel() for a in res.samples)
     tv_leaves = _tv(Counter(leaves.tolist()), Counter(d[0] for d in direct))
     tv_depth = _tv(Counter(depth.tolist()), Counter(d[1] for d in direct))
-    # 24,000 correlated chain draws against 40,000 direct draws: sampling noise of the TV is about 0.01
+    # 24,000 correlated chain draws (particle Gibbs: 9,600 nearly independent ones, a fresh prior tree with
+    # probability 9/10 per step) against 40,000 direct draws: sampling noise of the TV is about 0.01
     assert tv_leaves < 0.03, tv_leaves
     assert tv_depth < 0.03, tv_depth
 
@@ -119,8 +123,9 @@ def _canonical_root_feature(codes, tree):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("temperatures", [(1.0,), (1.0, 0.5, 0.25)])
-def test_chains_match_the_exact_pcfg_posterior(temperatures):
+@pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
+                                                  ("pgibbs", (1.0,))])
+def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures):
     from bayestrees.inference.pcfg_posterior import fit_posterior
 
     rng = np.random.default_rng(3)
@@ -137,9 +142,10 @@ def test_chains_match_the_exact_pcfg_posterior(temperatures):
     exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
 
     model = DirichletLeaves(2, 1.0)
-    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, temperatures=temperatures)
+    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, scheme=scheme, temperatures=temperatures)
+    pg = scheme == "pgibbs"  # one particle Gibbs update regrows the whole tree: fewer, unthinned steps
     res = run_chains(jax.random.key(1), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
-                     draws=1500, tune=500, thin=4, collect=_tree_of)
+                     draws=1500, tune=100 if pg else 500, thin=1 if pg else 4, collect=_tree_of)
     trees = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
     n_leaves = (trees.left == LEAF).sum(-1)
     got_leaves = np.bincount(n_leaves, minlength=13)[1:13] / len(n_leaves)
@@ -149,6 +155,32 @@ def test_chains_match_the_exact_pcfg_posterior(temperatures):
     tv_root = 0.5 * sum(abs(roots[k] / len(n_leaves) - exact_root[k]) for k in exact_root)
     assert tv_leaves < 0.03, (tv_leaves, got_leaves, exact_leaves)
     assert tv_root < 0.03, (tv_root, roots, exact_root)
+
+
+def test_truncation_keeps_the_top_of_a_tree():
+    """Particle Gibbs follows the current tree through its truncations at depths 0, 1, ..., D."""
+    from bayestrees.inference.pgibbs import truncate
+    from bayestrees.tree import grow_leaf
+
+    cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 4, 2)
+    tree = M.root_tree(cfg)
+    for node, j, t in [(0, 0, 2), (1, 1, 1), (2, 0, 4), (4, 1, 3), (10, 0, 1)]:
+        tree, ok = grow_leaf(tree, node, j, t, heap=True)
+        assert bool(ok)
+    depth = np.asarray(tree.depth)
+    used, internal = np.asarray(tree.is_used()), np.asarray(tree.is_internal())
+    for t in range(5):
+        cut = truncate(tree, t)
+        np.testing.assert_array_equal(np.asarray(cut.is_used()), used & (depth <= t))
+        np.testing.assert_array_equal(np.asarray(cut.is_internal()), internal & (depth < t))
+        np.testing.assert_array_equal(np.asarray(cut.is_leaf()), used & ((depth == t) | ~internal) & (depth <= t))
+        keep = internal & (depth < t)
+        np.testing.assert_array_equal(np.asarray(cut.feature)[keep], np.asarray(tree.feature)[keep])
+        np.testing.assert_array_equal(np.asarray(cut.threshold)[keep], np.asarray(tree.threshold)[keep])
+        assert int(cut.n_nodes) == int((used & (depth <= t)).sum())
+    full = truncate(tree, 4)
+    for f in ("left", "right", "feature", "threshold", "n_nodes"):
+        np.testing.assert_array_equal(np.asarray(getattr(full, f)), np.asarray(getattr(tree, f)))
 
 
 def _tree_of(key, state, data):

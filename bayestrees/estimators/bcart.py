@@ -30,7 +30,8 @@ class _BCARTMixin(MCMCEstimatorMixin):
         return BCARTConfig(prior=prior, leaf_model=self.leaf_model, alpha_leaves=getattr(self, "alpha_leaves", 1.0),
                            draws=self.draws, tune=self.tune, chains=self.chains, thin=self.thin,
                            max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
-                           temperatures=tuple(self.temperatures), dtype=self.dtype, progressbar=self.progressbar,
+                           particles=getattr(self, "particles", 10), temperatures=tuple(self.temperatures),
+                           dtype=self.dtype, progressbar=self.progressbar,
                            chain_method=getattr(self, "chain_method", "auto"))
 
     def _values(self, X) -> np.ndarray:
@@ -48,11 +49,11 @@ class _BCARTMixin(MCMCEstimatorMixin):
 
 
 def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs, scheme,
-          temperatures, random_state, dtype, progressbar, chain_method):
+          particles, temperatures, random_state, dtype, progressbar, chain_method):
     self.prior, self.alpha, self.beta, self.leaf_model = prior, alpha, beta, leaf_model
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins, self.move_probs, self.scheme = max_depth, max_bins, move_probs, scheme
-    self.temperatures = temperatures
+    self.particles, self.temperatures = particles, temperatures
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
     self.chain_method = chain_method
 
@@ -78,8 +79,12 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         Bins per feature (split thresholds are bin edges).
     move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
         Probabilities of grow, prune, change and swap.
-    scheme : {"moves", "sweep"}, default "moves"
-        One random move per step, or a systematic sweep over every node per step.
+    scheme : {"moves", "sweep", "pgibbs"}, default "moves"
+        One random move per step, a systematic sweep over every node per step, or particle Gibbs:
+        the whole tree regrown per step by conditional SMC (Lakshminarayanan, Roy & Teh 2015),
+        which can change every rule at once (a step costs about ``particles * max_depth`` moves).
+    particles : int, default 10
+        Particles of the "pgibbs" update (at least 2).
     temperatures : tuple, default (1.0,)
         Inverse temperatures ``(1, b_1, ...)``, decreasing: each chain becomes a parallel-tempering
         ensemble (one replica per temperature, cost times their number) whose ``b = 1`` replica
@@ -104,10 +109,10 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=1000, tune=1000, chains=4,
                  thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves",
-                 temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
+                 particles=10, temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
                  chain_method="auto"):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, temperatures, random_state, dtype, progressbar, chain_method)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method)
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``: ``(n,)``."""
@@ -127,10 +132,10 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, alpha_leaves=1.0, draws=1000,
                  tune=1000, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
-                 scheme="moves", temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto"):
+                 scheme="moves", particles=10, temperatures=(1.0,), random_state=None, dtype="float32",
+                 progressbar=False, chain_method="auto"):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, temperatures, random_state, dtype, progressbar, chain_method)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method)
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:

@@ -77,7 +77,9 @@ class BCARTConfig:
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
-    scheme : "moves" (one random move per step) or "sweep" (every node per step)
+    scheme : "moves" (one random move per step), "sweep" (every node per step) or "pgibbs" (the
+        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.pgibbs`)
+    particles : particles of the "pgibbs" update (at least 2)
     temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
         (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica
     dtype : "float32" or "float64"
@@ -97,6 +99,7 @@ class BCARTConfig:
     max_depth: int = 6
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     scheme: str = "moves"
+    particles: int = 10
     temperatures: tuple = (1.0,)
     dtype: Any = "float32"
     progressbar: bool = False
@@ -114,6 +117,9 @@ class BCARTConfig:
         _int("chains", self.chains, 1)
         _int("thin", self.thin, 1)
         _int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
+        if self.scheme not in M.SCHEMES:
+            raise ValueError(f"scheme must be one of {M.SCHEMES}, got {self.scheme!r}")
+        _int("particles", self.particles, 2)
         a = self.alpha_leaves
         if not isinstance(a, (int, float, np.floating)) or not math.isfinite(float(a)) or float(a) <= 0:
             raise ValueError(f"alpha_leaves must be a positive number, got {a!r}")
@@ -191,7 +197,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
                        prior=traced_params(config.prior, dtype))
     cfg = M.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
                        tuple(float(p) for p in config.move_probs), config.scheme,
-                       tuple(float(b) for b in config.temperatures))
+                       tuple(float(b) for b in config.temperatures), particles=config.particles)
     kernel = M.build_kernel(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
@@ -215,7 +221,7 @@ def acceptance_rates(info) -> dict:
     """Acceptance rate per move type among the kept steps (NaN where a type never ran)."""
     move, acc = np.asarray(info.move), np.asarray(info.accepted)
     out = {}
-    for i, name in enumerate(M.MOVES + ("sweep",)):
+    for i, name in enumerate(M.STEP_KINDS):
         sel = move == i
         out[name] = float(acc[sel].mean()) if sel.any() else float("nan")
     return out

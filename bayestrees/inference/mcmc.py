@@ -86,11 +86,15 @@ from ..leaves import LeafDraw, leaf_stats
 from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from .loop import Kernel
 
-__all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "evaluate", "build_kernel",
-           "heap_capacity", "sweep", "collect", "root_tree"]
+__all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
+           "build_kernel", "heap_capacity", "sweep", "collect", "root_tree"]
 
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
+#: what one step does: one random move, a systematic sweep over the nodes, or a particle Gibbs update
+SCHEMES = ("moves", "sweep", "pgibbs")
+#: ``Info.move`` of every kind of step: the move types, then the sweep and the particle Gibbs update
+STEP_KINDS = MOVES + ("sweep", "pgibbs")
 
 
 def heap_capacity(max_depth: int) -> int:
@@ -114,6 +118,8 @@ class MCMCConfig:
         posterior) and each step swaps one random adjacent pair by Metropolis-Hastings
     min_leaf_rows : every used node must hold at least this much row weight (default 1: a node
         must hold rows, ``weight > 0``); BET's ``q``
+    particles : particles of the conditional SMC update of ``scheme="pgibbs"``
+        (:mod:`bayestrees.inference.pgibbs`; at least 2)
     """
 
     prior: Any
@@ -124,13 +130,17 @@ class MCMCConfig:
     scheme: str = "moves"
     temperatures: tuple = (1.0,)
     min_leaf_rows: int = 1
+    particles: int = 10
 
     def __post_init__(self):
         t = tuple(float(b) for b in self.temperatures)
         if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
             raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
-        if self.scheme not in ("moves", "sweep"):
-            raise ValueError(f"scheme must be 'moves' (one random move per step) or 'sweep', got {self.scheme!r}")
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be 'moves' (one random move per step), 'sweep' (every node per step) or "
+                             f"'pgibbs' (the whole tree regrown by conditional SMC per step), got {self.scheme!r}")
+        if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 2:
+            raise ValueError(f"particles must be an integer >= 2, got {self.particles!r}")
 
     @property
     def capacity(self) -> int:
@@ -204,7 +214,7 @@ class Draw(NamedTuple):
 class Info(NamedTuple):
     """What one step did."""
 
-    move: jax.Array         # int32: index into MOVES (len(MOVES) for a sweep)
+    move: jax.Array         # int32: index into STEP_KINDS (a move type, the sweep or a particle Gibbs update)
     ok: jax.Array           # the move was possible
     accepted: jax.Array
     log_ratio: jax.Array    # log acceptance ratio (before min(0, .))
@@ -579,8 +589,17 @@ class _Step:
         if cfg.scheme == "sweep":
             new, n_acc = sweep(key, state, data, cfg)
             ev = new.ev
-            info = Info(jnp.int32(len(MOVES)), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
+            info = Info(jnp.int32(STEP_KINDS.index("sweep")), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
                         ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
+            return new, info
+        if cfg.scheme == "pgibbs":
+            from .pgibbs import pgibbs
+
+            new, changed = pgibbs(key, state, data, cfg)
+            ev = new.ev
+            info = Info(jnp.int32(STEP_KINDS.index("pgibbs")), jnp.array(True), changed,
+                        jnp.zeros((), ev.log_lik.dtype), ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg),
+                        jnp.array(False))
             return new, info
         u = _uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))

@@ -48,7 +48,7 @@ class BayesianCART(TreeRV):
     task : {"auto", "regression", "classification"}  ("auto": :func:`bayestrees.data.infer_task`)
     max_depth : int, default 6
     max_bins : int, default 32
-    alpha_leaves, move_probs, scheme, dtype : as for :class:`bayestrees.BayesianCARTRegressor`
+    alpha_leaves, move_probs, scheme, particles, dtype : as for :class:`bayestrees.BayesianCARTRegressor`
 
     Notes
     -----
@@ -62,12 +62,14 @@ class BayesianCART(TreeRV):
     family = "bayesian_cart"
 
     def __init__(self, name, X, y, *, prior=None, leaf_model="auto", task="auto", max_depth=6, max_bins=32,
-                 alpha_leaves=1.0, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves", dtype="float32", model=None):
+                 alpha_leaves=1.0, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves", particles=10, dtype="float32",
+                 model=None):
         self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
         prior = ChipmanPrior() if prior is None else prior
         max_bins = check_max_bins(max_bins)
         self.config = BCARTConfig(prior=prior, leaf_model=leaf_model, alpha_leaves=alpha_leaves,
-                                  max_depth=max_depth, move_probs=tuple(move_probs), scheme=scheme, dtype=dtype)
+                                  max_depth=max_depth, move_probs=tuple(move_probs), scheme=scheme,
+                                  particles=particles, dtype=dtype)
         if isinstance(leaf_model, str):
             self.config.leaf_model_for(self.task, 2)  # a leaf model that does not fit the task fails here
         super().__init__(name, X, y, model=model, max_bins=max_bins)
