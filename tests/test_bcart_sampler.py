@@ -87,7 +87,7 @@ def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     model = NoLikelihood()
     # as fit_bcart runs it: the config names the prior's kind (its defaults, beta = 2), the values
     # (beta = 1) come in as traced arguments
-    cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme)
+    cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme, n_codes=5)
     data = _data(codes, np.zeros(40, np.float32), model)._replace(prior=traced_params(prior, jnp.float32))
     res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,),
                      chains=16, draws=1500 if scheme != "pgibbs" else 600, tune=300 if scheme != "pgibbs" else 20,
@@ -142,7 +142,8 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures):
     exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
 
     model = DirichletLeaves(2, 1.0)
-    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, scheme=scheme, temperatures=temperatures)
+    cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, scheme=scheme, temperatures=temperatures,
+                       n_codes=4)
     pg = scheme == "pgibbs"  # one particle Gibbs update regrows the whole tree: fewer, unthinned steps
     res = run_chains(jax.random.key(1), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
                      draws=1500, tune=100 if pg else 500, thin=1 if pg else 4, collect=_tree_of)

@@ -81,8 +81,9 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         Probabilities of grow, prune, change and swap.
     scheme : {"moves", "sweep", "pgibbs"}, default "moves"
         One random move per step, a systematic sweep over every node per step, or particle Gibbs:
-        the whole tree regrown per step by conditional SMC (Lakshminarayanan, Roy & Teh 2015),
-        which can change every rule at once (a step costs about ``particles * max_depth`` moves).
+        the whole tree regrown per step by conditional SMC with data-informed proposals (after
+        Lakshminarayanan, Roy & Teh 2015), which can change every rule at once; a step costs
+        tens of moves, and chains that the local moves leave on separate modes agree sooner.
     particles : int, default 10
         Particles of the "pgibbs" update (at least 2).
     temperatures : tuple, default (1.0,)

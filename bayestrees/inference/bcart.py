@@ -197,7 +197,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
                        prior=traced_params(config.prior, dtype))
     cfg = M.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
                        tuple(float(p) for p in config.move_probs), config.scheme,
-                       tuple(float(b) for b in config.temperatures), particles=config.particles)
+                       tuple(float(b) for b in config.temperatures), particles=config.particles,
+                       n_codes=int(np.max(data.n_bins)) if config.scheme == "pgibbs" else 0)
     kernel = M.build_kernel(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,

@@ -120,6 +120,8 @@ class MCMCConfig:
         must hold rows, ``weight > 0``); BET's ``q``
     particles : particles of the conditional SMC update of ``scheme="pgibbs"``
         (:mod:`bayestrees.inference.pgibbs`; at least 2)
+    n_codes : number of feature codes (codes are ``0 .. n_codes - 1``), a static bound that
+        ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
     """
 
     prior: Any
@@ -131,6 +133,7 @@ class MCMCConfig:
     temperatures: tuple = (1.0,)
     min_leaf_rows: int = 1
     particles: int = 10
+    n_codes: int = 0
 
     def __post_init__(self):
         t = tuple(float(b) for b in self.temperatures)

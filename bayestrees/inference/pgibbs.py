@@ -16,21 +16,27 @@ leaf at depth ``t - 1`` (the *frontier*), whether it splits and with which rule.
 exactly one such path (its truncations at depths ``0, 1, ..., D``), so a distribution over paths
 is one over trees.
 
-*Proposal* ``q(T_t | T_{t-1})``: every frontier leaf that can split (depth below ``max_depth``,
-a valid rule among its rows) splits with probability ``p(d) = e^{ls(d)} / (e^{ls(d)} +
-e^{lst(d)})``, with ``ls``, ``lst`` the prior's ``log_split`` and ``log_stop`` (Chipman's and the
-depth-decay prior: the prior's own split probability; the leaf-count prior: ``1 / (1 + phi)``),
-and draws its rule as the local moves do (variable uniform among the valid ones, or with
-probability ``xi_j / sum_valid xi`` given ``var_weight``; threshold uniform among its valid codes).
+*Proposal* ``q(T_t | T_{t-1})``, data-informed (:func:`_proposal`): a frontier leaf ``s`` that
+can split (depth below ``max_depth``, a valid rule among its rows) scores each valid rule
+``(j, c)`` by ``r = log rho_s(j, c) + beta Delta_s(j, c)``, with ``rho`` the rule prior of the local
+moves and ``Delta`` the gain of the split in a per-leaf log marginal likelihood; with
+``Z_s = sum e^r`` it splits with probability ``p Z_s / (p Z_s + 1 - p)``, ``p = e^{ls(d)} /
+(e^{ls(d)} + e^{lst(d)})`` from the prior's ``log_split`` and ``log_stop`` (Chipman's and the
+depth-decay prior: their own split probability; the leaf-count prior: ``1 / (1 + phi)``), and
+draws its rule with probability ``e^r / Z_s``.  Without a likelihood this is the prior.  (With
+the prior as proposal, as in Lakshminarayanan et al., random splits seldom beat a single tree
+fitted to strong data: on 300 California rows, 2,000 such updates left 16 chains at mean log
+posteriors from -453 to -366, where the local moves sit at -355 to -342.)
 
 *Intermediate targets* ``gamma_t(T_t) = beta log p(Y | T_t) + log p(T_t) - sum_F lst(d)``, the
 sum over the frontier leaves of ``T_t`` that can split: the tempered target with the frontier's
 stopping terms left out (they are not decided yet).  At ``t = D`` no frontier leaf can split and
 ``gamma_D = beta log p(Y | T) + log p(T)``, the chain's target.  With the Chipman or depth-decay
 prior the prior's terms cancel against the proposal and the incremental weight
-``gamma_t(T_t) - gamma_{t-1}(T_{t-1}) - log q(T_t | T_{t-1})`` is the tempered change of the
-marginal likelihood, as in Lakshminarayanan et al.; with the leaf-count prior it also carries
-the prior's and the rule-count terms.  Trees with a node below ``min_leaf_rows`` get weight 0.
+``gamma_t(T_t) - gamma_{t-1}(T_{t-1}) - log q(T_t | T_{t-1})`` is, per decided node,
+``log(p Z_s + 1 - p)`` plus, for a split, the tempered marginal-likelihood gain less its
+proposal score; with the leaf-count prior it also carries the prior's and the rule-count terms.
+Trees with a node below ``min_leaf_rows`` get weight 0.
 
 *Conditional SMC* with ``N`` particles: particle 0 follows the current tree's path; at each stage
 particles ``1..N-1`` draw their ancestors from the normalised weights (multinomial), particle 0
@@ -38,23 +44,27 @@ keeps ancestor 0; all are extended and weighted; at the end one particle is draw
 weights.  The update is invariant for ``pi`` (Andrieu, Doucet & Holenstein 2010, Theorem 5).
 
 Randomness: a stage draws its uniforms with one call of :func:`bayestrees.random_bits.uniform`
-on ``fold_in(key, t)``.
+on ``fold_in(key, t)``.  Cost: a stage builds, per particle, the statistics of the frontier's rows
+by (feature, code) (``2^(max_depth-1) * d * n_codes`` cells) and evaluates the particle's tree;
+an update is ``max_depth`` stages of ``particles`` particles, tens of local moves' worth.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import random_bits
+from ..batching import scatter_add
 from ..tree import FREE, LEAF, Tree
 from .mcmc import (
     MCMCConfig,
     MCMCData,
     State,
     _depth_of,
-    _draw_rule_u,
     _gumbel,
-    _log_rule_q,
+    _log_var_prob,
     _rule_counts,
     _uniform,
     evaluate,
@@ -79,7 +89,7 @@ def truncate(tree: Tree, t) -> Tree:
 
 
 def _split_probs(prior, depth, dt):
-    """log p(split) and log p(stop) of the proposal at ``depth`` (the prior's, normalised)."""
+    """log p(split) and log p(stop) of the prior at ``depth``, normalised."""
     ls, lst = prior.log_split(depth).astype(dt), prior.log_stop(depth).astype(dt)
     norm = jnp.logaddexp(ls, lst)
     return ls - norm, lst - norm
@@ -101,35 +111,130 @@ def _gamma(tree: Tree, ev, beta, t, prior, cfg: MCMCConfig):
     return jnp.where(ev.valid, g, -jnp.inf)
 
 
-def _extend(tree: Tree, ev, t, u, prior, cfg: MCMCConfig, var_weight):
-    """Decide every frontier leaf (depth ``t - 1``) of ``tree``: ``u`` holds ``d + 2`` uniforms per slot."""
-    S = cfg.capacity
+class _Proposal(NamedTuple):
+    """The proposal at the frontier of one particle, slots ``start + f`` for ``f < F``: ``log q`` of
+    stopping, of splitting, and of each rule given a split (``(F, d, B)``, ``-inf`` where not valid)."""
+
+    start: jax.Array
+    log_stop: jax.Array
+    log_split: jax.Array
+    log_rule: jax.Array
+
+
+def _leaf_score(tree: Tree, ev, cfg: MCMCConfig):
+    """The per-leaf log marginal likelihood that scores a split in the proposal: ``stats (..., k) -> (...)``.
+
+    Leaf models whose marginal is a product over leaves (Dirichlet, per-leaf Normal) use their own.
+    The common-variance model's is not; it uses the Normal likelihood with the leaf mean integrated
+    out and the variance fixed at ``B / A``, the posterior scale of the variance given the
+    particle's own tree (to first order the common-variance gain of a split).  Either way the
+    proposal depends on the particle only.
+    """
+    lm_model = cfg.leaf_model
+    if not getattr(lm_model, "common_sigma", False):
+        return lambda a: lm_model.log_marginal(a[..., None, :], jnp.ones(a.shape[:-1] + (1,), bool))
+    m0, k0, *_ = lm_model._parts(ev.stats, tree.is_leaf())
+    *_, A, B = lm_model._parts(ev.stats, tree.is_leaf())
+    s2 = B / A
+
+    def score(a):
+        n, s_, ss = a[..., 0], a[..., 1], a[..., 2]
+        kn = k0 + n
+        ybar = s_ / jnp.maximum(n, 1e-12)
+        q = jnp.maximum(ss - n * ybar * ybar, 0.0) + k0 * n * (ybar - m0) ** 2 / kn
+        return 0.5 * (jnp.log(k0) - jnp.log(kn)) - q / (2.0 * s2)
+
+    return score
+
+
+def _front_width(cfg: MCMCConfig) -> int:
+    """The widest frontier: the slots at depth ``max_depth - 1``."""
+    return 2 ** max(cfg.max_depth - 1, 0)
+
+
+def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -> _Proposal:
+    """The data-informed proposal for the frontier (the slots at depth ``t - 1``) of one particle.
+
+    A rule ``(j, c)`` at node ``s`` scores ``r = log rho_s(j, c) + beta * Delta_s(j, c)``: ``rho`` the
+    rule prior of the local moves (``1 / (nvar nthr_j)``, or ``xi``-weighted), ``Delta`` the gain of
+    the split in a per-leaf log marginal likelihood (the leaf model's log marginal of each node alone:
+    exact for the Dirichlet and per-leaf Normal models, a per-leaf stand-in for the common-variance
+    one).  With ``Z_s = sum_rules e^r`` the node splits with probability
+    ``p Z_s / (p Z_s + 1 - p)`` (``p`` the prior's split probability) and draws its rule with
+    probability ``e^r / Z_s``: the locally optimal proposal when the marginal likelihood is a
+    product over leaves.  It depends on the data and on the particle, never on the chain's current
+    tree, as conditional SMC requires.  Without a likelihood it is the prior.
+    """
+    d, B, F = cfg.n_features, cfg.n_codes, _front_width(cfg)
+    n = data.codes.shape[0]
+    dt = ev.log_lik.dtype
+    start = (2 ** (t - 1) - 1).astype(jnp.int32)
+    pos = jnp.arange(F, dtype=jnp.int32)
+    slots = start + pos
+    depth = _depth_of(slots)
+    live = data.weight > 0
+    stats = data.row_stats * jnp.where(live, data.weight, 0.0)[:, None].astype(data.row_stats.dtype)
+    k = stats.shape[-1]
+    # statistics of every frontier node's rows by (feature, code): one scatter of the n * d pairs
+    f_row = ev.leaf - start
+    in_front = live & (f_row >= 0) & (f_row < F)
+    cell = (jnp.where(in_front, f_row, F)[:, None] * d + jnp.arange(d)[None, :]) * B + jnp.clip(data.codes, 0, B - 1)
+    hist = scatter_add(jnp.zeros(((F + 1) * d * B, k), stats.dtype), cell.reshape(-1),
+                       jnp.broadcast_to(stats[:, None, :], (n, d, k)).reshape(-1, k))
+    left = jnp.cumsum(hist[:F * d * B].reshape(F, d, B, k), 2)
+    total = jax.lax.dynamic_slice_in_dim(ev.stats, start, F).astype(stats.dtype)[:, None, None, :]
+    lm = _leaf_score(tree, ev, cfg)
+    gain = lm(left) + lm(total - left) - lm(total)
+    lo = jax.lax.dynamic_slice_in_dim(ev.lo, start, F)
+    hi = jax.lax.dynamic_slice_in_dim(ev.hi, start, F)
+    nvar, nthr = _rule_counts(lo, hi)
+    codes = jnp.arange(B)
+    valid = (codes >= lo[:, :, None]) & (codes < hi[:, :, None])
+    if data.var_weight is None:
+        log_var = -jnp.log(jnp.maximum(nvar, 1).astype(dt))[:, None]
+    else:
+        log_var = _log_var_prob(nthr, jnp.arange(d)[None, :], data.var_weight).astype(dt)
+    log_rho = log_var - jnp.log(jnp.maximum(nthr, 1).astype(dt))
+    r = jnp.where(valid, log_rho[:, :, None] + jnp.asarray(beta, dt) * gain.astype(dt), -jnp.inf)
+    log_z = jax.nn.logsumexp(r.reshape(F, -1), -1)
+    lps, lpst = _split_probs(prior, depth, dt)
+    leaf = jax.lax.dynamic_slice_in_dim(tree.left, start, F) == LEAF
+    can = (pos < 2 ** (t - 1)) & leaf & (depth < cfg.max_depth) & (nvar > 0)
+    norm = jnp.logaddexp(lps + log_z, lpst)
+    log_split = jnp.where(can, lps + log_z - norm, -jnp.inf)
+    log_stop = jnp.where(can, lpst - norm, 0.0)
+    return _Proposal(start, log_stop, log_split, r - jnp.where(can, log_z, 0.0)[:, None, None])
+
+
+def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
+    """Decide every frontier leaf of ``tree`` by ``prop``: ``u`` holds 2 uniforms per frontier slot."""
+    S, d, B, F = cfg.capacity, cfg.n_features, cfg.n_codes, _front_width(cfg)
+    split = jnp.log(u[:, 0]).astype(prop.log_split.dtype) < prop.log_split
+    # the rule by the inverse distribution function over the (feature, code) pairs
+    w = jnp.exp(jnp.where(jnp.isfinite(prop.log_split)[:, None], prop.log_rule.reshape(F, d * B), -jnp.inf))
+    cdf = jnp.cumsum(w, -1)
+    pick = jnp.minimum(jnp.sum(cdf < u[:, 1:2].astype(cdf.dtype) * cdf[:, -1:], -1), d * B - 1).astype(jnp.int32)
+    split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
+    put = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part.astype(full.dtype), prop.start, 0)
+    split_s = put(jnp.zeros(S, bool), split)
+    j_s, thr_s = put(tree.feature, pick // B), put(tree.threshold, pick % B)
     idx = jnp.arange(S, dtype=jnp.int32)
-    depth = _depth_of(idx)
-    lps, _ = _split_probs(prior, depth, ev.log_lik.dtype)
-    can = _can_split(tree, ev, cfg, depth) & (depth == t - 1)
-    split = can & (jnp.log(u[:, 0]).astype(lps.dtype) < lps)
-    j, thr = jax.vmap(lambda uv, ut, s: _draw_rule_u(uv, ut, ev, s, var_weight))(u[:, 2:], u[:, 1], idx)
-    par = jnp.maximum((idx - 1) // 2, 0)
-    born = (idx > 0) & split[par]
+    born = (idx > 0) & split_s[jnp.maximum((idx - 1) // 2, 0)]
     return tree._replace(
-        left=jnp.where(split, 2 * idx + 1, jnp.where(born, LEAF, tree.left)).astype(tree.left.dtype),
-        right=jnp.where(split, 2 * idx + 2, jnp.where(born, LEAF, tree.right)).astype(tree.right.dtype),
-        feature=jnp.where(split, j, tree.feature).astype(tree.feature.dtype),
-        threshold=jnp.where(split, thr, tree.threshold).astype(tree.threshold.dtype),
+        left=jnp.where(split_s, 2 * idx + 1, jnp.where(born, LEAF, tree.left)).astype(tree.left.dtype),
+        right=jnp.where(split_s, 2 * idx + 2, jnp.where(born, LEAF, tree.right)).astype(tree.right.dtype),
+        feature=jnp.where(split_s, j_s, tree.feature).astype(tree.feature.dtype),
+        threshold=jnp.where(split_s, thr_s, tree.threshold).astype(tree.threshold.dtype),
         n_nodes=(tree.n_nodes + 2 * jnp.sum(split)).astype(tree.n_nodes.dtype))
 
 
-def _log_q(tree: Tree, ev, new: Tree, t, prior, cfg: MCMCConfig, var_weight):
+def _log_q(prop: _Proposal, new: Tree, cfg: MCMCConfig):
     """``log q(new | tree)``: the proposal's probability of the frontier decisions that made ``new``."""
-    S = cfg.capacity
-    idx = jnp.arange(S, dtype=jnp.int32)
-    depth = _depth_of(idx)
-    lps, lpst = _split_probs(prior, depth, ev.log_lik.dtype)
-    can = _can_split(tree, ev, cfg, depth) & (depth == t - 1)
-    split = new.is_internal()
-    lrule = jax.vmap(lambda s, j: _log_rule_q(ev, s, j, var_weight))(idx, jnp.maximum(new.feature, 0))
-    return jnp.sum(jnp.where(can, jnp.where(split, lps + lrule, lpst), 0.0))
+    B, F = cfg.n_codes, _front_width(cfg)
+    cut = lambda a: jax.lax.dynamic_slice_in_dim(a, prop.start, F)
+    split = (cut(new.left) >= 0) & jnp.isfinite(prop.log_split)
+    rule = prop.log_rule[jnp.arange(F), jnp.maximum(cut(new.feature), 0), jnp.clip(cut(new.threshold), 0, B - 1)]
+    return jnp.sum(jnp.where(split, prop.log_split + rule, prop.log_stop))
 
 
 def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
@@ -137,7 +242,9 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
 
     Returns ``(state, changed)``: the new state and whether its tree differs from the old one.
     """
-    N, S, D, d = cfg.particles, cfg.capacity, cfg.max_depth, cfg.n_features
+    N, D, F = cfg.particles, cfg.max_depth, _front_width(cfg)
+    if cfg.n_codes < 1:
+        raise ValueError("particle Gibbs needs MCMCConfig.n_codes (the number of feature codes, a static bound)")
     prior = cfg.prior if data.prior is None else data.prior
     beta = state.beta
     ref = state.tree
@@ -151,18 +258,17 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
 
     def stage(t, carry):
         trees, evs, gam, logw = carry
-        u = _uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * S * (d + 2),))
+        u = _uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F * 2,))
         g = _gumbel(u[:(N - 1) * N].reshape(N - 1, N)) + logw
         anc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.argmax(g, -1).astype(jnp.int32)])
         take = lambda a: a[anc]
         trees, evs, gam = jax.tree_util.tree_map(take, trees), jax.tree_util.tree_map(take, evs), gam[anc]
-        ux = u[(N - 1) * N:].reshape(N, S, d + 2)
-        new = jax.vmap(_extend, in_axes=(0, 0, None, 0, None, None, None))(trees, evs, t, ux, prior, cfg,
-                                                                          data.var_weight)
-        ref_t = truncate(ref, t)
-        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, ref_t)
-        lq = jax.vmap(_log_q, in_axes=(0, 0, 0, None, None, None, None))(trees, evs, new, t, prior, cfg,
-                                                                         data.var_weight)
+        props = jax.vmap(_proposal, in_axes=(0, 0, None, None, None, None, None))(trees, evs, t, beta, data, prior,
+                                                                                cfg)
+        ux = u[(N - 1) * N:].reshape(N, F, 2)
+        new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
+        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, truncate(ref, t))
+        lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
         new_evs = ev_all(new, data, cfg)
         new_gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(new, new_evs, beta, t, prior, cfg)
         logw = jnp.where(jnp.isfinite(new_gam), new_gam - gam - lq, -jnp.inf)
