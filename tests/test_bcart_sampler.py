@@ -21,6 +21,7 @@ from scipy.special import gammaln
 
 from bayestrees.inference import mcmc as M
 from bayestrees.inference.loop import run_chains
+from bayestrees.inference.pgibbs import kernel_for
 from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
 from bayestrees.priors import ChipmanPrior, LeafCountPrior, canonical, traced_params
 from bayestrees.tree import LEAF
@@ -89,7 +90,7 @@ def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     # (beta = 1) come in as traced arguments
     cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme, n_codes=5)
     data = _data(codes, np.zeros(40, np.float32), model)._replace(prior=traced_params(prior, jnp.float32))
-    res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,),
+    res = run_chains(jax.random.key(0), kernel_for(cfg), args=(data,),
                      chains=16, draws=1500 if scheme != "pgibbs" else 600, tune=300 if scheme != "pgibbs" else 20,
                      thin=4 if scheme == "moves" else 1, collect=_shape_of)
     leaves, depth = (np.asarray(a).ravel() for a in res.samples)
@@ -145,7 +146,7 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures):
     cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, scheme=scheme, temperatures=temperatures,
                        n_codes=4)
     pg = scheme == "pgibbs"  # one particle Gibbs update regrows the whole tree: fewer, unthinned steps
-    res = run_chains(jax.random.key(1), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
+    res = run_chains(jax.random.key(1), kernel_for(cfg), args=(_data(codes, y, model),), chains=16,
                      draws=1500, tune=100 if pg else 500, thin=1 if pg else 4, collect=_tree_of)
     trees = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
     n_leaves = (trees.left == LEAF).sum(-1)
@@ -156,6 +157,14 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures):
     tv_root = 0.5 * sum(abs(roots[k] / len(n_leaves) - exact_root[k]) for k in exact_root)
     assert tv_leaves < 0.03, (tv_leaves, got_leaves, exact_leaves)
     assert tv_root < 0.03, (tv_root, roots, exact_root)
+
+
+def test_particle_gibbs_is_built_by_its_own_module():
+    """mcmc does not import pgibbs (no import cycle): its build_kernel refuses the scheme it cannot run."""
+    cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme="pgibbs", n_codes=4)
+    with pytest.raises(ValueError, match="pgibbs.build_kernel"):
+        M.build_kernel(cfg)
+    assert kernel_for(cfg).step.update is not None
 
 
 def test_truncation_keeps_the_top_of_a_tree():

@@ -30,6 +30,7 @@ from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, Norm
 from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ..tree import Tree, predict
 from . import mcmc as M
+from .pgibbs import kernel_for
 from .loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
@@ -199,7 +200,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
                        tuple(float(p) for p in config.move_probs), config.scheme,
                        tuple(float(b) for b in config.temperatures), particles=config.particles,
                        n_codes=int(np.max(data.n_bins)) if config.scheme == "pgibbs" else 0)
-    kernel = M.build_kernel(cfg, dtype)
+    kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=M.collect(cfg), progressbar=config.progressbar,

@@ -585,7 +585,12 @@ class _Init:
 
 @dataclass(frozen=True)
 class _Step:
+    """One step of scheme ``cfg.scheme``; ``update`` is the whole-tree update of scheme "pgibbs"
+    (:func:`bayestrees.inference.pgibbs.pgibbs`, handed in by its ``build_kernel``: this module
+    does not import it)."""
+
     cfg: MCMCConfig
+    update: Any = None
 
     def __call__(self, key, state: State, data: MCMCData):
         cfg = self.cfg
@@ -596,9 +601,7 @@ class _Step:
                         ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
             return new, info
         if cfg.scheme == "pgibbs":
-            from .pgibbs import pgibbs
-
-            new, changed = pgibbs(key, state, data, cfg)
+            new, changed = self.update(key, state, data, cfg)
             ev = new.ev
             info = Info(jnp.int32(STEP_KINDS.index("pgibbs")), jnp.array(True), changed,
                         jnp.zeros((), ev.log_lik.dtype), ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg),
@@ -637,11 +640,12 @@ class _TemperedStep:
     ``min(1, exp((b_i - b_{i+1}) (log p(Y | T_{i+1}) - log p(Y | T_i))))`` (the prior cancels)."""
 
     cfg: MCMCConfig
+    update: Any = None
 
     def __call__(self, key, state: State, data: MCMCData):
         k_rep, k_pair, k_acc = jax.random.split(key, 3)
         R = len(self.cfg.temperatures)
-        base = _Step(self.cfg)
+        base = _Step(self.cfg, self.update)
         st, infos = jax.vmap(base, in_axes=(0, 0, None))(jax.random.split(k_rep, R), state, data)
         i = jax.random.randint(k_pair, (), 0, R - 1)
         ll = st.ev.log_lik
@@ -657,21 +661,24 @@ class _TemperedStep:
         return swapped, info
 
 
-def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
+def build_kernel(cfg: MCMCConfig, dtype=jnp.float32, update=None) -> Kernel:
     """The ``init``/``step`` pair of Bayesian CART for one chain; the data is the kernel's argument.
 
     ``init(key, data)`` starts from the root leaf; ``step(key, state, data)`` makes
-    one move of a type drawn with ``cfg.move_probs``.  Both are hashable by
+    one move of a type drawn with ``cfg.move_probs`` (or one sweep).  Both are hashable by
     ``cfg``, so every fit with the same settings and data shapes reuses one
-    compilation.
+    compilation.  Scheme "pgibbs" is built by :func:`bayestrees.inference.pgibbs.build_kernel`,
+    which hands its update in as ``update``.
     """
+    if cfg.scheme == "pgibbs" and update is None:
+        raise ValueError("scheme 'pgibbs' is built by bayestrees.inference.pgibbs.build_kernel")
     if abs(float(cfg.move_probs[0]) - float(cfg.move_probs[1])) > 1e-12:
         raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
     if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:
         raise ValueError(f"move_probs must be 4 non-negative probabilities summing to 1, got {cfg.move_probs}")
     if len(cfg.temperatures) > 1:
-        return Kernel(_TemperedInit(cfg, jnp.dtype(dtype)), _TemperedStep(cfg))
-    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
+        return Kernel(_TemperedInit(cfg, jnp.dtype(dtype)), _TemperedStep(cfg, update))
+    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg, update))
 
 
 def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynamic"):

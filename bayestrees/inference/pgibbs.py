@@ -69,8 +69,11 @@ from .mcmc import (
     _uniform,
     evaluate,
 )
+from .mcmc import (
+    build_kernel as _mcmc_kernel,
+)
 
-__all__ = ["pgibbs", "truncate"]
+__all__ = ["build_kernel", "kernel_for", "pgibbs", "truncate"]
 
 
 def truncate(tree: Tree, t) -> Tree:
@@ -283,3 +286,16 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     changed = jnp.any(tree.left != ref.left) | jnp.any(internal & ((tree.feature != ref.feature)
                                                                    | (tree.threshold != ref.threshold)))
     return State(tree, ev, state.beta), changed
+
+
+def build_kernel(cfg: MCMCConfig, dtype=jnp.float32):
+    """The ``init``/``step`` pair of scheme "pgibbs" (every step one :func:`pgibbs` update;
+    tempered like the other schemes when ``cfg.temperatures`` has several)."""
+    if cfg.scheme != "pgibbs":
+        raise ValueError(f"this kernel is for scheme 'pgibbs', got {cfg.scheme!r}")
+    return _mcmc_kernel(cfg, dtype, update=pgibbs)
+
+
+def kernel_for(cfg: MCMCConfig, dtype=jnp.float32):
+    """The Bayesian CART kernel of ``cfg``, whatever its scheme."""
+    return build_kernel(cfg, dtype) if cfg.scheme == "pgibbs" else _mcmc_kernel(cfg, dtype)
