@@ -145,8 +145,10 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures):
     model = DirichletLeaves(2, 1.0)
     cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, d, scheme=scheme, temperatures=temperatures,
                        n_codes=4)
-    pg = scheme == "pgibbs"  # one particle Gibbs update regrows the whole tree: fewer, unthinned steps
-    res = run_chains(jax.random.key(1), kernel_for(cfg), args=(_data(codes, y, model),), chains=16,
+    # one particle Gibbs update regrows the whole tree: fewer chains and unthinned steps (12,000 draws,
+    # a third of them changing the tree; 60 tree evaluations per update)
+    pg = scheme == "pgibbs"
+    res = run_chains(jax.random.key(1), kernel_for(cfg), args=(_data(codes, y, model),), chains=8 if pg else 16,
                      draws=1500, tune=100 if pg else 500, thin=1 if pg else 4, collect=_tree_of)
     trees = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
     n_leaves = (trees.left == LEAF).sum(-1)
