@@ -76,8 +76,10 @@ def main():
     rows = []
     for steps in args.steps:
         tune = steps // 2
-        thin = max(1, (steps - tune) // args.draws)
-        kw = dict(chains=args.chains, tune=tune, draws=args.draws, thin=thin, scheme=args.scheme,
+        # never more steps than asked: with fewer than --draws steps after tuning, every one is kept
+        draws = min(args.draws, steps - tune)
+        thin = max(1, (steps - tune) // draws)
+        kw = dict(chains=args.chains, tune=tune, draws=draws, thin=thin, scheme=args.scheme,
                   particles=args.particles, temperatures=temps, random_state=args.seed)
         compile_s = float("nan")
         if args.warm:  # same shapes, draws and settings, two tuning steps and thin 1: compiles what the timed fit runs
@@ -91,7 +93,8 @@ def main():
         rh = az.rhat(idata, var_names=["n_leaves", "sigma"])
         rh_lp = float(az.rhat(az.convert_to_dataset(idata.sample_stats[["lp"]]))["lp"])
         ess = float(az.ess(idata, var_names=["n_leaves"])["n_leaves"])
-        row = {"benchmark": "bcart_mixing", "steps": steps, "tune": tune, "thin": thin, "chains": args.chains,
+        row = {"benchmark": "bcart_mixing", "steps": steps, "tune": tune, "draws": draws, "thin": thin,
+               "chains": args.chains,
                "temperatures": list(temps), "scheme": args.scheme,
                "particles": args.particles if args.scheme == "pgibbs" else None, "seed": args.seed,
                "data": args.data, "n": args.n,
