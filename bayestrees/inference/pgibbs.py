@@ -136,8 +136,7 @@ def _leaf_score(tree: Tree, ev, cfg: MCMCConfig):
     lm_model = cfg.leaf_model
     if not getattr(lm_model, "common_sigma", False):
         return lambda a: lm_model.log_marginal(a[..., None, :], jnp.ones(a.shape[:-1] + (1,), bool))
-    m0, k0, *_ = lm_model._parts(ev.stats, tree.is_leaf())
-    *_, A, B = lm_model._parts(ev.stats, tree.is_leaf())
+    m0, k0, *_, A, B = lm_model._parts(ev.stats, tree.is_leaf())
     s2 = B / A
 
     def score(a):
