@@ -583,6 +583,13 @@ class _Init:
         return State(tree, evaluate(tree, data, self.cfg), jnp.ones((), self.dtype))
 
 
+def _whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
+    """The Info of a step that updates the whole tree (a sweep, a particle Gibbs update)."""
+    ev = new.ev
+    return Info(jnp.int32(STEP_KINDS.index(kind)), jnp.array(True), accepted, jnp.zeros((), ev.log_lik.dtype),
+                ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
+
+
 @dataclass(frozen=True)
 class _Step:
     """One step of scheme ``cfg.scheme``; ``update`` is the whole-tree update of scheme "pgibbs"
@@ -596,17 +603,10 @@ class _Step:
         cfg = self.cfg
         if cfg.scheme == "sweep":
             new, n_acc = sweep(key, state, data, cfg)
-            ev = new.ev
-            info = Info(jnp.int32(STEP_KINDS.index("sweep")), jnp.array(True), n_acc > 0, jnp.zeros((), ev.log_lik.dtype),
-                        ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
-            return new, info
+            return new, _whole_step_info("sweep", n_acc > 0, new, cfg)
         if cfg.scheme == "pgibbs":
             new, changed = self.update(key, state, data, cfg)
-            ev = new.ev
-            info = Info(jnp.int32(STEP_KINDS.index("pgibbs")), jnp.array(True), changed,
-                        jnp.zeros((), ev.log_lik.dtype), ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg),
-                        jnp.array(False))
-            return new, info
+            return new, _whole_step_info("pgibbs", changed, new, cfg)
         u = _uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
         move = jnp.argmax(_gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0

@@ -63,6 +63,7 @@ from .mcmc import (
     MCMCData,
     State,
     _depth_of,
+    _growable,
     _gumbel,
     _log_var_prob,
     _rule_counts,
@@ -98,17 +99,12 @@ def _split_probs(prior, depth, dt):
     return ls - norm, lst - norm
 
 
-def _can_split(tree: Tree, ev, cfg: MCMCConfig, depth):
-    nvar, _ = _rule_counts(ev.lo, ev.hi)
-    return tree.is_leaf() & (depth < cfg.max_depth) & (nvar > 0)
-
-
 def _gamma(tree: Tree, ev, beta, t, prior, cfg: MCMCConfig):
     """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node)."""
     S = cfg.capacity
     depth = _depth_of(jnp.arange(S))
     dt = ev.log_lik.dtype
-    front = _can_split(tree, ev, cfg, depth) & (depth == t)
+    front = _growable(tree, ev, cfg) & (depth == t)
     open_stop = jnp.sum(jnp.where(front, prior.log_stop(depth).astype(dt), 0.0))
     g = jnp.asarray(beta, dt) * ev.log_lik + ev.log_prior - open_stop
     return jnp.where(ev.valid, g, -jnp.inf)
