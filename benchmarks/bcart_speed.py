@@ -5,9 +5,12 @@ depth limit (bayestrees ``max_depth=5`` = bartz ``maxdepth=6``: levels 0..5) and
 cut points (``max_bins=100`` against ``numcut=100``).  A bayestrees step is one move (grow,
 prune, change or swap); a bartz iteration is one grow/prune move of its single tree plus its
 leaf and noise updates.  Each side runs once to compile (reported apart) and then ``--repeats``
-times; the median is reported.  The chain-scaling part times ``chains`` in 1, 4, 16, 64 chains
-of bayestrees for the same number of steps, vmapped (``chain_method="vectorized"``) and in
-threads (``"parallel"``); one chain runs the same unbatched program either way.
+times; the median is reported.  The chain-scaling part times ``chains`` in 1 and ``--chains``
+(default 4, 16, 64) chains of bayestrees for the same number of steps, vmapped
+(``chain_method="vectorized"``) and in threads (``"parallel"``); one chain runs the same unbatched
+program either way.  Beside each wall time the process CPU time of the same run is recorded
+(``chains_cpu_s``, ``bartz_chains_cpu_s``: all threads together, so it exceeds the wall time when
+XLA keeps both cores busy), which tells how much of the machine one chain already uses.
 
 The peer figure for chain scaling times bartz's own multi-chain sampler,
 ``bartz.BART.mc_gbart(mc_cores=c)`` for ``c`` in ``--bartz-chains`` (default 1, 4, 16, 64), with the
@@ -47,15 +50,20 @@ def friedman(rng, n, p=10):
     return X, f + rng.normal(size=n)
 
 
-def timed(fn, repeats):
+def timed(fn, repeats, cpu=None):
+    """``(first call s, median of repeats s)``; with a dict ``cpu``, ``cpu["s"]`` gets the median
+    process CPU seconds of the repeats (all threads: above the wall time when several cores work)."""
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
-    times = []
+    times, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    if cpu is not None:
+        cpu["s"] = float(np.median(cpus))
     return first, float(np.median(times))
 
 
@@ -83,7 +91,7 @@ def bartz_chain_scaling(X, y, steps, repeats, chain_counts):
     from bartz.BART import mc_gbart
 
     y32 = y.astype(np.float32)
-    seconds, compile_s, devices, notes = {}, {}, {}, set()
+    seconds, compile_s, devices, notes, cpu_s = {}, {}, {}, set(), {}
     for c in chain_counts:
         last = {}
 
@@ -95,7 +103,9 @@ def bartz_chain_scaling(X, y, steps, repeats, chain_counts):
                 jax.block_until_ready(m.yhat_train_mean)
             notes.update(str(w.message) for w in caught)
             last["m"] = m
-        compile_s[c], seconds[c] = timed(run, repeats)
+        cpu = {}
+        compile_s[c], seconds[c] = timed(run, repeats, cpu)
+        cpu_s[c] = cpu["s"]
         m = last["m"]
         # every chain ran steps // 2 burn-in plus steps // 2 kept iterations
         sigma_shape = (steps,) if c == 1 else (steps, c)
@@ -106,7 +116,8 @@ def bartz_chain_scaling(X, y, steps, repeats, chain_counts):
         assert m._main_trace.error_cov_inv.shape == trace_shape, (c, m._main_trace.error_cov_inv.shape)
         mesh = m._mcmc_state.config.mesh
         devices[c] = 1 if mesh is None or "chains" not in mesh.axis_names else mesh.shape["chains"]
-    res = {"bartz_chains_seconds": seconds, "bartz_chains_compile_and_first_s": compile_s,
+    res = {"bartz_chains_seconds": seconds, "bartz_chains_cpu_s": cpu_s,
+           "bartz_chains_compile_and_first_s": compile_s,
            "bartz_chains_devices": devices, "bartz_chains_device_note": sorted(notes)}
     if 1 in seconds:
         res["bartz_chains_ratio_to_one"] = {c: v / seconds[1] for c, v in seconds.items()}
@@ -120,6 +131,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--chain-methods", default="vectorized,parallel")
     p.add_argument("--skip-bartz", action="store_true", help="only the chain scaling (no bartz part at all)")
+    p.add_argument("--chains", default="4,16,64",
+                   help="comma-separated chain counts (besides 1) for our chain scaling")
     p.add_argument("--bartz-chains", default="1,4,16,64",
                    help="comma-separated chain counts for bartz's mc_gbart(mc_cores=c) scaling")
     args = p.parse_args()
@@ -156,13 +169,17 @@ def main():
                                        [int(c) for c in args.bartz_chains.split(",")]))
     except ImportError as e:
         out["bartz"] = str(e) if args.skip_bartz else "not installed (pip install bartz)"
-    _, one = timed(ours(1), 1)
+    cpu = {}
+    _, one = timed(ours(1), 1, cpu)
+    one_cpu = cpu["s"]
     for method in args.chain_methods.split(","):
-        scaling = {1: one}
-        for c in (4, 16, 64):
-            _, scaling[c] = timed(ours(c, method), 1)
+        scaling, cpu_s = {1: one}, {1: one_cpu}
+        for c in (int(c) for c in args.chains.split(",")):
+            _, scaling[c] = timed(ours(c, method), 1, cpu)
+            cpu_s[c] = cpu["s"]
         key = "" if method == "vectorized" else f"_{method}"
         out[f"chains_seconds{key}"] = scaling
+        out[f"chains_cpu_s{key}"] = cpu_s
         out[f"chains_ratio_to_one{key}"] = {c: v / one for c, v in scaling.items()}
     print(json.dumps(out, indent=1))
     with open(args.out or RESULTS / "bcart_speed.jsonl", "a") as fh:
