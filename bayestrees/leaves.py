@@ -53,6 +53,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
+from . import random_bits
 from .batching import scatter_add
 
 __all__ = [
@@ -240,7 +241,7 @@ class DirichletLeaves(NamedTuple):
 
     def draw(self, key, stats, mask=None):
         conc = stats + self._alpha(stats)
-        g = jax.random.gamma(key, conc, dtype=stats.dtype)
+        g = random_bits.gamma(key, conc, dtype=stats.dtype)
         # tiny concentrations can underflow every gamma draw of a leaf to 0: fall back to the mean
         tot = jnp.sum(g, -1, keepdims=True)
         p = jnp.where(tot > 0, g / jnp.where(tot > 0, tot, 1.0), conc / jnp.sum(conc, -1, keepdims=True))
@@ -264,7 +265,7 @@ def _normal_logpdf(y, mean, sigma):
 
 def _inv_gamma(key, a, b, dtype):
     """A draw of IG(a, b) (shape ``a``), i.e. ``b / Gamma(a, 1)``."""
-    return b / jax.random.gamma(key, a, dtype=dtype)
+    return b / random_bits.gamma(key, a, dtype=dtype)
 
 
 class NormalLeaves(NamedTuple):
@@ -303,10 +304,10 @@ class NormalLeaves(NamedTuple):
                                      self._prior(stats.dtype))
 
     def draw(self, key, stats, mask=None):
-        k_s, k_m = jax.random.split(key)
+        k_s, k_m = random_bits.split(key)
         mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._prior(stats.dtype))
         s2 = _inv_gamma(k_s, an, bn, stats.dtype)
-        mu = mn + jnp.sqrt(s2 / kn) * jax.random.normal(k_m, mn.shape, stats.dtype)
+        mu = mn + jnp.sqrt(s2 / kn) * random_bits.normal(k_m, mn.shape, stats.dtype)
         return LeafDraw(mu[..., None], jnp.sqrt(s2))
 
     def log_likelihood(self, y, leaf, draw: LeafDraw):
@@ -322,7 +323,7 @@ class NormalLeaves(NamedTuple):
         """
         mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._prior(stats.dtype))
         b = bn + 0.5 * kn * (mean - mn) ** 2
-        return jnp.sqrt(b / jax.random.gamma(key, an + 0.5, dtype=stats.dtype))
+        return jnp.sqrt(b / random_bits.gamma(key, an + 0.5, dtype=stats.dtype))
 
 
 class CommonVarianceNormalLeaves(NamedTuple):
@@ -385,10 +386,10 @@ class CommonVarianceNormalLeaves(NamedTuple):
         return student_t_logpdf(jnp.asarray(y, stats.dtype), loc, scale2, 2.0 * A[..., None])
 
     def draw(self, key, stats, mask):
-        k_s, k_m = jax.random.split(key)
+        k_s, k_m = random_bits.split(key)
         m0, k0, a0, b0, n, mn, kn, N, A, B = self._parts(stats, mask)
         s2 = _inv_gamma(k_s, A, B, stats.dtype)[..., None]
-        mu = mn + jnp.sqrt(s2 / kn) * jax.random.normal(k_m, mn.shape, stats.dtype)
+        mu = mn + jnp.sqrt(s2 / kn) * random_bits.normal(k_m, mn.shape, stats.dtype)
         return LeafDraw(mu[..., None], jnp.broadcast_to(jnp.sqrt(s2), mn.shape))
 
     def log_likelihood(self, y, leaf, draw: LeafDraw):
@@ -481,13 +482,13 @@ class ObjectiveNormalLeaves(NamedTuple):
         return jnp.where(proper, obj, ref)
 
     def draw(self, key, stats, mask=None):
-        k_s, k_m = jax.random.split(key)
+        k_s, k_m = random_bits.split(key)
         proper, n, ybar, S = self._parts(stats)
         mn, kn, an, bn = nig_posterior(stats[..., 0], stats[..., 1], stats[..., 2], self._ref(stats.dtype))
         # one inverse-gamma and one normal draw: IG((n-1)/2, S/2), N(ybar, s2/n) where proper, else the reference
         s2 = _inv_gamma(k_s, jnp.where(proper, 0.5 * (n - 1.0), an), jnp.where(proper, 0.5 * S, bn), stats.dtype)
         loc, k = jnp.where(proper, ybar, mn), jnp.where(proper, n, kn)
-        mu = loc + jnp.sqrt(s2 / k) * jax.random.normal(k_m, loc.shape, stats.dtype)
+        mu = loc + jnp.sqrt(s2 / k) * random_bits.normal(k_m, loc.shape, stats.dtype)
         return LeafDraw(mu[..., None], jnp.sqrt(s2))
 
     def log_likelihood(self, y, leaf, draw: LeafDraw):

@@ -1,14 +1,20 @@
-"""``fold_in``, ``split`` and float32 ``uniform`` for threefry keys, as one fused program each.
+"""``fold_in``, ``split``, float32 ``uniform``, ``normal`` and ``gamma`` for threefry keys, without rolled loops.
 
 JAX lowers its threefry hash on the CPU as a loop of five rolled rounds (to compile faster),
 so every ``jax.random`` call inside a compiled step runs a small ``while`` loop of about twenty
 operations per iteration.  A sampler step that draws its uniforms and folds in a counter pays
 that overhead on every step (every node visit, in the sweep).  The functions here compute the
 same hash with its twenty rounds written out (JAX's own GPU lowering), which XLA fuses into one
-elementwise operation.  They return **exactly** what ``jax.random.fold_in``, ``jax.random.split``
-and ``jax.random.uniform(key, shape, float32, minval, maxval)`` return for the default
-threefry key with ``jax_threefry_partitionable`` (JAX's default); any other key implementation
-or setting is handed to ``jax.random`` itself.  ``tests/test_random_bits.py`` holds them to that.
+elementwise operation.  They return **exactly** what ``jax.random.fold_in``, ``jax.random.split``,
+``jax.random.uniform(key, shape, float32, minval, maxval)``, ``jax.random.normal(key, shape,
+float32)`` and ``jax.random.gamma(key, a, dtype=float32)`` return for the default threefry key with
+``jax_threefry_partitionable`` (JAX's default); any other key implementation, dtype or setting is
+handed to ``jax.random`` itself.  ``tests/test_random_bits.py`` holds them to that.
+
+:func:`gamma` matters most: JAX's gamma sampler (Marsaglia & Tsang's rejection method) draws a
+split, a normal and a uniform per attempt, each a rolled threefry loop inside the rejection loop;
+under ``vmap`` over chains those loops are most of the time of a step that draws leaf
+parameters (a Bayesian CART draw's noise variance; BET's Dirichlet class probabilities).
 """
 from __future__ import annotations
 
@@ -17,8 +23,9 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 
-__all__ = ["fold_in", "split", "uniform"]
+__all__ = ["fold_in", "split", "uniform", "normal", "gamma"]
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -90,3 +97,73 @@ def uniform(key, shape=(), minval=0.0, maxval=1.0):
     f = jax.lax.bitcast_convert_type(bits, jnp.float32) - np.float32(1.0)
     lo, hi = jnp.float32(minval), jnp.float32(maxval)
     return jnp.maximum(lo, (f * (hi - lo) + lo).reshape(shape))
+
+
+def normal(key, shape=(), dtype=jnp.float32):
+    """``jax.random.normal(key, shape, dtype)``: ``sqrt(2) erfinv(u)``, ``u`` uniform on (-1, 1)."""
+    shape = tuple(shape)
+    if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
+        return jax.random.normal(key, shape, dtype)
+    lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
+    u = uniform(key, shape, lo, np.float32(1.0))
+    return jax.lax.mul(np.float32(np.sqrt(2)), jax.lax.erf_inv(u))
+
+
+def _gamma_one(key, alpha):
+    """One ``Gamma(alpha, 1)`` draw by Marsaglia & Tsang's method, step for step as JAX draws it
+    (boost below ``alpha = 1``; the same key splits and the same acceptance test)."""
+    f32 = jnp.float32
+    zero, one, minus_one = f32(0.0), f32(1.0), f32(-1.0)
+    third, half, squeeze = f32(1.0 / 3.0), f32(0.5), f32(0.0331)
+    boost_mask = alpha >= one
+    alpha_orig = alpha
+    alpha = jnp.where(boost_mask, alpha, alpha + one)
+    d = alpha - third
+    c = third / jnp.sqrt(d)
+
+    def cond(kxvu):
+        _, X, V, U = kxvu
+        return (U >= one - squeeze * (X * X)) & (jnp.log(U) >= X * half + d * (one - V + jnp.log(V)))
+
+    def body(kxvu):
+        def next_kxv(kxv):
+            k, sub = split(kxv[0])
+            x = normal(sub, (), jnp.float32)
+            return k, x, one + x * c
+
+        k, x_key, u_key = split(kxvu[0], 3)
+        _, x, v = jax.lax.while_loop(lambda kxv: kxv[2] <= zero, next_kxv, (x_key, zero, minus_one))
+        return k, x * x, v * v * v, uniform(u_key, ())
+
+    key, sub = split(key)
+    _, _, V, _ = jax.lax.while_loop(cond, body, (key, zero, one, f32(2.0)))
+    samples = 1 - uniform(sub, ())
+    boost = jnp.where(boost_mask, one, jax.lax.pow(samples, one / alpha_orig))
+    return d * V * boost
+
+
+@custom_vmap
+def _gamma_flat(keys, a):
+    """``Gamma(a_i, 1)`` with key ``keys_i`` for flat ``keys``, ``a``.  Under ``vmap`` the batch is
+    folded into the flat axis, so a batched call runs the same one-dimensional program as an
+    unbatched one (as JAX's own gamma primitive does): the draws agree to the bit."""
+    return jax.vmap(_gamma_one)(keys, a)
+
+
+@_gamma_flat.def_vmap
+def _gamma_flat_vmap(axis_size, in_batched, keys, a):
+    keys_b, a_b = in_batched
+    keys = keys if keys_b else jnp.broadcast_to(keys, (axis_size,) + keys.shape)
+    a = a if a_b else jnp.broadcast_to(a, (axis_size,) + a.shape)
+    return _gamma_flat(keys.reshape(-1), a.reshape(-1)).reshape(a.shape), True
+
+
+def gamma(key, a, dtype=jnp.float32):
+    """``jax.random.gamma(key, a, dtype=dtype)`` (shape ``a.shape``)."""
+    if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
+        return jax.random.gamma(key, a, dtype=dtype)
+    a = jnp.asarray(a).astype(jnp.float32)
+    shape = a.shape
+    keys = split(key, math.prod(shape))
+    return _gamma_flat(keys, a.reshape(-1)).reshape(shape)
+

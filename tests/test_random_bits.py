@@ -43,6 +43,36 @@ def test_under_vmap_and_other_key_kinds():
     np.testing.assert_array_equal(R.uniform(raw, (5,)), jax.random.uniform(raw, (5,)))
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (3, 4)])
+def test_normal_is_jax_normal_bit_for_bit(shape):
+    draw = jax.jit(lambda k: R.normal(k, shape))
+    for seed in range(20):
+        k = jax.random.key(seed)
+        np.testing.assert_array_equal(draw(k), jax.random.normal(k, shape, jnp.float32))
+
+
+def test_gamma_is_jax_gamma_bit_for_bit():
+    """Shapes below 1 (the boost), near 1 (the most rejections) and large; one call, under jit,
+    under vmap and nested vmap (the batch folded into one flat call, as JAX's primitive does)."""
+    rng = np.random.default_rng(2)
+    a = jnp.asarray(np.concatenate([rng.uniform(1e-3, 1, 6), rng.uniform(0.9, 1.2, 6), rng.uniform(1, 600, 6)])
+                    .reshape(3, 6), jnp.float32)
+    keys = jax.random.split(jax.random.key(5), 24)
+    want = jax.vmap(lambda k: jax.random.gamma(k, a, dtype=jnp.float32))(keys)
+    assert np.all(np.asarray(want) >= 0)
+    np.testing.assert_array_equal(R.gamma(keys[0], a), want[0])
+    np.testing.assert_array_equal(jax.jit(R.gamma)(keys[1], a), want[1])
+    np.testing.assert_array_equal(jax.jit(jax.vmap(R.gamma, in_axes=(0, None)))(keys, a), want)
+    nested = jax.jit(jax.vmap(jax.vmap(R.gamma, in_axes=(0, None)), in_axes=(0, None)))(keys.reshape(4, 6), a)
+    np.testing.assert_array_equal(nested.reshape(want.shape), want)
+    # a batched shape too (one per chain), and float64 or other keys handed to jax.random
+    per = jnp.broadcast_to(a, (24,) + a.shape) * jnp.linspace(0.5, 2, 24, dtype=jnp.float32)[:, None, None]
+    np.testing.assert_array_equal(jax.jit(jax.vmap(R.gamma))(keys, per),
+                                  jax.vmap(lambda k, b: jax.random.gamma(k, b, dtype=jnp.float32))(keys, per))
+    raw = jax.random.PRNGKey(0)
+    np.testing.assert_array_equal(R.gamma(raw, a), jax.random.gamma(raw, a, dtype=jnp.float32))
+
+
 def test_take_under_nested_vmap_equals_plain_gather():
     rng = np.random.default_rng(0)
     table = jnp.asarray(rng.normal(size=(3, 4, 7, 2)))
