@@ -19,6 +19,7 @@ parameters (a Bayesian CART draw's noise variance; BET's Dirichlet class probabi
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -99,14 +100,22 @@ def uniform(key, shape=(), minval=0.0, maxval=1.0):
     return jnp.maximum(lo, (f * (hi - lo) + lo).reshape(shape))
 
 
-def normal(key, shape=(), dtype=jnp.float32):
-    """``jax.random.normal(key, shape, dtype)``: ``sqrt(2) erfinv(u)``, ``u`` uniform on (-1, 1)."""
-    shape = tuple(shape)
-    if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
-        return jax.random.normal(key, shape, dtype)
+@partial(jax.jit, static_argnames=("shape", "dtype"))
+def _normal(key, shape, dtype):
     lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
     u = uniform(key, shape, lo, np.float32(1.0))
     return jax.lax.mul(np.float32(np.sqrt(2)), jax.lax.erf_inv(u))
+
+
+def normal(key, shape=(), dtype=jnp.float32):
+    """``jax.random.normal(key, shape, dtype)``: ``sqrt(2) erfinv(u)``, ``u`` uniform on (-1, 1).
+
+    Compiled once per shape (called outside ``jit``, e.g. by a predictive in chunks, it is not
+    traced again on every call)."""
+    shape = tuple(shape)
+    if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
+        return jax.random.normal(key, shape, dtype)
+    return _normal(key, shape, jnp.float32)
 
 
 def _gamma_one(key, alpha):
@@ -158,12 +167,18 @@ def _gamma_flat_vmap(axis_size, in_batched, keys, a):
     return _gamma_flat(keys.reshape(-1), a.reshape(-1)).reshape(a.shape), True
 
 
+@jax.jit
+def _gamma(key, a):
+    keys = split(key, math.prod(a.shape))
+    return _gamma_flat(keys, a.reshape(-1)).reshape(a.shape)
+
+
 def gamma(key, a, dtype=jnp.float32):
-    """``jax.random.gamma(key, a, dtype=dtype)`` (shape ``a.shape``)."""
+    """``jax.random.gamma(key, a, dtype=dtype)`` (shape ``a.shape``).
+
+    Compiled once per shape: called outside ``jit`` (a predictive drawing in chunks), its
+    rejection loop is not traced and compiled again on every call."""
     if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
         return jax.random.gamma(key, a, dtype=dtype)
-    a = jnp.asarray(a).astype(jnp.float32)
-    shape = a.shape
-    keys = split(key, math.prod(shape))
-    return _gamma_flat(keys, a.reshape(-1)).reshape(shape)
+    return _gamma(key, jnp.asarray(a).astype(jnp.float32))
 
