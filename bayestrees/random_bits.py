@@ -100,8 +100,8 @@ def uniform(key, shape=(), minval=0.0, maxval=1.0):
     return jnp.maximum(lo, (f * (hi - lo) + lo).reshape(shape))
 
 
-@partial(jax.jit, static_argnames=("shape", "dtype"))
-def _normal(key, shape, dtype):
+@partial(jax.jit, static_argnames=("shape",))
+def _normal(key, shape):
     lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
     u = uniform(key, shape, lo, np.float32(1.0))
     return jax.lax.mul(np.float32(np.sqrt(2)), jax.lax.erf_inv(u))
@@ -115,7 +115,7 @@ def normal(key, shape=(), dtype=jnp.float32):
     shape = tuple(shape)
     if not _fast(key) or jnp.dtype(dtype) != jnp.float32:
         return jax.random.normal(key, shape, dtype)
-    return _normal(key, shape, jnp.float32)
+    return _normal(key, shape)
 
 
 def _gamma_one(key, alpha):

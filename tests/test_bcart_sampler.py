@@ -124,7 +124,11 @@ def _canonical_root_feature(codes, tree):
 
 
 def _exact_pcfg_chains(codes, y, log_phi, max_depth, scheme, temperatures):
-    """The chains of the exact-posterior check: every kept tree, chains and draws flattened (NumPy)."""
+    """The chains of the exact-posterior check: every kept tree, chains and draws flattened (NumPy).
+
+    One particle Gibbs update regrows the whole tree: fewer chains and unthinned steps (12,000 draws,
+    a third of them changing the tree; 60 tree evaluations per update).
+    """
     model = DirichletLeaves(2, 1.0)
     cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, codes.shape[1], scheme=scheme,
                        temperatures=tuple(temperatures), n_codes=4)
@@ -146,20 +150,15 @@ np.savez(a["out"], **t._asdict())
 """
 
 
-def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures, tmp_path):
-    """:func:`_exact_pcfg_chains` in a fresh process without the suite's ``-O0`` flag."""
+def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures, out, env):
+    """:func:`_exact_pcfg_chains` in a fresh process with environment ``env``, through the file ``out``."""
     import json
-    import os
-    import re
     import subprocess
     import sys
     from pathlib import Path
 
     from bayestrees.tree import Tree
 
-    out = tmp_path / "trees.npz"
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = re.sub(r"--xla_backend_optimization_level=\S+", "", env.get("XLA_FLAGS", "")).strip()
     arg = dict(codes=codes.tolist(), y=y.tolist(), log_phi=log_phi, max_depth=max_depth, scheme=scheme,
                temperatures=list(temperatures), out=str(out))
     res = subprocess.run([sys.executable, "-c", _EXACT_SCRIPT, json.dumps(arg)], capture_output=True, text=True,
@@ -172,7 +171,7 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
                                                   ("pgibbs", (1.0,))])
-def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path):
+def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
     from bayestrees.inference.pcfg_posterior import fit_posterior
 
     rng = np.random.default_rng(3)
@@ -188,13 +187,12 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path):
     slot_feature = np.asarray(post.structure.slot_feature)
     exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
 
-    # one particle Gibbs update regrows the whole tree: fewer chains and unthinned steps (12,000 draws,
-    # a third of them changing the tree; 60 tree evaluations per update).  Its run time, not its
-    # compilation, dominates, so it runs in a subprocess compiled at XLA's default level rather than the
-    # suite's -O0 (tests/conftest.py): 85 s -> 39 s on the 2-core box, the same draws up to rounding.
-    # So does the tempered ensemble (three replicas per chain): 23 s -> 12 s.
+    # particle Gibbs and the tempered ensemble spend their time running, not compiling: they run in a
+    # subprocess at XLA's default level rather than the suite's -O0 (85 s -> 39 s and 23 s -> 15 s on
+    # the 2-core box; the same draws up to rounding)
     if scheme == "pgibbs" or len(temperatures) > 1:
-        trees = _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures, tmp_path)
+        trees = _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures,
+                                                 tmp_path / "trees.npz", default_xla_env)
     else:
         trees = _exact_pcfg_chains(codes, y, log_phi, max_depth, scheme, temperatures)
     n_leaves = (trees.left == LEAF).sum(-1)
