@@ -5,15 +5,42 @@ import tempfile
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 #: The suite compiles thousands of small programs and runs each for milliseconds, so most of its time
-#: is XLA's compiler. LLVM's optimisation level 0 (XLA's own graph passes still run) cuts that time
-#: by about a third (suite 14m05s -> 9m22s on a 2-core machine, 2026-11-23) and changes no result the
-#: tests check beyond float32 rounding. The library itself runs at XLA's default level; set
-#: ``BAYESTREES_TEST_XLA_OPT=default`` to test at that level too. Subprocesses that the tests start
-#: inherit the variable.
+#: is XLA's compiler. Two flags cut that time, and change no result the tests check beyond float32
+#: rounding:
+#:
+#: * LLVM's optimisation level 0 (XLA's own graph passes still run): suite 14m05s -> 9m22s on a
+#:   2-core machine (2026-11-23);
+#: * XLA's CPU fusions emitted by the older IR emitter instead of the MLIR fusion emitters
+#:   (``--xla_cpu_use_fusion_emitters=false``): with -O0, half the backend compile time again
+#:   (``docs/performance.md``, 2026-11-24). At XLA's default LLVM level this emitter is not used: there
+#:   it made LLVM run out of memory on a forest fit.
+#:
+#: The library itself runs at XLA's defaults; set ``BAYESTREES_TEST_XLA_OPT=default`` to test at them
+#: too. Subprocesses that the tests start inherit the variable (``default_xla_env`` strips both flags).
+TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+
+def _xla_accepts(flags: str) -> bool:
+    """Whether this jaxlib's XLA knows ``flags`` (an unknown flag in ``XLA_FLAGS`` aborts the process)."""
+    import subprocess
+    import sys
+
+    probe = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(2)).block_until_ready()"
+    try:
+        return subprocess.run([sys.executable, "-c", probe], env=dict(os.environ, XLA_FLAGS=flags),
+                              capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 if os.environ.get("BAYESTREES_TEST_XLA_OPT", "0") != "default":
     _flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in _flags:
-        os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
+        _flags = f"{_flags} {TEST_XLA_FLAGS[0]}".strip()
+    # the controller probes once; pytest-xdist workers and subprocesses inherit the outcome
+    if "xla_cpu_use_fusion_emitters" not in _flags and _xla_accepts(f"{_flags} {TEST_XLA_FLAGS[1]}"):
+        _flags = f"{_flags} {TEST_XLA_FLAGS[1]}"
+    os.environ["XLA_FLAGS"] = _flags
 
 #: One on-disk JAX compilation cache for the whole run, unless the user set their own.  The pytest-xdist
 #: workers and the subprocesses that tests start (the demo, the tutorials, the CLI, the worker pools)
@@ -61,7 +88,7 @@ def rng():
 
 @pytest.fixture
 def default_xla_env():
-    """The environment for a subprocess compiled at XLA's default LLVM level (without the suite's -O0).
+    """The environment for a subprocess compiled at XLA's defaults (without the suite's ``TEST_XLA_FLAGS``).
 
     For checks whose time is spent running a compiled sampler rather than compiling it: there the
     default level is the faster one (the particle Gibbs exact-posterior check: 85 s -> 39 s).
@@ -69,7 +96,10 @@ def default_xla_env():
     import re
 
     env = dict(os.environ)
-    env["XLA_FLAGS"] = re.sub(r"--xla_backend_optimization_level=\S+", "", env.get("XLA_FLAGS", "")).strip()
+    flags = env.get("XLA_FLAGS", "")
+    for flag in TEST_XLA_FLAGS:
+        flags = re.sub(rf"{flag.split('=')[0]}=\S+", "", flags)
+    env["XLA_FLAGS"] = " ".join(flags.split())
     return env
 
 

@@ -527,8 +527,7 @@ def _draw_chunk(keys, leaf, mask, row_stats, y, leaf_model, n_slots: int):
 
     def one(k, lf, st, m):
         d = leaf_model.draw(k, st, m)
-        mu = jnp.take_along_axis(d.value, lf[:, None], 0)
-        return d.value, d.sigma, mu, leaf_model.log_likelihood(y, lf, d)
+        return d.value, d.sigma, leaf_model.log_likelihood(y, lf, d)
 
     return jax.vmap(one)(keys, leaf, stats, mask)
 
@@ -571,8 +570,11 @@ def draw_leaf_parameters(key, trees: Tree, codes, y, leaf_model, dtype="float32"
         tc = _take(trees, idx)
         leaf = apply(tc, codes)
         out = _draw_chunk(keys[idx], leaf, tc.is_leaf(), rs, yj, leaf_model, S)
-        parts.append([np.asarray(a)[:keep] for a in out])
-    value, sigma, mu, ll = (np.concatenate(p) for p in zip(*parts))
+        parts.append([np.asarray(a)[:keep] for a in (*out, leaf)])
+    value, sigma, ll, leaf = (np.concatenate(p) for p in zip(*parts))
+    # gathered here, from the stored draws: inside the compiled program XLA may fuse a copy of the
+    # draw's arithmetic into the gather and round it differently (mu one ulp off the leaf's value)
+    mu = np.take_along_axis(value, leaf[..., None], 1)
     t = jax.tree_util.tree_map(np.asarray, trees)
     drawn = t._replace(value=np.where(t.left[..., None] == -1, value, t.value).astype(t.value.dtype))
     return drawn, sigma, mu, ll
