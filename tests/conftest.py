@@ -12,8 +12,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 #:   2-core machine (2026-11-23);
 #: * XLA's CPU fusions emitted by the older IR emitter instead of the MLIR fusion emitters
 #:   (``--xla_cpu_use_fusion_emitters=false``): with -O0, half the backend compile time again
-#:   (``docs/performance.md``, 2026-11-24). At XLA's default LLVM level this emitter is not used: there
-#:   it made LLVM run out of memory on a forest fit.
+#:   (``docs/performance.md``, 2026-11-24). It is used only beside -O0: at XLA's default LLVM level
+#:   it ran the compiler out of memory (``benchmarks/compile_flags.py``).
 #:
 #: The library itself runs at XLA's defaults; set ``BAYESTREES_TEST_XLA_OPT=default`` to test at them
 #: too. Subprocesses that the tests start inherit the variable (``default_xla_env`` strips both flags).
@@ -37,8 +37,10 @@ if os.environ.get("BAYESTREES_TEST_XLA_OPT", "0") != "default":
     _flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in _flags:
         _flags = f"{_flags} {TEST_XLA_FLAGS[0]}".strip()
-    # the controller probes once; pytest-xdist workers and subprocesses inherit the outcome
-    if "xla_cpu_use_fusion_emitters" not in _flags and _xla_accepts(f"{_flags} {TEST_XLA_FLAGS[1]}"):
+    # only beside -O0 (a user's own optimisation level keeps the default emitter); the controller
+    # probes once, and pytest-xdist workers and subprocesses inherit the outcome
+    if (TEST_XLA_FLAGS[0] in _flags.split() and "xla_cpu_use_fusion_emitters" not in _flags
+            and _xla_accepts(f"{_flags} {TEST_XLA_FLAGS[1]}")):
         _flags = f"{_flags} {TEST_XLA_FLAGS[1]}"
     os.environ["XLA_FLAGS"] = _flags
 
