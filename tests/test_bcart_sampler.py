@@ -432,6 +432,31 @@ def test_incremental_routing_equals_full_evaluation(scheme):
     assert int(state.tree.is_leaf().sum()) > 1
 
 
+def test_kept_mu_is_the_drawn_trees_value_at_each_rows_leaf():
+    """``Draw.mu`` equals the kept tree's drawn value at each training row's leaf, exactly.
+
+    The leaf is found independently (:func:`bayestrees.tree.apply` of the kept tree), and ``mu`` must
+    equal that slot's value bit for bit: it is read off the stored draw, not recomputed.
+    """
+    from bayestrees.tree import apply
+
+    rng = np.random.default_rng(12)
+    codes = rng.integers(0, 6, size=(50, 3))
+    y = (codes[:, 0] + 2.0 * (codes[:, 1] > 2) + rng.normal(0, 0.3, 50)).astype(np.float32)
+    model = NormalLeaves(PRIOR)
+    cfg = M.MCMCConfig(ChipmanPrior(0.95, 0.5), model, 4, 3)
+    res = run_chains(jax.random.key(3), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=2, draws=30,
+                     tune=30, collect=M.collect(cfg))
+    draws = jax.tree_util.tree_map(np.asarray, res.samples)
+    flat = jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), draws.tree)
+    leaf = np.asarray(jax.vmap(lambda t: apply(t, jnp.asarray(codes, jnp.int32)))(flat))  # (60, n)
+    np.testing.assert_array_equal(draws.leaf.reshape(leaf.shape), leaf)
+    want = np.take_along_axis(flat.value, leaf[..., None], 1)
+    np.testing.assert_array_equal(draws.mu.reshape(want.shape), want)
+    assert draws.mu.shape == (2, 30, 50, 1)
+    assert len(np.unique(want)) > 2  # trees with several leaves were kept
+
+
 def _in_subtree(slot: int, node: int) -> bool:
     """Heap slot ``slot`` lies in the subtree of ``node`` (children of ``k``: ``2k+1``, ``2k+2``)."""
     while slot > node:

@@ -79,6 +79,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import random_bits
 from ..batching import scatter_add, scatter_max, take
@@ -209,9 +210,20 @@ class Draw(NamedTuple):
 
     tree: Tree             # ``value``: drawn leaf parameters; ``weight``/``count``: rows per node
     sigma: jax.Array       # float (S,): drawn noise sd per slot (0 for classes)
-    mu: jax.Array          # float (n, V): the drawn function at the training rows
+    leaf: jax.Array        # int32 (n,): the slot of each training row's leaf
     log_lik: jax.Array     # float (n,): pointwise log p(y_i | tree, drawn leaf parameters)
     lp: jax.Array          # log pi(T), up to a constant
+
+    @property
+    def mu(self) -> np.ndarray:
+        """float (..., n, V): the drawn function at the training rows, read off the stored draws.
+
+        Gathered on the host (numpy): inside a compiled program XLA may fuse a copy of the draw's
+        arithmetic into the gather and round it differently, so ``mu`` could differ from the
+        tree's leaf value by an ulp.  Here it equals that value exactly.
+        """
+        value = np.asarray(self.tree.value)
+        return np.take_along_axis(value, np.asarray(self.leaf)[..., None], -2)
 
 
 class Info(NamedTuple):
@@ -531,9 +543,8 @@ def draw_leaves(key, tree: Tree, ev: Eval, data: MCMCData, cfg: MCMCConfig) -> D
     sigma = jnp.where(used, draw.sigma, 0.0).astype(tree.value.dtype)
     out = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
                         count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
-    mu = value[ev.leaf]
     ll = cfg.leaf_model.log_likelihood(data.y, ev.leaf, LeafDraw(value, sigma))
-    return Draw(out, sigma, mu, ll.astype(value.dtype), ev.log_lik + ev.log_prior)
+    return Draw(out, sigma, ev.leaf, ll.astype(value.dtype), ev.log_lik + ev.log_prior)
 
 
 @dataclass(frozen=True)
