@@ -62,17 +62,18 @@ def pytest_unconfigure(config):
         shutil.rmtree(SUITE_CACHE, ignore_errors=True)
 
 
-#: The longest test files (seconds summed over their tests, `--durations=0` at 577fb4c, LLVM -O0).
-#: pytest-xdist's ``--dist loadfile`` hands out files in collection order; starting the long ones
-#: first keeps one of them from being the last file left running while the other process idles.
-LONG_FILES = ("test_sklearn_compat.py",  # 130 s
-              "test_bcart_sampler.py",  # 77 s
-              "test_safebayes.py",  # 68 s
-              "test_tutorials.py",  # 63 s
-              "test_pcfg.py",  # 54 s
-              "test_cart.py",  # 52 s
-              "test_forest.py",  # 50 s
-              "test_contract.py")  # 50 s
+#: The longest test files (seconds summed over their tests at 2026-11-24's c445fc9, with the compile
+#: settings above, pytest-xdist ``-n 2``). pytest-xdist's ``--dist loadfile`` hands out files in
+#: collection order; starting the long ones first keeps one of them from being the last file left
+#: running while the other process idles.
+LONG_FILES = ("test_bcart_sampler.py",  # 97 s
+              "test_sklearn_compat.py",  # 67 s
+              "test_tutorials.py",  # 37 s
+              "test_pcfg.py",  # 37 s
+              "test_safebayes.py",  # 35 s
+              "test_cli.py",  # 35 s
+              "test_cart.py",  # 35 s
+              "test_bet.py")  # 31 s
 
 
 def pytest_collection_modifyitems(config, items):
