@@ -70,19 +70,16 @@ def pieces(X, y, K, repeats):
 
     def capture(key, kernel, args, **kw):
         res = plain_run_chains(key, kernel, args=args, **kw)
-        captured.update(data=args[0], trees=res.last_state.tree)
+        captured.update(data=args[0], trees=res.last_state.tree, cfg=kernel.step.cfg)
         return res
 
     BC.run_chains = capture
     try:
-        est = bt.BayesianCARTRegressor(draws=200, tune=200, chains=16, max_depth=5, max_bins=100, random_state=0,
-                                       progressbar=False).fit(X, y)
+        bt.BayesianCARTRegressor(draws=200, tune=200, chains=16, max_depth=5, max_bins=100, random_state=0,
+                                 progressbar=False).fit(X, y)
     finally:
         BC.run_chains = plain_run_chains
-    data, trees = captured["data"], captured["trees"]
-    cfg = est.result_.config
-    mc = M.MCMCConfig(BC.canonical(cfg.prior), est.result_.leaf_model, cfg.max_depth, X.shape[1],
-                      tuple(cfg.move_probs))
+    data, trees, mc = captured["data"], captured["trees"], captured["cfg"]  # the fit's own sampler config
     S, D = mc.capacity, mc.max_depth
     route = lambda t: M._route(t, data.codes, D)  # noqa: E731
     fns = {
