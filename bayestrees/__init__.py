@@ -3,7 +3,11 @@ import warnings as _warnings
 
 _warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
 
-from . import data, tree, leaves, convert, priors  # noqa: E402
+from . import data
+from . import tree
+from . import leaves
+from . import convert
+from . import priors  # noqa: E402
 from .diagnostics import compare, loo  # noqa: E402
 from .models import Data, Model, set_data, sample, sample_posterior_predictive  # noqa: E402
 from .estimators.base import load  # noqa: E402

@@ -17,8 +17,8 @@ import jax
 import numpy as np
 
 from .data import Binner, check_y_classification, check_y_regression, missing_code
-from .inference.bootstrap import fit_forest
-from .inference.cart import CARTConfig, default_capacity, prepare_codes
+from .inference.forest.bootstrap import fit_forest
+from .inference.forest.cart import CARTConfig, default_capacity, prepare_codes
 from .keys import make_key
 from .tree import Tree, index_tree, trunk_signature
 

@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import bayestrees as bt
-import bayestrees.inference.bcart as BC
-from bayestrees.inference import mcmc as M
+import bayestrees.inference.bcart.fit as BC
+from bayestrees.inference.bcart import kernel as M
 from bayestrees.leaves import leaf_stats
 from bcart_speed import friedman
 from forest_common import RESULTS, machine, parser

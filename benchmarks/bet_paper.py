@@ -189,7 +189,7 @@ def run_speed(args, out):
     import jax
 
     from bayestrees.data import prepare_data
-    from bayestrees.inference.bet import BETConfig, fit_bet
+    from bayestrees.inference.bet.fit import BETConfig, fit_bet
 
     X, y = load_cancer(args.data_dir)
     data = prepare_data(X, y, task="classification", max_bins=10, allow_nan=False)

@@ -5,7 +5,7 @@
 1. the CART fit (one tree, unit weights: ``BayesianForestRegressor(1, weights="none")``);
 2. one Bayesian-forest tree, a single posterior draw: the tree grown on one
    Exp(1) weight draw, with each point drawn with size proportional to its weight
-   (``bayestrees.inference.bootstrap.fit_forest(..., return_weights=True)``);
+   (``bayestrees.inference.forest.bootstrap.fit_forest(..., return_weights=True)``);
 3. the Bayesian forest posterior mean with a 90% equal-tailed interval band
    (``predict`` and ``predict_interval(prob=0.9)``).
 
@@ -38,7 +38,7 @@ def main(argv=None):
     import matplotlib.pyplot as plt
 
     import bayestrees as bt
-    from bayestrees.inference.bootstrap import fit_forest
+    from bayestrees.inference.forest.bootstrap import fit_forest
     from bayestrees.tree import index_tree, predict
 
     df = pd.read_csv(Path(a.data_dir) / "mcycle.csv")

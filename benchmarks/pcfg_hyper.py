@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import bayestrees as bt
-from bayestrees.inference import pcfg as P
+from bayestrees.inference.pcfg import dp as P
 
 import pcfg_paper  # noqa: E402  (same directory)
 from pcfg_paper import load  # noqa: E402

@@ -101,8 +101,8 @@ def run_config(binning, skip_python, dtype="float32"):
     if dtype == "float64":
         jax.config.update("jax_enable_x64", True)
 
-    from bayestrees.inference import pcfg as P
-    from bayestrees.inference.pcfg_structure import build_box_structure
+    from bayestrees.inference.pcfg import dp as P
+    from bayestrees.inference.pcfg.structure import build_box_structure
 
     codes, nb, y = iris_codes(binning)
     res = {"binning": binning, "n_bins": nb, "dtype": dtype}

@@ -27,7 +27,7 @@ OUT = Path(__file__).resolve().parent / "results"
 
 
 def one(n):
-    from bayestrees.inference.pcfg_posterior import fit_posterior
+    from bayestrees.inference.pcfg.fit import fit_posterior
     from bayestrees.tree import n_leaves, predict
 
     rng = np.random.default_rng(0)

@@ -243,7 +243,7 @@ def main():
         DATA = Path(a.data_dir)
     suffix = ("" if a.root_splits else "_root_leaf") + (
         f"_splits{a.first_split}-{a.first_split + a.repeats - 1}" if a.first_split else "")
-    from bayestrees.inference.prior_trees import sample_prior_forest, truncated_mass
+    from bayestrees.inference.safebayes.prior_trees import sample_prior_forest, truncated_mass
     import jax
 
     t0 = time.perf_counter()

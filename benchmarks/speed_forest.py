@@ -5,7 +5,7 @@ fit to its own i.i.d. Exp(1) row-weight draw (scikit-learn:
 ``DecisionTreeRegressor(min_samples_leaf=...).fit(X, y, sample_weight=w)``),
 two workers on each side: scikit-learn's tree builder releases the GIL and runs
 in two threads; ours (``n_jobs=2``) runs in two worker processes pinned to one
-core each (``bayestrees.inference.workers``), started and compiled during the
+core each (``bayestrees.inference.forest.workers``), started and compiled during the
 warm-up and kept for the timed fits.
 
 * Our fit time is the full ``BayesianForestRegressor.fit``: binning to 255
@@ -114,7 +114,7 @@ CPU = {}
 
 
 def _worker_pids():
-    from bayestrees.inference import workers
+    from bayestrees.inference.forest import workers as workers
 
     return [w.proc.pid for w in workers._WORKERS if w.proc.poll() is None]
 

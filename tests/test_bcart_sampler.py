@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
-from bayestrees.inference import mcmc as M
+from bayestrees.inference.bcart import kernel as M
 from bayestrees.inference.loop import run_chains
-from bayestrees.inference.pgibbs import kernel_for
+from bayestrees.inference.bcart.pgibbs import kernel_for
 from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
 from bayestrees.priors import ChipmanPrior, LeafCountPrior, canonical, traced_params
 from bayestrees.tree import LEAF
@@ -172,7 +172,7 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 @pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
                                                   ("pgibbs", (1.0,))])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
-    from bayestrees.inference.pcfg_posterior import fit_posterior
+    from bayestrees.inference.pcfg.fit import fit_posterior
 
     rng = np.random.default_rng(3)
     n, d = 24, 2
@@ -215,7 +215,7 @@ def test_particle_gibbs_is_built_by_its_own_module():
 
 def test_truncation_keeps_the_top_of_a_tree():
     """Particle Gibbs follows the current tree through its truncations at depths 0, 1, ..., D."""
-    from bayestrees.inference.pgibbs import truncate
+    from bayestrees.inference.bcart.pgibbs import truncate
     from bayestrees.tree import grow_leaf
 
     cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 4, 2)

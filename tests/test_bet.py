@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from bayestrees.inference import bet_kernel as K
-from bayestrees.inference import mcmc as M
+from bayestrees.inference.bet import kernel as K
+from bayestrees.inference.bcart import kernel as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import NIGPrior, NormalLeaves, ObjectiveNormalLeaves
 from bayestrees.priors import DepthDecayPrior, canonical, traced_params

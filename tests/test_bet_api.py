@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import bayestrees as bt
-from bayestrees.inference import bet as B
+from bayestrees.inference.bet import fit as B
 
 SMALL = dict(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0)
 _FITS = {}

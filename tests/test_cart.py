@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from bayestrees import tree as T
 from bayestrees.data import Binner, missing_code
-from bayestrees.inference.cart import CapacityError, CARTConfig, default_capacity, fit_trees
+from bayestrees.inference.forest.cart import CapacityError, CARTConfig, default_capacity, fit_trees
 
 
 def _data(rng, n=240, d=4, levels=25):
@@ -179,7 +179,7 @@ def test_fewer_growth_stages_give_the_same_trees(rng, monkeypatch):
     # so the engine's prefix sums add in another order: in float64 one stage and three stages grow
     # the same partitions up to rounding (a near-tie between features may go either way, with the
     # same rows on each side), so the predictions agree to rounding
-    from bayestrees.inference import cart
+    from bayestrees.inference.forest import cart as cart
 
     n, msl = 6000, 3
     X, y = _data(rng, n=n, levels=60)

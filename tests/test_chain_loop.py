@@ -110,7 +110,7 @@ def test_one_chain_runs_unbatched_with_the_values_of_the_vmapped_step():
     """A single chain skips ``vmap`` (so ``lax.switch`` runs one branch); its steps must give what the
     vmapped step gives for the same keys (Bayesian CART: four move types behind one switch)."""
     from bayestrees.inference import loop
-    from bayestrees.inference import mcmc as M
+    from bayestrees.inference.bcart import kernel as M
     from bayestrees.leaves import NIGPrior, NormalLeaves
     from bayestrees.priors import ChipmanPrior
 
@@ -154,8 +154,8 @@ def test_parallel_chains_draw_what_the_vectorized_chains_draw(thin, blocks, caps
 
 def test_chain_method_auto_and_bad_values(monkeypatch):
     from bayestrees.inference import loop
-    from bayestrees.inference.bcart import BCARTConfig
-    from bayestrees.inference.bet import BETConfig
+    from bayestrees.inference.bcart.fit import BCARTConfig
+    from bayestrees.inference.bet.fit import BETConfig
 
     assert loop.resolve_chain_method("auto", 1) == "vectorized"
     monkeypatch.setattr(loop, "_cores", lambda: 2)

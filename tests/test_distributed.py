@@ -25,8 +25,8 @@ from bayestrees.data import missing_code, prepare_data  # noqa: E402
 from bayestrees.distributed.fit import fit_trunk_dask  # noqa: E402
 from bayestrees.distributed.trunk import TrunkSpec  # noqa: E402
 from bayestrees.distributed.weights import exponential_at, forest_weights  # noqa: E402
-from bayestrees.inference.cart import CARTConfig, default_capacity, fit_trees  # noqa: E402
-from bayestrees.inference.forest_chunk import draw_weights  # noqa: E402
+from bayestrees.inference.forest.cart import CARTConfig, default_capacity, fit_trees  # noqa: E402
+from bayestrees.inference.forest.chunk import draw_weights  # noqa: E402
 
 N_ROWS, N_PARTS = 1200, 3
 EBF_KW = dict(n_estimators=3, trunk_min_samples_leaf=150, min_samples_leaf=5, random_state=11, dtype="float64")

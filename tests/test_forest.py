@@ -54,7 +54,7 @@ def test_single_unweighted_tree_is_cart(reg_data):
 
 
 def test_random_forest_weights_are_bootstrap_counts(reg_data):
-    from bayestrees.inference.bootstrap import draw_weights
+    from bayestrees.inference.forest.bootstrap import draw_weights
     import jax
 
     w = np.asarray(draw_weights(jax.random.key(0), 500, "multinomial"))
@@ -359,7 +359,8 @@ def test_no_recompilation_within_a_shape_bucket():
 
     (The node capacity is static and depends on ``min_samples_leaf``, so that one is kept fixed.)
     """
-    from bayestrees.inference import cart, forest_chunk
+    from bayestrees.inference.forest import cart as cart
+    from bayestrees.inference.forest import chunk as forest_chunk
 
     r = np.random.default_rng(3)
     X, y = r.normal(size=(120, 3)), r.normal(size=120)
@@ -382,7 +383,7 @@ def test_weights_drawn_at_the_padded_length_are_the_data_rows_weights(kind):
     """``n_valid`` (traced) gives the data rows the weights of a draw at their own length, and padding 0."""
     import jax
 
-    from bayestrees.inference.forest_chunk import draw_weights
+    from bayestrees.inference.forest.chunk import draw_weights
 
     key = jax.random.key(7)
     n = 91

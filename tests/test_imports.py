@@ -199,8 +199,8 @@ def test_no_import_cycle_between_parts_of_the_package():
 def test_forest_workers_import_in_one_direction():
     """bootstrap plans forest fits and uses the workers; the workers never import bootstrap."""
     edges = import_graph(PACKAGE)
-    assert ("bayestrees.inference.bootstrap", "bayestrees.inference.workers") in edges
-    assert not any(a == "bayestrees.inference.workers" and b == "bayestrees.inference.bootstrap" for a, b in edges)
+    assert ("bayestrees.inference.forest.bootstrap", "bayestrees.inference.forest.workers") in edges
+    assert not any(a == "bayestrees.inference.forest.workers" and b == "bayestrees.inference.forest.bootstrap" for a, b in edges)
 
 
 def test_graph_reads_every_kind_of_import(tmp_path):

@@ -16,9 +16,9 @@ from scipy.stats import chisquare
 import jax
 import jax.numpy as jnp
 
-from bayestrees.inference import pcfg as P
-from bayestrees.inference.pcfg_posterior import fit_posterior
-from bayestrees.inference.pcfg_structure import build_box_structure, build_row_structure
+from bayestrees.inference.pcfg import dp as P
+from bayestrees.inference.pcfg.fit import fit_posterior
+from bayestrees.inference.pcfg.structure import build_box_structure, build_row_structure
 from bayestrees.leaves import NIGPrior
 
 RTOL = 1e-9
@@ -203,7 +203,7 @@ def test_box_and_row_builders_agree_on_iris_subset():
     X, y = load_iris(return_X_y=True)
     rng = np.random.default_rng(0)
     idx = rng.choice(150, 40, replace=False)
-    from bayestrees.inference.pcfg_posterior import prepare_pcfg_data
+    from bayestrees.inference.pcfg.fit import prepare_pcfg_data
 
     data = prepare_pcfg_data(X[idx], y[idx], task="classification", max_bins=4)
     codes, nb = data.codes.astype(np.int32), data.n_bins
@@ -259,7 +259,7 @@ def test_leaf_draws_follow_the_leaf_posterior_given_the_tree(task):
     """
     from scipy.stats import norm
 
-    from bayestrees.inference.pcfg_posterior import draw_leaf_parameters, make_leaf_model
+    from bayestrees.inference.pcfg.fit import draw_leaf_parameters, make_leaf_model
     from bayestrees.tree import apply
 
     rng = np.random.default_rng(21)
@@ -317,7 +317,7 @@ def test_regression_predictive_draws_given_the_drawn_mean():
     on many draws of one tree at fixed ``mu`` (5 standard errors).
     """
     from bayestrees.data import prepare_data
-    from bayestrees.inference.pcfg_posterior import make_leaf_model, pcfg_predictive
+    from bayestrees.inference.pcfg.fit import make_leaf_model, pcfg_predictive
 
     rng = np.random.default_rng(3)
     n, N = 30, 20000
@@ -364,8 +364,8 @@ jax.config.update("jax_enable_x64", True)        # before any array is made
 import jax.numpy as jnp
 import numpy as np
 import bayestrees as bt
-from bayestrees.inference import pcfg as P
-from bayestrees.inference.pcfg_posterior import fit_posterior
+from bayestrees.inference.pcfg import dp as P
+from bayestrees.inference.pcfg.fit import fit_posterior
 from bayestrees.leaves import NIGPrior
 
 inp = json.loads(sys.argv[1])

@@ -6,7 +6,7 @@ import pytest
 
 import bayestrees as bt
 from bayestrees.estimators.base import NotFittedError
-from bayestrees.inference.pcfg_structure import build_box_structure, estimate_box_memory, n_boxes
+from bayestrees.inference.pcfg.structure import build_box_structure, estimate_box_memory, n_boxes
 from bayestrees.tree import n_leaves
 
 
@@ -338,7 +338,7 @@ def test_model_task_inference_and_checks():
 def test_fit_pcfg_checks_prepared_data_and_config():
     """fit_pcfg refuses data with missing values or constant features, whoever prepared it."""
     from bayestrees.data import prepare_data
-    from bayestrees.inference.pcfg_posterior import PCFGConfig, fit_pcfg
+    from bayestrees.inference.pcfg.fit import PCFGConfig, fit_pcfg
     from bayestrees.keys import make_key
 
     rng = np.random.default_rng(6)

@@ -24,9 +24,9 @@ import jax.numpy as jnp
 
 import bayestrees as bt
 from bayestrees.data import ecdf_transform
-from bayestrees.inference import importance as imp
-from bayestrees.inference import prior_trees as pt
-from bayestrees.inference import safebayes as sb
+from bayestrees.inference.safebayes import importance as imp
+from bayestrees.inference.safebayes import prior_trees as pt
+from bayestrees.inference.safebayes import fit as sb
 from bayestrees.leaves import DirichletLeaves
 
 LAM = 0.475

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import bayestrees as bt
-from bayestrees.inference import workers
-from bayestrees.inference.bootstrap import resolve_n_jobs
-from bayestrees.inference.cart import CapacityError
+from bayestrees.inference.forest import workers as workers
+from bayestrees.inference.forest.bootstrap import resolve_n_jobs
+from bayestrees.inference.forest.cart import CapacityError
 
 pytestmark = pytest.mark.skipif(not workers.use_processes(2), reason="worker processes need the CPU backend on Linux")
 

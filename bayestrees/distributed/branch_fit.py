@@ -4,7 +4,7 @@ This runs as one task on a Dask worker (or in-process).  Given the branch's code
 responses and their global row indices, it fits ``T`` weighted CART trees whose weights are the
 rows' weights in the single-machine forest (:mod:`~bayestrees.distributed.weights`), so that a
 branch fitted here grows the same subtree as the same trunk leaf in
-:func:`~bayestrees.inference.forest.fit_bayesian_forest`.
+:func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..data import bucket_size, missing_code, pad_rows
-from ..inference.bootstrap import choose_chunk, positive_config
-from ..inference.cart import CARTConfig, default_capacity, fit_trees, prepare_codes, response_ranks
+from ..inference.forest.bootstrap import choose_chunk, positive_config
+from ..inference.forest.cart import CARTConfig, default_capacity, fit_trees, prepare_codes, response_ranks
 from ..tree import Tree
 from .weights import forest_weights
 
@@ -56,7 +56,7 @@ class BranchSpec:
 
 def branch_bytes(m: int, d: int, n_stats: int) -> int:
     """A rough bound on the memory one branch fit of ``m`` rows needs (bytes): the engine's
-    working arrays for one compiled call of one tree (:func:`~bayestrees.inference.bootstrap.choose_chunk`)."""
+    working arrays for one compiled call of one tree (:func:`~bayestrees.inference.forest.bootstrap.choose_chunk`)."""
     mp = bucket_size(max(1, m), coarse=True)
     return int(4.0 * mp * d * (4 * n_stats + 10) + 64.0 * mp)
 

@@ -84,7 +84,7 @@ class _Boxed:
 def _predict_part(X, payload, what: str, *trees):
     import pandas as pd
 
-    from ..inference.forest import forest_values
+    from ..inference.forest.fit import forest_values
 
     binner, missing, classes = payload
     if X.shape[1] != binner.n_features_in_:

@@ -31,8 +31,8 @@ import jax
 import numpy as np
 
 from ..data import Binner, TrainingData, bucket_size, missing_code
-from ..inference.cart import default_capacity
-from ..inference.forest import ForestConfig, _cart_config
+from ..inference.forest.cart import default_capacity
+from ..inference.forest.fit import ForestConfig, _cart_config
 from ..tree import Tree
 from . import partitions as P
 from .branch_fit import BranchSpec, branch_bytes, fit_branch
@@ -90,7 +90,7 @@ def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_b
     data : :class:`~bayestrees.distributed.inputs.DaskXY` (:func:`~bayestrees.distributed.inputs.as_dask`)
     config : ForestConfig
     task : "regression" or "classification"
-    key : JAX PRNG key (split as in :func:`~bayestrees.inference.forest.fit_bayesian_forest`)
+    key : JAX PRNG key (split as in :func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`)
     max_bins, categorical : binning (as the estimators')
     sample_rows : rows the bins are computed from
     progress : callable(str), optional

@@ -5,7 +5,7 @@ trunk grown so far and, for the rows in open nodes, sums the statistics per (nod
 code): row count, sum of y and sum of y^2 (regression) or per-class counts (classification).
 The partitions' histograms are summed on the cluster (a tree reduction) and only the total, whose
 size does not depend on the number of rows, comes to the client, which chooses every open node's
-split exactly as the single-machine engine (:mod:`bayestrees.inference.cart`) does on the same
+split exactly as the single-machine engine (:mod:`bayestrees.inference.forest.cart`) does on the same
 codes:
 
 * a node splits only if it holds at least ``2 * min_samples_leaf`` rows and its response is not

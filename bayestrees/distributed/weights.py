@@ -1,7 +1,7 @@
 """Bayesian-bootstrap weights of rows given by their global row index.
 
 The single-machine forest draws tree ``t``'s weights as one vector over all ``n`` rows
-(:func:`bayestrees.inference.forest_chunk.draw_weights`).  Under JAX's partitionable Threefry
+(:func:`bayestrees.inference.forest.chunk.draw_weights`).  Under JAX's partitionable Threefry
 (``jax_threefry_partitionable``, the default since JAX 0.5) element ``i`` of that vector depends
 only on the key and on ``i``, so a worker that holds some rows, with their global indices, can
 compute their weights without drawing the other rows'.  That is what makes a branch fitted on a
@@ -30,7 +30,7 @@ def tree_keys(key, trees) -> tuple[jax.Array, jax.Array]:
     Parameters
     ----------
     key : PRNG key
-        The forest key (``k_forest`` of :func:`~bayestrees.inference.forest.fit_bayesian_forest`).
+        The forest key (``k_forest`` of :func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`).
     trees : int array (T,)
         Tree indices.
 
@@ -61,7 +61,7 @@ def exponential_at(key, index, dtype=jnp.float32) -> jax.Array:
     -------
     jax.Array (m,)
         The Exp(1) draws, floored at the smallest normal number as in
-        :func:`~bayestrees.inference.forest_chunk.draw_weights`.
+        :func:`~bayestrees.inference.forest.chunk.draw_weights`.
 
     Notes
     -----
@@ -100,7 +100,7 @@ def forest_weights(key, trees, index, dtype=jnp.float32) -> tuple[np.ndarray, np
     """Exp(1) weights ``(T, m)`` of rows ``index`` for trees ``trees``, and the trees' seeds.
 
     Equal to rows ``index`` of the weights the single-machine forest draws for those trees
-    (:func:`~bayestrees.inference.forest_chunk.draw_weights` with ``kind="exponential"``).
+    (:func:`~bayestrees.inference.forest.chunk.draw_weights` with ``kind="exponential"``).
     """
     kws, seeds = tree_keys(key, trees)
     index = np.asarray(index, np.int64)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bcart import BCARTConfig, bcart_inferencedata, bcart_values, fit_bcart
+from ..inference.bcart.fit import BCARTConfig, bcart_inferencedata, bcart_values, fit_bcart
 from ..priors import ChipmanPrior
 from .base import ClassifierBase, RegressorBase
 from .mcmc_base import MCMCEstimatorMixin
@@ -42,7 +42,7 @@ class _BCARTMixin(MCMCEstimatorMixin):
     @property
     def acceptance_(self) -> dict:
         """Acceptance rate per move type among the kept steps."""
-        from ..inference.bcart import acceptance_rates
+        from ..inference.bcart.fit import acceptance_rates
 
         self._check_fitted()
         return acceptance_rates(self.result_.info)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bet import BETConfig, best_ensemble, bet_inferencedata, bet_values, fit_bet
+from ..inference.bet.fit import BETConfig, best_ensemble, bet_inferencedata, bet_values, fit_bet
 from .base import ClassifierBase, RegressorBase
 from .mcmc_base import MCMCEstimatorMixin
 

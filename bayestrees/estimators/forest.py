@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..data import prepare_data
-from ..inference.forest import ForestConfig, fit_bayesian_forest, forest_draws, forest_inferencedata
+from ..inference.forest.fit import ForestConfig, fit_bayesian_forest, forest_draws, forest_inferencedata
 from ..tree import Tree, index_tree, max_depth, n_leaves, pack
 from .base import ClassifierBase, RegressorBase
 
@@ -33,9 +33,9 @@ def _dask_input(X) -> bool:
 class _ForestMixin:
     """Fitting, prediction and posterior views shared by every forest estimator.
 
-    ``fit`` validates the hyperparameters (:class:`~bayestrees.inference.forest.ForestConfig`),
+    ``fit`` validates the hyperparameters (:class:`~bayestrees.inference.forest.fit.ForestConfig`),
     the data (:func:`~bayestrees.data.prepare_data`) and calls
-    :func:`~bayestrees.inference.forest.fit_bayesian_forest`.
+    :func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`.
     """
 
     _kind = "bf"  # "bf", "ebf" or "ssf"
@@ -227,7 +227,7 @@ _COMMON_DOC = """
     n_jobs : int, optional
         Trees fitted at the same time (None: 1; -1: one per available CPU). On the CPU backend
         they run in worker processes pinned to one core each, started on first use and kept
-        warm for later fits (see :mod:`bayestrees.inference.workers`).
+        warm for later fits (see :mod:`bayestrees.inference.forest.workers`).
     random_state : int, numpy Generator or None
     progressbar : bool
 """

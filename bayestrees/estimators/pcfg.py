@@ -5,9 +5,9 @@
 >>> clf.set_params(predict_with="posterior").predict_proba(X_test)   # exact average over all trees
 >>> clf.map_tree_, clf.log_evidence_, clf.idata_
 
-Both estimators call :func:`bayestrees.inference.pcfg_posterior.fit_pcfg` (as
+Both estimators call :func:`bayestrees.inference.pcfg.fit.fit_pcfg` (as
 ``bt.PCFGTree`` does) and write ``idata_`` by the posterior contract
-(:func:`~bayestrees.inference.pcfg_posterior.pcfg_inferencedata`): ``n_samples``
+(:func:`~bayestrees.inference.pcfg.fit.pcfg_inferencedata`): ``n_samples``
 exact trees, each with its leaf parameters drawn from their posterior given the
 tree; ``posterior["mu"]`` is those parameters at the training rows,
 ``log_likelihood["y"]`` the pointwise log-likelihood (so ``bt.loo`` works),
@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import check_X
-from ..inference.pcfg_posterior import (PCFGConfig, fit_pcfg, pcfg_inferencedata, phi_to_log,
+from ..inference.pcfg.fit import (PCFGConfig, fit_pcfg, pcfg_inferencedata, phi_to_log,
                                         prepare_pcfg_data)
-from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
+from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
 from .base import ClassifierBase, RegressorBase
 

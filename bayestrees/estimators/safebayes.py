@@ -5,14 +5,14 @@
 >>> clf.predict(X_test, method="bma")      # beta = 1
 >>> clf.log_weights_, clf.operating_curve_, clf.idata_
 
-Both estimators call :func:`bayestrees.inference.safebayes.fit_safebayes` (as
+Both estimators call :func:`bayestrees.inference.safebayes.fit.fit_safebayes` (as
 ``bt.SafeBayesForest`` does) and predict with the functions of
-:mod:`bayestrees.inference.safebayes`.
+:mod:`bayestrees.inference.safebayes.fit`.
 
 Features are binned exactly (one code per distinct training value, up to
 65534 per feature), so a prior cut ``c`` on the probability integral
 transform ``F(x)`` is a threshold on the codes (see
-:mod:`bayestrees.inference.prior_trees`).  Categorical features keep their
+:mod:`bayestrees.inference.safebayes.prior_trees`).  Categorical features keep their
 sorted category order (never ordered by the response, so the trees stay
 independent of the labels).  New rows are coded by the training bins: a new
 value between two training values goes to the nearer one (the bin edge is
@@ -23,7 +23,7 @@ The effective sample size ``m`` (``beta = m / N``) is chosen by default
 (``effective_sample_size="auto"``) by ``cv``-fold cross-validation on the
 training rows over ``m = 1..N`` (``m = N`` is BMA) and beyond ``N`` up to
 ``1000 N`` (towards the single best tree); see
-:func:`~bayestrees.inference.safebayes.fit_safebayes`.
+:func:`~bayestrees.inference.safebayes.fit.fit_safebayes`.
 
 The regressor standardises the targets internally, ``z = (y - loc) / scale``
 (``loc``, ``scale`` the mean and standard deviation of the training targets),
@@ -37,7 +37,7 @@ float32.
 ``idata_`` holds equally weighted posterior draws: the ``K`` prior trees
 resampled by their tempered weights ``w^beta`` (what the forest predicts with),
 each with its leaf parameters drawn from their posterior given the tree
-(:func:`~bayestrees.inference.safebayes.safebayes_inferencedata`); the
+(:func:`~bayestrees.inference.safebayes.fit.safebayes_inferencedata`); the
 unresampled weights are ``log_weights_``.
 """
 from __future__ import annotations
@@ -45,15 +45,15 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..inference import importance as imp
-from ..inference import safebayes as sb
+from ..inference.safebayes import importance as imp
+from ..inference.safebayes import fit as sb
 from .base import ClassifierBase, RegressorBase
 
 __all__ = ["SafeBayesForestClassifier", "SafeBayesForestRegressor"]
 
 
 class _SafeBayesBase:
-    """Shared fitting logic over :func:`~bayestrees.inference.safebayes.fit_safebayes`."""
+    """Shared fitting logic over :func:`~bayestrees.inference.safebayes.fit.fit_safebayes`."""
 
     _task = ""
 
@@ -84,7 +84,7 @@ class _SafeBayesBase:
         held-out rows of the training data only (``cv``-fold cross-validation by
         default, stratified by class for the classifier; one hold-out split with
         ``validation_fraction``; the training curve with ``validation_fraction=0``);
-        see :func:`bayestrees.inference.safebayes.fit_safebayes`.
+        see :func:`bayestrees.inference.safebayes.fit.fit_safebayes`.
         """
         self._reject_sparse(X)
         config = self._config()

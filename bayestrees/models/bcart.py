@@ -7,7 +7,7 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The variable calls :func:`bayestrees.inference.bcart.fit_bcart`, as the
+The variable calls :func:`bayestrees.inference.bcart.fit.fit_bcart`, as the
 estimators do.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, check_max_bins, infer_task
-from ..inference.bcart import BCARTConfig, BCARTResult, bcart_inferencedata, bcart_values, fit_bcart
+from ..inference.bcart.fit import BCARTConfig, BCARTResult, bcart_inferencedata, bcart_values, fit_bcart
 from ..priors import ChipmanPrior
 from .base import DataContainer, TreeRV, run_sampler
 

@@ -7,7 +7,7 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The variable calls :func:`bayestrees.inference.bet.fit_bet`, as the estimators do.
+The variable calls :func:`bayestrees.inference.bet.fit.fit_bet`, as the estimators do.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, check_max_bins, infer_task
-from ..inference.bet import BETConfig, BETResult, bet_inferencedata, bet_values, fit_bet
+from ..inference.bet.fit import BETConfig, BETResult, bet_inferencedata, bet_values, fit_bet
 from ..tree import apply
 from .base import DataContainer, TreeRV, run_sampler
 

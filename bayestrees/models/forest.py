@@ -7,7 +7,7 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The variable calls :func:`bayestrees.inference.forest.fit_bayesian_forest`, as the
+The variable calls :func:`bayestrees.inference.forest.fit.fit_bayesian_forest`, as the
 scikit-learn style estimators do; it never builds an estimator.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, infer_task, prepare_data
-from ..inference.forest import (KINDS, ForestConfig, ForestResult, fit_bayesian_forest, forest_inferencedata,
+from ..inference.forest.fit import (KINDS, ForestConfig, ForestResult, fit_bayesian_forest, forest_inferencedata,
                                 forest_predictive)
 from .base import DataContainer, TreeRV
 

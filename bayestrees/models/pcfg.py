@@ -7,7 +7,7 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The variable calls :func:`bayestrees.inference.pcfg_posterior.fit_pcfg`, as the
+The variable calls :func:`bayestrees.inference.pcfg.fit.fit_pcfg`, as the
 scikit-learn style estimators do; it never builds an estimator.  The task is
 ``"classification"`` (Dirichlet leaves; labels of any type) or ``"regression"``
 (a Normal mean and variance per leaf); ``"auto"`` uses
@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, check_X, infer_task
-from ..inference.pcfg_posterior import (PCFGConfig, PCFGResult, fit_pcfg, pcfg_inferencedata, pcfg_predictive,
+from ..inference.pcfg.fit import (PCFGConfig, PCFGResult, fit_pcfg, pcfg_inferencedata, pcfg_predictive,
                                         prepare_pcfg_data)
-from ..inference.pcfg_structure import DEFAULT_MEMORY_BUDGET
+from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
 from .base import DataContainer, TreeRV
 
 __all__ = ["PCFGTree"]
@@ -73,7 +73,7 @@ class PCFGTree(TreeRV):
     -----
     ``bt.sample(draws, chains)`` draws ``chains * draws`` exact independent trees,
     each with its leaf parameters drawn from their posterior given the tree
-    (:func:`~bayestrees.inference.pcfg_posterior.pcfg_inferencedata`).
+    (:func:`~bayestrees.inference.pcfg.fit.pcfg_inferencedata`).
     ``bt.sample_posterior_predictive`` writes, for classification, ``name_proba``
     (each draw's class probabilities at the rows, dims ``obs, class``) and
     ``name`` (a label drawn from them); for regression ``name_mu`` (each draw's

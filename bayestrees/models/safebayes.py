@@ -7,10 +7,10 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-The variable calls :func:`bayestrees.inference.safebayes.fit_safebayes`, as the
+The variable calls :func:`bayestrees.inference.safebayes.fit.fit_safebayes`, as the
 scikit-learn style estimators do; it never builds an estimator.  ``bt.sample``
 draws ``chains * draws`` prior trees, weighs them, and writes that many equally
-weighted posterior draws (:func:`~bayestrees.inference.safebayes.safebayes_inferencedata`):
+weighted posterior draws (:func:`~bayestrees.inference.safebayes.fit.safebayes_inferencedata`):
 the trees resampled by their tempered weights ``w^beta`` (``beta = m / N``), each
 with its leaf parameters drawn from their posterior given the tree.
 """
@@ -22,7 +22,7 @@ import jax
 
 from ..convert import trees_from_inferencedata
 from ..data import TrainingData, infer_task
-from ..inference.safebayes import (FAMILY, SafeBayesConfig, SafeBayesResult, fit_safebayes, prepare_safebayes_data,
+from ..inference.safebayes.fit import (FAMILY, SafeBayesConfig, SafeBayesResult, fit_safebayes, prepare_safebayes_data,
                                    safebayes_inferencedata, safebayes_predictive)
 from .base import DataContainer, TreeRV
 

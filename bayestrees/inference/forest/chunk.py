@@ -1,7 +1,7 @@
 """One chunk of a forest fit: weight draws and the CART fit of a few trees.
 
-This module sits below both :mod:`~bayestrees.inference.bootstrap` (which plans a forest fit and
-hands out chunks) and :mod:`~bayestrees.inference.workers` (whose processes fit chunks), so that
+This module sits below both :mod:`~bayestrees.inference.forest.bootstrap` (which plans a forest fit and
+hands out chunks) and :mod:`~bayestrees.inference.forest.workers` (whose processes fit chunks), so that
 the two import it and not each other.  The same :func:`fit_chunk` runs in the calling process and
 in worker processes, so a tree does not depend on where it was fitted.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..sharding import shard_batch
+from ...sharding import shard_batch
 from .cart import fit_trees
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_chunk"]
@@ -93,7 +93,7 @@ def fit_chunk(job: dict, c: int):
     Parameters
     ----------
     job : dict
-        Everything the fit needs, as built by :func:`~bayestrees.inference.bootstrap.fit_forest`:
+        Everything the fit needs, as built by :func:`~bayestrees.inference.forest.bootstrap.fit_forest`:
         ``prep``, ``y``, ``y_rank``, ``cfg``, ``trunk``, ``trunk_row_node``, ``y_shift``,
         ``y_scale``, ``presorted``, ``key``, ``n``, ``weights``, ``dtype``, ``chunk``, ``blocks``,
         ``n_blocks``, ``n_valid`` and ``return_weights``.

@@ -29,11 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..progress import Progress
-from ..tree import Tree, apply, empty_tree
+from ...progress import Progress
+from ...tree import Tree, apply, empty_tree
 from . import workers
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, response_ranks, sort_by_trunk
-from .forest_chunk import WEIGHT_KINDS, draw_weights, fit_chunk
+from .chunk import WEIGHT_KINDS, draw_weights, fit_chunk
 
 __all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
 
@@ -64,7 +64,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     Parameters
     ----------
     key : PRNG key
-    codes_or_prep : uint (n, d) codes or a prepared :class:`~bayestrees.inference.cart.Prepared`
+    codes_or_prep : uint (n, d) codes or a prepared :class:`~bayestrees.inference.forest.cart.Prepared`
     y : (n,) standardised responses or class codes
     cfg : CARTConfig
     weights : one of ``WEIGHT_KINDS``
@@ -74,7 +74,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         so every call has the same shape and compiles once
     n_jobs : chunks fitted at the same time (default 1; -1: one per available CPU). On the CPU
         backend they run in worker processes pinned to one core each
-        (:mod:`~bayestrees.inference.workers`; ``BAYESTREES_PARALLEL=threads`` uses threads);
+        (:mod:`~bayestrees.inference.forest.workers`; ``BAYESTREES_PARALLEL=threads`` uses threads);
         on accelerators, in threads
     n_valid : only the first ``n_valid`` rows are data; the rest are padding (weight 0, code
         ``MISSING`` in every feature: required) so that data sizes share compiled shapes

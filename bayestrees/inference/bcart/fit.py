@@ -2,7 +2,7 @@
 
 :func:`fit_bcart` takes a key, validated training data
 (:class:`~bayestrees.data.TrainingData`) and a :class:`BCARTConfig`, runs
-``chains`` chains of the sampler of :mod:`bayestrees.inference.mcmc` through
+``chains`` chains of the sampler of :mod:`bayestrees.inference.bcart.kernel` through
 the shared chain loop, and returns a :class:`BCARTResult`; the estimators
 (:mod:`bayestrees.estimators.bcart`) and ``bt.BayesianCART``
 (:mod:`bayestrees.models.bcart`) are thin layers over it and over
@@ -24,14 +24,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..convert import to_inferencedata
-from ..data import TrainingData, check_dtype, sampler_inputs
-from ..leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
-from ..priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
-from ..tree import Tree, predict
-from . import mcmc as M
+from ...convert import to_inferencedata
+from ...data import TrainingData, check_dtype, sampler_inputs
+from ...leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
+from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
+from ...tree import Tree, predict
+from . import kernel as M
 from .pgibbs import kernel_for
-from .loop import check_chain_method, run_chains
+from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
            "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT"]
@@ -79,7 +79,7 @@ class BCARTConfig:
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
     scheme : "moves" (one random move per step), "sweep" (every node per step) or "pgibbs" (the
-        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.pgibbs`)
+        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.bcart.pgibbs`)
     particles : particles of the "pgibbs" update (at least 2)
     temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
         (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica

@@ -17,9 +17,9 @@ over the worker's stdin/stdout.  Workers are started on first use, kept for
 later fits (their compiled programs stay warm) and stopped at interpreter exit
 or by :func:`shutdown`.
 
-Only the forest fit uses them (:func:`bayestrees.inference.bootstrap.fit_forest`
+Only the forest fit uses them (:func:`bayestrees.inference.forest.bootstrap.fit_forest`
 with ``n_jobs > 1`` on the CPU backend).  A worker runs
-:func:`bayestrees.inference.forest_chunk.fit_chunk`, the function the calling
+:func:`bayestrees.inference.forest.chunk.fit_chunk`, the function the calling
 process runs for a chunk of trees; this module never imports ``bootstrap``.  Set the environment variable
 ``BAYESTREES_PARALLEL=threads`` to use threads in the calling process instead.
 """
@@ -67,7 +67,7 @@ _BOOT = (
     "import os, sys\n"
     "cpu = int(sys.argv[1])\n"
     "if cpu >= 0: os.sched_setaffinity(0, {cpu})\n"
-    "from bayestrees.inference.workers import _serve\n"
+    "from bayestrees.inference.forest.workers import _serve\n"
     "_serve()\n"
 )
 
@@ -157,7 +157,7 @@ atexit.register(shutdown)
 
 
 class RemoteFit:
-    """One forest fit: its data (``job`` of :func:`~bayestrees.inference.bootstrap.fit_forest`) is sent
+    """One forest fit: its data (``job`` of :func:`~bayestrees.inference.forest.bootstrap.fit_forest`) is sent
     once to each worker; then ``fit(worker, c)`` fits chunk ``c`` there."""
 
     def __init__(self, workers, job: dict):
@@ -197,7 +197,7 @@ def _serve() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-    from .forest_chunk import fit_chunk
+    from .chunk import fit_chunk
 
     jobs: dict = {}
     while True:

@@ -52,8 +52,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..data import bucket_size
-from ..tree import FREE, LEAF, Tree, mark_unused
+from ...data import bucket_size
+from ...tree import FREE, LEAF, Tree, mark_unused
 
 __all__ = ["CARTConfig", "CapacityError", "fit_trees", "default_capacity", "prepare_codes", "GrowState",
            "init_state", "grow", "sort_by_trunk"]

@@ -15,7 +15,7 @@ thin layers over it and over the output functions here:
 * :func:`forest_predictive`: the arrays of
   :func:`bayestrees.convert.predictive_group`.
 
-The low-level engine is :func:`bayestrees.inference.bootstrap.fit_forest`
+The low-level engine is :func:`bayestrees.inference.forest.bootstrap.fit_forest`
 (weight draws, chunks, worker processes).
 
 Notes
@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..convert import to_inferencedata
-from ..data import TrainingData, bucket_size, check_dtype, missing_code, pad_rows
-from ..tree import Tree, pack, predict
+from ...convert import to_inferencedata
+from ...data import TrainingData, bucket_size, check_dtype, missing_code, pad_rows
+from ...tree import Tree, pack, predict
 from .bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
 from .cart import CARTConfig, default_capacity, prepare_codes
 
@@ -130,7 +130,7 @@ class ForestConfig:
     chunk_size : int or None
         Trees per compiled call (None: chosen by memory).
     n_jobs : int or None
-        Trees fitted at the same time (see :func:`~bayestrees.inference.bootstrap.fit_forest`).
+        Trees fitted at the same time (see :func:`~bayestrees.inference.forest.bootstrap.fit_forest`).
     progressbar : bool
     """
 
@@ -221,7 +221,7 @@ class ForestResult:
         (regression, output 1) or class probabilities (classification, one output per class)
     device_trees : the same trees as JAX arrays
     packed : :func:`~bayestrees.tree.pack` of ``device_trees`` (what prediction reads)
-    cart_config : the :class:`~bayestrees.inference.cart.CARTConfig` the trees were grown with
+    cart_config : the :class:`~bayestrees.inference.forest.cart.CARTConfig` the trees were grown with
         (its ``missing`` is the code of missing values)
     config : the :class:`ForestConfig`
     task : "regression" or "classification"

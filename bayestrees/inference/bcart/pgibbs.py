@@ -4,7 +4,7 @@ Lakshminarayanan, Roy & Teh (2015), "Particle Gibbs for Bayesian Additive Regres
 (AISTATS), after Andrieu, Doucet & Holenstein (2010).  One update replaces the chain's tree by a
 draw from a conditional sequential Monte Carlo sampler whose particles grow trees level by level
 from the root, one particle being held to the current tree.  It is a Gibbs-type kernel: it leaves
-the target ``pi`` (of :mod:`bayestrees.inference.mcmc`) invariant for any number of particles,
+the target ``pi`` (of :mod:`bayestrees.inference.bcart.kernel`) invariant for any number of particles,
 and it can change every rule of the tree at once, which the local moves (grow, prune, change,
 swap) cannot.
 
@@ -55,10 +55,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import random_bits
-from ..batching import scatter_add
-from ..tree import FREE, LEAF, Tree
-from .mcmc import (
+from ... import random_bits
+from ...batching import scatter_add
+from ...tree import FREE, LEAF, Tree
+from .kernel import (
     MCMCConfig,
     MCMCData,
     State,
@@ -70,7 +70,7 @@ from .mcmc import (
     _uniform,
     evaluate,
 )
-from .mcmc import (
+from .kernel import (
     build_kernel as _mcmc_kernel,
 )
 

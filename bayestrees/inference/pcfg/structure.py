@@ -6,7 +6,7 @@ are one symbol) and, for each symbol, one production per *partition* of its rows
 into two non-empty parts by an axis-aligned threshold (thresholds giving the same
 partition are one split).  This module enumerates the symbols and their splits
 and returns a :class:`PCFGStructure`: flat arrays that the dynamic programmes of
-:mod:`bayestrees.inference.pcfg` consume.
+:mod:`bayestrees.inference.pcfg.dp` consume.
 
 Two exact builders produce the same structure (up to symbol numbering):
 

@@ -1,7 +1,7 @@
 """Importance weighting of prior trees: the safe-Bayesian random forest.
 
 Quadrianto & Ghahramani (2015).  ``K`` trees ``T_k`` are drawn from a
-data-independent prior (:mod:`bayestrees.inference.prior_trees`), so the
+data-independent prior (:mod:`bayestrees.inference.safebayes.prior_trees`), so the
 importance weight of a tree under the posterior is its marginal likelihood
 
     w_k = p(Y | X, T_k) = prod_leaves p(y_leaf),
@@ -30,7 +30,7 @@ The log weights of big data sets lose absolute precision in float32 (about
 ``1e-7 * N log N`` nats); use float64 for exact BMA on large ``N``.
 
 The family's entry point, which builds on these functions, is
-:func:`bayestrees.inference.safebayes.fit_safebayes`.
+:func:`bayestrees.inference.safebayes.fit.fit_safebayes`.
 
 Shapes: ``K`` trees, ``L`` node slots, ``n`` rows, ``C`` classes, ``M`` values
 of ``m`` on an operating curve, ``k`` statistics per row (``C`` for classes,
@@ -45,8 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..leaves import NIGPrior, leaf_stats, nig_posterior
-from ..tree import LEAF, Tree, apply
+from ...leaves import NIGPrior, leaf_stats, nig_posterior
+from ...tree import LEAF, Tree, apply
 from .prior_trees import PriorForest, bin_cum_counts, cut_thresholds, prior_to_tree, subtree_sums
 
 __all__ = [
@@ -372,7 +372,7 @@ def tree_skeleton(prior: PriorForest, codes, n_bins, n_outputs: int, dtype=jnp.f
     -----
     A cut below the PIT of a feature's smallest value (``c < cum_0 / n``; frequent on
     features with many ties at their minimum, e.g. binary ones) sends every present
-    value right: :func:`bayestrees.inference.prior_trees.cut_thresholds` gives
+    value right: :func:`bayestrees.inference.safebayes.prior_trees.cut_thresholds` gives
     ``t = -1``.  Such a node is stored as the equivalent split ``code <= n_bins - 1``
     (every present value goes left) with its two children exchanged and
     ``missing_left`` negated, so every threshold is a valid code ``>= 0``: the packed

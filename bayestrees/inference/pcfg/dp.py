@@ -4,7 +4,7 @@ Model
 -----
 Prior ``Pr[T | X] ∝ phi^(-b(T))`` (``b`` = number of leaves) over trees whose
 nodes all hold at least one training row, with splits counted once per
-partition of a node's rows (see :mod:`bayestrees.inference.pcfg_structure`).
+partition of a node's rows (see :mod:`bayestrees.inference.pcfg.structure`).
 Leaves are conjugate: Dirichlet(alpha) class probabilities (Dirichlet-multinomial
 marginal ``B(n + alpha) / B(alpha)``) or Normal-inverse-gamma means and
 variances (regression).
@@ -24,7 +24,7 @@ Exact sampling
 MAP
     The same walk taking the arg max under ``Q_max`` (the paper's Algorithm 2).
 
-All functions take a :class:`~bayestrees.inference.pcfg_structure.PCFGStructure`
+All functions take a :class:`~bayestrees.inference.pcfg.structure.PCFGStructure`
 (converted once to device arrays by :func:`device_structure`) and are pure.
 Precision
     Every array of a programme (statistics, leaf marginals, inside values,
@@ -43,10 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves
-from ..sharding import shard_batch
-from ..tree import FREE, Tree
-from .pcfg_structure import PCFGStructure
+from ...leaves import DirichletLeaves, NIGPrior, NormalLeaves
+from ...sharding import shard_batch
+from ...tree import FREE, Tree
+from .structure import PCFGStructure
 
 __all__ = [
     "resolve_dtype", "DeviceStructure", "device_structure", "symbol_log_marginals", "symbol_values",

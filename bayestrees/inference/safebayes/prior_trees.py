@@ -80,7 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from ..tree import Tree, mark_unused
+from ...tree import Tree, mark_unused
 
 __all__ = [
     "PriorForest",

@@ -2,7 +2,7 @@
 
 The kernel is written for ONE chain over NamedTuple :class:`State`/:class:`Info`
 and run by :func:`bayestrees.inference.loop.run_chains` (vmapped chains).  A chain
-holds ``J = max_trees`` heap trees (the sampler of :mod:`bayestrees.inference.mcmc`,
+holds ``J = max_trees`` heap trees (the sampler of :mod:`bayestrees.inference.bcart.kernel`,
 vmapped over the tree axis), their drawn leaf parameters, their split-variable
 weights ``xi_j``, the stick-breaking fractions ``v_j`` and the assignment ``Z_i``
 of every row.  Everything lives in fixed arrays; the number of occupied trees is
@@ -29,7 +29,7 @@ One step (blocked Gibbs)
    a. splits whose children no longer hold ``q`` rows each after the last clustering
       step are collapsed (:func:`collapse`: the largest sub-tree from the root whose
       internal nodes have two children with at least ``q`` rows each);
-   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.mcmc.sweep`,
+   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.bcart.kernel.sweep`,
       ``scan="dynamic"``) with the leaf parameters integrated out, the rule prior and
       proposal weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
    c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`xi_proposal_log_ratio`);
@@ -61,7 +61,7 @@ the slice variable makes ``(Z_i, u_i)`` have joint density
 ``P(Z_i = j | u_i) ∝ 1[w_j > u_i] p(y_i | theta_j)``; integrating ``u_i`` gives back
 ``P(Z_i = j) ∝ w_j p(y_i | theta_j)`` (the test checks this by brute force).
 
-*Sweep.*  The acceptance ratios are those of :func:`bayestrees.inference.mcmc.sweep` with the
+*Sweep.*  The acceptance ratios are those of :func:`bayestrees.inference.bcart.kernel.sweep` with the
 rule probability ``xi_c / sum_valid xi * 1 / nthr_c`` in the prior and the proposal
 (grow: ``pi(T') / pi(T) * (1/2) / q_rule``; prune: ``pi(T') / pi(T) * q_rule / (1/2)``;
 change: ``pi(T') / pi(T) * xi_old nthr_new / (xi_new nthr_old)``).
@@ -89,10 +89,10 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import betaln
 
-from ..leaves import LeafDraw
-from ..tree import FREE, LEAF, Tree
-from . import mcmc as M
-from .loop import Kernel
+from ...leaves import LeafDraw
+from ...tree import FREE, LEAF, Tree
+from ..bcart import kernel as M
+from ..loop import Kernel
 
 __all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "collapse", "node_counts",
            "xi_proposal_log_ratio", "slice_step", "v_given_z", "z_given_w", "stick_weights", "tree_step", "collect",
@@ -434,7 +434,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         w, _ = stick_weights(state.v)
         leaf = jax.vmap(M._route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
         wz = (state.z[None, :] == jnp.arange(J)[:, None]).astype(dt)                                # (J, n)
-        from ..leaves import leaf_stats
+        from ...leaves import leaf_stats
 
         stats = jax.vmap(lambda lf, ww: leaf_stats(lf, data.row_stats, S, ww))(leaf, wz)
         cnt = jax.vmap(lambda lf, ww: node_counts(lf, ww, S))(leaf, wz)

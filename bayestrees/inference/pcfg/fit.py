@@ -12,7 +12,7 @@ over it; :func:`pcfg_inferencedata` writes the posterior contract and
 :func:`pcfg_predictive` the predictive groups.
 
 Underneath, :func:`fit_posterior` builds the grammar
-(:mod:`~bayestrees.inference.pcfg_structure`) from the leaf model's per-row
+(:mod:`~bayestrees.inference.pcfg.structure`) from the leaf model's per-row
 statistics, runs the inside programmes once and returns a
 :class:`PCFGPosterior` with exact sampling, the MAP tree, the exact predictive
 and summaries.
@@ -27,7 +27,7 @@ independent, so the pointwise log-likelihood is what ``az.loo`` needs.
 
 Precision: ``dtype="float32"`` (the fast default) or ``dtype="float64"``
 (exact comparisons; needs ``jax_enable_x64`` on, see
-:func:`~bayestrees.inference.pcfg.resolve_dtype`).  Every array the posterior
+:func:`~bayestrees.inference.pcfg.dp.resolve_dtype`).  Every array the posterior
 holds or returns is in that dtype.
 """
 from __future__ import annotations
@@ -39,12 +39,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..convert import to_inferencedata
-from ..data import TrainingData, missing_code, prepare_data
-from ..leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
-from ..tree import Tree, apply, predict
-from . import pcfg as P
-from .pcfg_structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
+from ...convert import to_inferencedata
+from ...data import TrainingData, missing_code, prepare_data
+from ...leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
+from ...tree import Tree, apply, predict
+from . import dp as P
+from .structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
 
 __all__ = ["FAMILY", "PCFGConfig", "PCFGResult", "fit_pcfg", "prepare_pcfg_data", "check_pcfg_data",
            "pcfg_inferencedata", "pcfg_predictive", "draw_leaf_parameters", "PCFGPosterior", "fit_posterior",

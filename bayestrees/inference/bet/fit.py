@@ -2,7 +2,7 @@
 
 :func:`fit_bet` takes a key, validated training data
 (:class:`~bayestrees.data.TrainingData`) and a :class:`BETConfig`, runs ``chains``
-chains of the kernel of :mod:`bayestrees.inference.bet_kernel` through the
+chains of the kernel of :mod:`bayestrees.inference.bet.kernel` through the
 shared chain loop and returns a :class:`BETResult`; the estimators
 (:mod:`bayestrees.estimators.bet`) and ``bt.BETMixture``
 (:mod:`bayestrees.models.bet`) are thin layers over it, :func:`bet_inferencedata`
@@ -24,14 +24,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..convert import to_inferencedata
-from ..data import TrainingData, check_dtype, sampler_inputs
-from ..leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
-from ..priors import DepthDecayPrior, canonical, traced_params
-from ..tree import Tree, predict
-from . import bet_kernel as K
-from . import mcmc as M
-from .loop import check_chain_method, run_chains
+from ...convert import to_inferencedata
+from ...data import TrainingData, check_dtype, sampler_inputs
+from ...leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
+from ...priors import DepthDecayPrior, canonical, traced_params
+from ...tree import Tree, predict
+from . import kernel as K
+from ..bcart import kernel as M
+from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
            "MAX_ROWS", "MAX_TREES"]
@@ -131,7 +131,7 @@ class BETConfig:
         if task == "classification":
             return DirichletLeaves(n_classes, float(self.alpha_leaves))
         if isinstance(self.leaf_prior, NIGPrior):
-            from ..leaves import NormalLeaves
+            from ...leaves import NormalLeaves
 
             return NormalLeaves(self.leaf_prior)
         return ObjectiveNormalLeaves()
@@ -145,7 +145,7 @@ class BETConfig:
 
 @dataclass
 class BETResult:
-    """A BET fit: ``draws`` is a :class:`~bayestrees.inference.bet_kernel.Draw` with leading dims
+    """A BET fit: ``draws`` is a :class:`~bayestrees.inference.bet.kernel.Draw` with leading dims
     ``(chains, draws)`` (numpy), leaf values, ``sigma``, ``mu`` and ``log_lik`` in response units;
     ``info`` the kernel's Info of the kept steps; ``overflow_total`` the slice overflows over every step
     kept (``info.overflow`` summed)."""

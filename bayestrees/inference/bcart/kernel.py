@@ -81,11 +81,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import random_bits
-from ..batching import scatter_add, scatter_max, take
-from ..leaves import LeafDraw, leaf_stats
-from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
-from .loop import Kernel
+from ... import random_bits
+from ...batching import scatter_add, scatter_max, take
+from ...leaves import LeafDraw, leaf_stats
+from ...tree import FREE, LEAF, Tree, grow_leaf, prune_node
+from ..loop import Kernel
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
            "build_kernel", "heap_capacity", "sweep", "collect", "root_tree"]
@@ -120,7 +120,7 @@ class MCMCConfig:
     min_leaf_rows : every used node must hold at least this much row weight (default 1: a node
         must hold rows, ``weight > 0``); BET's ``q``
     particles : particles of the conditional SMC update of ``scheme="pgibbs"``
-        (:mod:`bayestrees.inference.pgibbs`; at least 2)
+        (:mod:`bayestrees.inference.bcart.pgibbs`; at least 2)
     n_codes : number of feature codes (codes are ``0 .. n_codes - 1``), a static bound that
         ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
     """
@@ -604,7 +604,7 @@ def _whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
 @dataclass(frozen=True)
 class _Step:
     """One step of scheme ``cfg.scheme``; ``update`` is the whole-tree update of scheme "pgibbs"
-    (:func:`bayestrees.inference.pgibbs.pgibbs`, handed in by its ``build_kernel``: this module
+    (:func:`bayestrees.inference.bcart.pgibbs.pgibbs`, handed in by its ``build_kernel``: this module
     does not import it)."""
 
     cfg: MCMCConfig
@@ -678,11 +678,11 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32, update=None) -> Kernel:
     ``init(key, data)`` starts from the root leaf; ``step(key, state, data)`` makes
     one move of a type drawn with ``cfg.move_probs`` (or one sweep).  Both are hashable by
     ``cfg``, so every fit with the same settings and data shapes reuses one
-    compilation.  Scheme "pgibbs" is built by :func:`bayestrees.inference.pgibbs.build_kernel`,
+    compilation.  Scheme "pgibbs" is built by :func:`bayestrees.inference.bcart.pgibbs.build_kernel`,
     which hands its update in as ``update``.
     """
     if cfg.scheme == "pgibbs" and update is None:
-        raise ValueError("scheme 'pgibbs' is built by bayestrees.inference.pgibbs.build_kernel")
+        raise ValueError("scheme 'pgibbs' is built by bayestrees.inference.bcart.pgibbs.build_kernel")
     if abs(float(cfg.move_probs[0]) - float(cfg.move_probs[1])) > 1e-12:
         raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
     if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:

@@ -21,11 +21,11 @@ it and over the functions here:
 Model
 -----
 ``K`` trees are drawn from the data-independent code-string prior
-(:mod:`bayestrees.inference.prior_trees`) and weighted by their marginal
+(:mod:`bayestrees.inference.safebayes.prior_trees`) and weighted by their marginal
 likelihood ``w_k = p(Y | X, T_k)`` under conjugate leaves
 (:class:`~bayestrees.leaves.DirichletLeaves` for classes,
 :class:`~bayestrees.leaves.NormalLeaves` for real responses; see
-:mod:`bayestrees.inference.importance`).  The forest predicts with the tempered
+:mod:`bayestrees.inference.safebayes.importance`).  The forest predicts with the tempered
 weights ``w_k^beta``, ``beta = m / N``; ``m`` is chosen by cross-validation
 (``effective_sample_size="auto"``) or given.
 
@@ -56,13 +56,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..convert import to_inferencedata
-from ..data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data
-from ..leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
-from ..tree import LEAF, Tree, apply, predict
+from ...convert import to_inferencedata
+from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data
+from ...leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
+from ...tree import LEAF, Tree, apply, predict
 from . import importance as imp
 from .prior_trees import PriorForest, _check_split_prob, cached_prior_forest, truncated_mass
-from .resample import systematic_resample
+from ..resample import systematic_resample
 
 __all__ = [
     "FAMILY", "METHODS", "SafeBayesConfig", "SafeBayesResult", "prepare_safebayes_data", "fit_safebayes",
@@ -534,11 +534,11 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
       by class for classification).  For each fold the prior trees are weighed on
       the other folds (``N_f`` rows, ``beta = m / N_f``) and the held-out rows are
       scored; the fold curves are pooled over all ``N`` rows
-      (:func:`bayestrees.inference.importance.pool_curves`);
+      (:func:`bayestrees.inference.safebayes.importance.pool_curves`);
     - ``validation_fraction`` in ``(0, 1)``: one random hold-out split of that size;
     - ``validation_fraction=0``: the in-sample training curve.
 
-    The candidates are :func:`bayestrees.inference.importance.auto_m_grid` (``m = 1..N``
+    The candidates are :func:`bayestrees.inference.safebayes.importance.auto_m_grid` (``m = 1..N``
     and up to ``1000 N``), and ``m`` maximises the criterion (ties: larger mean log
     predictive, then smaller ``m``).  The final weights use all rows with the chosen
     ``m``: ``beta = m / N`` with the full ``N``.
