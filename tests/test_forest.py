@@ -261,7 +261,7 @@ def test_model_does_not_import_the_estimators():
     tree = ast.parse((Path(bt.__file__).parent / "models" / "forest.py").read_text())
     mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert "inference.forest" in mods and not any("estimators" in m for m in mods)
+    assert any(m.startswith("inference.forest") for m in mods) and not any("estimators" in m for m in mods)
 
 
 def test_model_classification_predictions(reg_data):
