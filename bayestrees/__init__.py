@@ -1,8 +1,4 @@
 """bayestrees: Bayesian inference over decision trees in JAX."""
-import warnings as _warnings
-
-_warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
-
 from . import data
 from . import tree
 from . import leaves

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -612,7 +613,11 @@ def main(argv=None) -> int:
         parser.print_help()
         return 1
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # ArviZ's notices about its coming API changes say nothing about the user's fit; they are
+            # silenced for this command only (the library itself sets no warning filter)
+            warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
+            return int(args.func(args) or 0)
     except (CLIError, ValueError) as e:
         msg = str(e).strip().splitlines()
         print(f"error: {msg[0] if msg else type(e).__name__}", file=sys.stderr)

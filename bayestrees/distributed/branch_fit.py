@@ -90,9 +90,20 @@ def fit_branch(codes: np.ndarray, y: np.ndarray, row_index: np.ndarray, spec: Br
     its weight in the single-machine forest; other weight kinds and ``max_features`` /
     ``splitter="random"`` give valid forests but not the single-machine trees (their draws
     depend on the whole data set's size or on node numbers).
+
+    A float64 ``spec`` is fitted inside ``jax.enable_x64(True)`` (scoped to this call and
+    thread); the process-wide ``jax_enable_x64`` is never changed.
     """
-    if spec.dtype == "float64" and not jax.config.jax_enable_x64:
-        jax.config.update("jax_enable_x64", True)  # this process is a worker fitting float64 forests
+    if spec.dtype == "float64":
+        # a float64 forest needs 64-bit JAX for this call only (a scoped, thread-local switch: the
+        # process's setting, and so every float32 fit in it, is left as it is)
+        with jax.enable_x64(True):
+            return _fit_branch(codes, y, row_index, spec, trees)
+    return _fit_branch(codes, y, row_index, spec, trees)
+
+
+def _fit_branch(codes, y, row_index, spec: BranchSpec, trees) -> Tree:
+    """:func:`fit_branch` under the 64-bit setting its caller chose."""
     order = np.argsort(row_index, kind="stable")
     codes, y, row_index = np.asarray(codes)[order], np.asarray(y)[order], np.asarray(row_index)[order]
     m, d = codes.shape
