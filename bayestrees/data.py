@@ -58,6 +58,7 @@ __all__ = [
     "ecdf_transform",
     "bucket_size",
     "pad_rows",
+    "standardize_response",
 ]
 
 
@@ -301,12 +302,56 @@ def sampler_inputs(data: "TrainingData", family: str, dtype):
         raise ValueError(f"{family} does not take missing values: impute or drop the rows with NaN first")
     if data.task != "regression":
         return codes.astype(np.int32), np.asarray(data.y, np.int32), 0.0, 1.0
-    y = np.asarray(data.y, np.float64)
-    shift, scale = float(y.mean()), float(y.std())
-    scale = scale if scale > 0 and np.isfinite(scale) else 1.0
-    if not np.isfinite(shift):
-        raise ValueError("y is too large to standardise in float64")
-    return codes.astype(np.int32), ((y - shift) / scale).astype(dtype), shift, scale
+    z, shift, scale = standardize_response(data.y, dtype)
+    return codes.astype(np.int32), z, shift, scale
+
+
+def standardize_response(y, dtype=np.float64, *, overflow_safe: bool = False) -> tuple[np.ndarray, float, float]:
+    """Standardise a regression response: ``z = (y - loc) / scale``, the one way every family does it.
+
+    The moments are taken in float64 and ``z`` is computed in float64, then cast to ``dtype``.
+
+    Parameters
+    ----------
+    y : array-like (n,)
+        The response (converted to float64).
+    dtype : numpy dtype, default float64
+        dtype of the returned ``z``.
+    overflow_safe : bool, default False
+        False: ``loc`` and ``scale`` are ``mean(y)`` and ``std(y)``; a constant (or
+        non-finite) standard deviation gives ``scale = 1``.  True: ``y`` is divided by
+        ``max |y|`` before the moments are taken, so responses near the float64 limit keep
+        a finite variance, and a constant ``y`` gets ``scale = max |y|`` (1 when ``y == 0``).
+
+    Returns
+    -------
+    z : ndarray (n,) of ``dtype``
+        The standardised response.
+    loc, scale : float
+        ``y = z * scale + loc``; ``scale > 0``.
+
+    Raises
+    ------
+    ValueError
+        If ``overflow_safe`` is False and the mean of ``y`` is not finite in float64.
+    """
+    y = np.asarray(y, np.float64)
+    if overflow_safe:
+        big = float(np.max(np.abs(y))) if y.size else 0.0
+        if not big > 0:
+            loc, scale = 0.0, 1.0
+        else:
+            u = y / big
+            loc = big * float(np.mean(u))
+            scale = big * float(np.std(u))
+            if not (np.isfinite(scale) and scale > 0):
+                scale = big
+    else:
+        loc, scale = float(y.mean()), float(y.std())
+        scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+        if not np.isfinite(loc):
+            raise ValueError("y is too large to standardise in float64")
+    return ((y - loc) / scale).astype(dtype), loc, scale
 
 
 def check_dtype(dtype) -> np.dtype:

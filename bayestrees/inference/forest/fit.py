@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, bucket_size, check_dtype, missing_code, pad_rows
+from ...data import TrainingData, bucket_size, check_dtype, missing_code, pad_rows, standardize_response
 from ...tree import Tree, pack, predict
 from .bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
 from .cart import CARTConfig, default_capacity, prepare_codes
@@ -296,10 +296,7 @@ def fit_bayesian_forest(key, data: TrainingData, config: ForestConfig) -> Forest
     dtype = config.jax_dtype
     np_dtype = np.dtype(config.dtype)
     if data.task == "regression":
-        yy = np.asarray(data.y, np.float64)
-        shift, scale = float(np.mean(yy)), float(np.std(yy))
-        scale = scale if scale > 0 else 1.0
-        ytrain = ((yy - shift) / scale).astype(np_dtype)
+        ytrain, shift, scale = standardize_response(data.y, np_dtype)
         n_classes = 0
     else:
         shift, scale = 0.0, 1.0

@@ -57,7 +57,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data
+from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data, standardize_response
 from ...leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
 from ...tree import LEAF, Tree, apply, predict
 from . import importance as imp
@@ -66,7 +66,7 @@ from ..resample import systematic_resample
 
 __all__ = [
     "FAMILY", "METHODS", "SafeBayesConfig", "SafeBayesResult", "prepare_safebayes_data", "fit_safebayes",
-    "location_scale", "fold_ids", "method_log_weights", "tree_class_proba", "regression_predictive",
+    "fold_ids", "method_log_weights", "tree_class_proba", "regression_predictive",
     "forest_proba", "forest_mean", "forest_log_predictive", "forest_interval", "operating_curve",
     "training_curve", "PosteriorDraws", "posterior_draws", "safebayes_inferencedata", "safebayes_predictive",
 ]
@@ -281,28 +281,10 @@ def prepare_safebayes_data(X, y, *, task: str = "auto") -> TrainingData:
     return prepare_data(X, y, task=task, max_bins=int(min(max(n, 2), 65534)), order_categories_by_response=False)
 
 
-def location_scale(y) -> tuple[float, float]:
-    """Mean and standard deviation of ``y`` (float64), computed without overflow.
-
-    ``y`` is divided by ``max |y|`` first, so targets near the float64 limit keep a
-    finite variance.  A constant ``y`` gets the scale ``max |y|`` (1 when ``y == 0``).
-    """
-    y = np.asarray(y, np.float64)
-    big = float(np.max(np.abs(y))) if y.size else 0.0
-    if not big > 0:
-        return 0.0, 1.0
-    u = y / big
-    loc = big * float(np.mean(u))
-    sd = big * float(np.std(u))
-    if not (np.isfinite(sd) and sd > 0):
-        sd = big
-    return loc, sd
-
-
-def _leaf_priors(user: NIGPrior | None, y, loc: float, scale: float) -> tuple[NIGPrior, NIGPrior]:
-    """The regression leaf prior on the response's scale and on the standardised scale."""
+def _leaf_priors(user: NIGPrior | None, z, loc: float, scale: float) -> tuple[NIGPrior, NIGPrior]:
+    """The regression leaf prior on the response's scale and on the standardised scale (``z``: standardised y)."""
     if user is None:
-        pz = default_nig_prior((np.asarray(y, np.float64) - loc) / scale)
+        pz = default_nig_prior(z)
         return NIGPrior(loc + scale * pz.m0, pz.kappa0, pz.a0, pz.b0 * scale * scale), pz
     pz = NIGPrior((user.m0 - loc) / scale, user.kappa0, user.a0, user.b0 / (scale * scale))
     if not (np.isfinite(pz.m0) and np.isfinite(pz.b0) and pz.b0 > 0):
@@ -543,7 +525,7 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
     predictive, then smaller ``m``).  The final weights use all rows with the chosen
     ``m``: ``beta = m / N`` with the full ``N``.
 
-    Regression responses are standardised (:func:`location_scale`) and the leaf prior
+    Regression responses are standardised (:func:`bayestrees.data.standardize_response` with ``overflow_safe=True``) and the leaf prior
     transformed accordingly (``m0 -> (m0 - loc) / scale``, ``b0 -> b0 / scale^2``),
     which is the same model; every output is mapped back.
     """
@@ -562,10 +544,9 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
         leaf_model = DirichletLeaves(data.n_classes, config.alpha)
         y_int = np.asarray(data.y, np.int32)
     else:
-        loc, scale = location_scale(data.y)
-        leaf_prior, prior_z = _leaf_priors(config.leaf_prior, data.y, loc, scale)
+        y_int, loc, scale = standardize_response(data.y, overflow_safe=True)
+        leaf_prior, prior_z = _leaf_priors(config.leaf_prior, y_int, loc, scale)
         leaf_model = NormalLeaves(prior_z)
-        y_int = (np.asarray(data.y, np.float64) - loc) / scale
     m = config.effective_sample_size
     if m == "auto":
         curve = _held_out_curve(config, data.task, prior, codes, y_int, n_bins, leaf_model, dtype, scale, key_split)
