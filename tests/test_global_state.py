@@ -65,3 +65,29 @@ def test_a_float64_branch_fit_does_not_turn_on_x64():
     assert not jax.config.jax_enable_x64  # the process-wide setting is untouched
     assert t.value.dtype == np.float64 and t.weight.dtype == np.float64  # yet the fit ran in float64
     assert _branch("float32").value.dtype == np.float32 and not jax.config.jax_enable_x64
+
+
+def test_the_prior_forest_cache_is_an_object_with_an_idempotent_close():
+    from bayestrees.inference.safebayes import prior_trees as pt
+
+    key = jax.random.key(3)
+    cache = pt.PriorForestCache(maxsize=2)
+    a = cache.get(key, 2, 3, max_internal=7)
+    assert cache.get(key, 2, 3, max_internal=7) is a and len(cache) == 1  # memoised
+    cache.get(jax.random.key(4), 2, 3, max_internal=7)
+    cache.get(jax.random.key(5), 2, 3, max_internal=7)
+    assert len(cache) == 2  # least recently used out
+    cache.close()
+    assert len(cache) == 0
+    cache.close()  # idempotent
+    b = cache.get(key, 2, 3, max_internal=7)  # usable again, the same draw
+    assert b is not a and all(np.array_equal(u, v) for u, v in zip(jax.tree_util.tree_leaves(a),
+                                                                    jax.tree_util.tree_leaves(b)))
+    # the module-level default, used by every safe-Bayes fit, is reachable and closable
+    default = pt.default_prior_cache()
+    c = pt.cached_prior_forest(key, 2, 3, max_internal=7)
+    assert pt.cached_prior_forest(key, 2, 3, max_internal=7) is c and len(default) >= 1
+    pt.clear_prior_cache()
+    assert len(default) == 0
+    pt.clear_prior_cache()
+    assert pt.cached_prior_forest(key, 2, 3, max_internal=7) is not c

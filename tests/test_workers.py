@@ -45,7 +45,8 @@ def test_worker_processes_give_the_same_trees(data, kind, kw):
     est = getattr(bt, kind)
     one = est(n_estimators=6, chunk_size=1, random_state=5, **kw).fit(X, y)
     two = est(n_estimators=6, chunk_size=1, random_state=5, n_jobs=2, **kw).fit(X, y)
-    assert len(workers._WORKERS) >= 2 and all(w.proc.poll() is None for w in workers._WORKERS)
+    running = workers.default_pool().workers
+    assert len(running) >= 2 and all(w.proc.poll() is None for w in running)
     assert _same_trees(one, two)
     np.testing.assert_array_equal(one.predict_draws(X), two.predict_draws(X))
 
@@ -131,10 +132,33 @@ def test_workers_share_a_compilation_cache_that_shutdown_removes(data, monkeypat
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     workers.shutdown()
     bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
-    folder = workers._CACHE[0]
+    folder = workers.default_pool().cache_dir
     assert os.path.isdir(folder) and os.listdir(folder)  # the compiled programs, written by one worker
     workers.shutdown()
-    assert not os.path.exists(folder) and not workers._WORKERS
+    assert not os.path.exists(folder) and not workers.default_pool().workers
+    assert workers.default_pool().cache_dir is None
     one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
     two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     assert _same_trees(one, two)
+
+
+def test_a_pool_closes_its_workers_and_cache_and_closing_twice_is_harmless(monkeypatch):
+    import os
+
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)  # the pool makes its own cache folder
+    pool = workers.WorkerPool()
+    assert pool is not workers.default_pool()
+    started = pool.get(1)
+    folder = pool.cache_dir
+    assert len(started) == 1 and started[0].proc.poll() is None and os.path.isdir(folder)
+    with pytest.raises(KeyError):  # a live worker answers (here: the error of a forest it was never sent)
+        started[0].call("fit", "no such forest", 0)
+    pool.close()
+    assert _wait(started[0]) and not pool.workers and pool.cache_dir is None and not os.path.exists(folder)
+    pool.close()  # idempotent
+    with workers.WorkerPool() as again:  # a context manager too; a closed pool may be used again
+        assert again.get(1)[0].proc.poll() is None
+    assert not again.workers
+    workers.shutdown()
+    workers.shutdown()  # the default pool's close, idempotent as well
+    assert not workers.default_pool().workers

@@ -110,7 +110,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         return out
 
     jobs = min(resolve_n_jobs(n_jobs), n_chunks)
-    pool = workers.get_workers(jobs, quiet=True) if jobs > 1 and workers.use_processes(jobs) else None
+    pool = workers.default_pool().get(jobs, quiet=True) if jobs > 1 and workers.use_processes(jobs) else None
     if jobs == 1:
         results = [run(c) for c in range(n_chunks)]
     elif pool is not None:

@@ -13,9 +13,12 @@ pinned with ``os.sched_setaffinity`` before JAX starts.  The workers share a
 JAX compilation cache in a temporary folder (removed at shutdown; a
 ``JAX_COMPILATION_CACHE_DIR`` set by the user is used instead): a new program
 is compiled by one worker while the others wait, and they load it from the cache.  Messages are pickles
-over the worker's stdin/stdout.  Workers are started on first use, kept for
-later fits (their compiled programs stay warm) and stopped at interpreter exit
-or by :func:`shutdown`.
+over the worker's stdin/stdout.
+
+The workers and their cache folder belong to a :class:`WorkerPool`; ``close()`` stops them and
+removes the folder.  The forest fits use the pool :func:`default_pool` returns: its workers are
+started on first use, kept for later fits (their compiled programs stay warm) and stopped at
+interpreter exit or by :func:`shutdown` (a later parallel fit starts them again).
 
 Only the forest fit uses them (:func:`bayestrees.inference.forest.bootstrap.fit_forest`
 with ``n_jobs > 1`` on the CPU backend).  A worker runs
@@ -35,11 +38,8 @@ import tempfile
 import threading
 import uuid
 
-__all__ = ["WorkerError", "available_cpus", "get_workers", "shutdown", "use_processes"]
-
-_WORKERS: list[_Worker] = []
-_LOCK = threading.Lock()
-_CACHE: list[str] = []  # the workers' shared compilation cache folder, made on first use
+__all__ = ["WorkerError", "WorkerPool", "available_cpus", "default_pool", "get_workers", "shutdown",
+           "use_processes", "serve"]
 
 
 class WorkerError(RuntimeError):
@@ -67,21 +67,19 @@ _BOOT = (
     "import os, sys\n"
     "cpu = int(sys.argv[1])\n"
     "if cpu >= 0: os.sched_setaffinity(0, {cpu})\n"
-    "from bayestrees.inference.forest.workers import _serve\n"
-    "_serve()\n"
+    "from bayestrees.inference.forest.workers import serve\n"
+    "serve()\n"
 )
 
 
 class _Worker:
     """One worker process and the pipe protocol to it."""
 
-    def __init__(self, cpu: int):
+    def __init__(self, cpu: int, cache: str | None = None):
         env = dict(os.environ)
         env["JAX_PLATFORMS"] = "cpu"
-        if "JAX_COMPILATION_CACHE_DIR" not in env:  # the user's own cache, if set, is used as it is
-            if not _CACHE:
-                _CACHE.append(tempfile.mkdtemp(prefix="bayestrees-jax-cache-"))
-            env["BAYESTREES_WORKER_CACHE"] = _CACHE[0]
+        if cache is not None:
+            env["BAYESTREES_WORKER_CACHE"] = cache
         self.cpu = cpu
         self.seen: set = set()  # signatures of the programs this worker has run
         self.lock = threading.Lock()
@@ -113,44 +111,126 @@ class _Worker:
         return payload
 
     def close(self):
+        """Ask the worker to stop (killed if it does not within 5 s) and close its pipes."""
         try:
             pickle.dump(None, self.proc.stdin)
             self.proc.stdin.close()
             self.proc.wait(timeout=5)
         except Exception:
             self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
 
 
-def get_workers(n_jobs: int, quiet: bool = False) -> list[_Worker] | None:
-    """``n_jobs`` running workers (started if needed), pinned one per CPU when there are enough CPUs.
+class WorkerPool:
+    """Worker processes for parallel forest fits, and the compilation cache folder they share.
 
-    With ``quiet``, a failure to start them gives a warning and ``None`` (callers then use threads).
+    Workers are started by :meth:`get` as they are needed and kept between fits; :meth:`close`
+    stops them and removes the folder.  A closed pool may be used again: the next :meth:`get`
+    starts fresh workers.  It is also a context manager (``with WorkerPool() as pool: ...``).
+
+    Attributes
+    ----------
+    workers : list
+        The running workers (a copy; each has ``cpu``, the core it is pinned to or -1, and
+        ``proc``, its :class:`subprocess.Popen`).
+    cache_dir : str or None
+        The workers' shared JAX compilation cache (a temporary folder made when the first worker
+        starts, unless ``JAX_COMPILATION_CACHE_DIR`` is set: the user's own cache is then used
+        as it is), or None before that and after :meth:`close`.
     """
-    with _LOCK:
-        _WORKERS[:] = [w for w in _WORKERS if w.proc.poll() is None]
-        cpus = available_cpus()
-        try:
-            while len(_WORKERS) < n_jobs:
-                free = [c for c in cpus if c not in {w.cpu for w in _WORKERS}]
-                _WORKERS.append(_Worker(free[0] if n_jobs <= len(cpus) and free else -1))
-        except WorkerError as e:
-            if not quiet:
-                raise
-            import warnings
 
-            warnings.warn(f"{e}; fitting in threads instead", RuntimeWarning, stacklevel=3)
+    def __init__(self):
+        self._workers: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._cache: str | None = None
+
+    @property
+    def workers(self) -> list:
+        with self._lock:
+            return list(self._workers)
+
+    @property
+    def cache_dir(self) -> str | None:
+        return self._cache
+
+    def get(self, n_jobs: int, quiet: bool = False) -> list | None:
+        """``n_jobs`` running workers (started if needed), pinned one per CPU when there are enough CPUs.
+
+        Parameters
+        ----------
+        n_jobs : int
+            Workers wanted.
+        quiet : bool
+            A failure to start them gives a ``RuntimeWarning`` and ``None`` (callers then use
+            threads) instead of raising :class:`WorkerError`.
+
+        Returns
+        -------
+        list of workers, or None
+        """
+        with self._lock:
+            for w in [w for w in self._workers if w.proc.poll() is not None]:
+                w.close()  # a dead worker's pipes are closed; a new one takes its place
+            self._workers[:] = [w for w in self._workers if w.proc.poll() is None]
+            cpus = available_cpus()
+            try:
+                while len(self._workers) < n_jobs:
+                    free = [c for c in cpus if c not in {w.cpu for w in self._workers}]
+                    self._workers.append(_Worker(free[0] if n_jobs <= len(cpus) and free else -1, self._cache_folder()))
+            except WorkerError as e:
+                if not quiet:
+                    raise
+                import warnings
+
+                warnings.warn(f"{e}; fitting in threads instead", RuntimeWarning, stacklevel=3)
+                return None
+            return self._workers[:n_jobs]
+
+    def _cache_folder(self) -> str | None:
+        if "JAX_COMPILATION_CACHE_DIR" in os.environ:  # the user's own cache, if set, is used as it is
             return None
-        return _WORKERS[:n_jobs]
+        if self._cache is None:
+            self._cache = tempfile.mkdtemp(prefix="bayestrees-jax-cache-")
+        return self._cache
+
+    def close(self) -> None:
+        """Stop every worker and remove the shared cache folder; calling it again does nothing."""
+        with self._lock:
+            for w in self._workers:
+                w.close()
+            self._workers.clear()
+            if self._cache is not None:
+                shutil.rmtree(self._cache, ignore_errors=True)
+                self._cache = None
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_DEFAULT_POOL = WorkerPool()
+
+
+def default_pool() -> WorkerPool:
+    """The pool the forest fits use (closed at interpreter exit, or by :func:`shutdown`)."""
+    return _DEFAULT_POOL
+
+
+def get_workers(n_jobs: int, quiet: bool = False) -> list | None:
+    """``default_pool().get(n_jobs, quiet)``: see :meth:`WorkerPool.get`."""
+    return _DEFAULT_POOL.get(n_jobs, quiet)
 
 
 def shutdown() -> None:
-    """Stop every worker process (they are started again on the next parallel fit)."""
-    with _LOCK:
-        for w in _WORKERS:
-            w.close()
-        _WORKERS.clear()
-        while _CACHE:
-            shutil.rmtree(_CACHE.pop(), ignore_errors=True)
+    """Stop every worker process of the default pool (they are started again on the next parallel fit)."""
+    _DEFAULT_POOL.close()
 
 
 atexit.register(shutdown)
@@ -181,8 +261,9 @@ class RemoteFit:
         return worker.call("fit", self.token, int(c))
 
 
-def _serve() -> None:
-    """Worker main loop: read a message, answer with ``("ok", result)`` or ``("error", exception)``."""
+def serve() -> None:
+    """Worker main loop (run by each worker process, never in the caller): read a message, answer
+    with ``("ok", result)`` or ``("error", exception)``."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the message stream
     inp = sys.stdin.buffer

@@ -71,6 +71,8 @@ values take a side drawn from Bernoulli(1/2) per node (data independent).
 """
 from __future__ import annotations
 
+import atexit
+import threading
 from collections import OrderedDict
 from functools import partial
 from typing import NamedTuple
@@ -92,6 +94,9 @@ __all__ = [
     "sample_prior_tree",
     "sample_prior_forest",
     "cached_prior_forest",
+    "PriorForestCache",
+    "default_prior_cache",
+    "clear_prior_cache",
     "cut_thresholds",
     "bin_cum_counts",
     "prior_to_tree",
@@ -356,13 +361,85 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
     return _sample_forest_jit(key, logits, jnp.int32(n_features), int(n_trees), int(max_internal))
 
 
-_PRIOR_CACHE: "OrderedDict[tuple, PriorForest]" = OrderedDict()
-_PRIOR_CACHE_SIZE = 8
+class PriorForestCache:
+    """Memo of :func:`sample_prior_forest`, keyed on the key data and the arguments.
+
+    The prior trees never depend on the data, so repeated fits with the same seed
+    (cross-validation folds, repeated splits, the estimators and the model variable) reuse
+    them.  The ``maxsize`` forests used last are kept.  :meth:`close` (or :meth:`clear`)
+    empties it; both may be called any number of times, and the cache may be used again after.
+
+    Parameters
+    ----------
+    maxsize : int
+        Forests kept (least recently used first out).
+    """
+
+    def __init__(self, maxsize: int = 8):
+        if int(maxsize) < 1:
+            raise ValueError(f"maxsize must be >= 1, got {maxsize}")
+        self.maxsize = int(maxsize)
+        self._forests: "OrderedDict[tuple, PriorForest]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._forests)
+
+    def get(self, key, n_trees: int, n_features: int, split_prob: float = 0.475, max_internal: int = 511,
+            root_splits: bool = True) -> PriorForest:
+        """:func:`sample_prior_forest`, drawn once per key and arguments.
+
+        Parameters
+        ----------
+        key : PRNG key
+        n_trees, n_features, split_prob, max_internal, root_splits
+            As for :func:`sample_prior_forest`.
+
+        Returns
+        -------
+        PriorForest with leading axis ``n_trees``.
+        """
+        kd = tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
+        ck = (kd, int(n_trees), int(n_features), float(split_prob), int(max_internal), bool(root_splits))
+        with self._lock:
+            if ck in self._forests:
+                self._forests.move_to_end(ck)
+                return self._forests[ck]
+        pf = sample_prior_forest(key, n_trees, n_features, split_prob, max_internal, bool(root_splits))
+        with self._lock:
+            self._forests[ck] = pf
+            while len(self._forests) > self.maxsize:
+                self._forests.popitem(last=False)
+        return pf
+
+    def clear(self) -> None:
+        """Drop every kept forest."""
+        with self._lock:
+            self._forests.clear()
+
+    def close(self) -> None:
+        """Drop every kept forest (the same as :meth:`clear`; idempotent)."""
+        self.clear()
+
+
+_DEFAULT_PRIOR_CACHE = PriorForestCache(8)
+atexit.register(_DEFAULT_PRIOR_CACHE.close)
+
+
+def default_prior_cache() -> PriorForestCache:
+    """The cache :func:`cached_prior_forest` (and so every safe-Bayes fit) uses; cleared at
+    interpreter exit, or by :func:`clear_prior_cache`."""
+    return _DEFAULT_PRIOR_CACHE
+
+
+def clear_prior_cache() -> None:
+    """Empty the default prior-forest cache (:func:`default_prior_cache`)."""
+    _DEFAULT_PRIOR_CACHE.close()
 
 
 def cached_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 0.475, max_internal: int = 511,
                         root_splits: bool = True) -> PriorForest:
-    """:func:`sample_prior_forest`, memoised on the key data and the arguments.
+    """:func:`sample_prior_forest`, memoised in the default cache (:func:`default_prior_cache`).
 
     The prior trees never depend on the data, so repeated fits with the same
     seed (cross-validation folds, repeated splits, the estimators and the model
@@ -378,16 +455,7 @@ def cached_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
     -------
     PriorForest with leading axis ``n_trees``.
     """
-    kd = tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
-    ck = (kd, int(n_trees), int(n_features), float(split_prob), int(max_internal), bool(root_splits))
-    if ck in _PRIOR_CACHE:
-        _PRIOR_CACHE.move_to_end(ck)
-        return _PRIOR_CACHE[ck]
-    pf = sample_prior_forest(key, n_trees, n_features, split_prob, max_internal, bool(root_splits))
-    _PRIOR_CACHE[ck] = pf
-    while len(_PRIOR_CACHE) > _PRIOR_CACHE_SIZE:
-        _PRIOR_CACHE.popitem(last=False)
-    return pf
+    return _DEFAULT_PRIOR_CACHE.get(key, n_trees, n_features, split_prob, max_internal, root_splits)
 
 
 @partial(jax.jit, static_argnums=(3, 4))
