@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-__all__ = ["fold_in", "split", "uniform", "normal", "gamma"]
+__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma"]
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -101,6 +101,23 @@ def uniform(key, shape=(), minval=0.0, maxval=1.0):
 
 
 @partial(jax.jit, static_argnames=("shape",))
+def open_uniform(key, shape):
+    """Uniforms on the open interval (0, 1), float32.
+
+    A step draws all its randomness with one call (one threefry instance in the compiled program
+    instead of one per decision: the step compiles in about half the time) and the decisions
+    read their own entries: a Gumbel variate is ``-log(-log u)`` (a categorical draw is the argmax
+    of Gumbel variates plus log-probabilities), a uniform integer below ``m`` is ``floor(u m)``,
+    an acceptance test is ``log u < log a``.
+    """
+    return uniform(key, shape, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+
+
+def gumbel(u):
+    """Standard Gumbel variates from uniforms ``u`` on (0, 1): ``-log(-log u)``."""
+    return -jnp.log(-jnp.log(u))
+
+
 def _normal(key, shape):
     lo = np.nextafter(np.float32(-1.0), np.float32(0.0), dtype=np.float32)
     u = uniform(key, shape, lo, np.float32(1.0))

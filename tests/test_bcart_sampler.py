@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
+from bayestrees import random_bits
+from bayestrees.inference import heap
 from bayestrees.inference.bcart import kernel as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.inference.bcart.pgibbs import kernel_for
@@ -215,7 +217,7 @@ def test_particle_gibbs_is_built_by_its_own_module():
 
 def test_truncation_keeps_the_top_of_a_tree():
     """Particle Gibbs follows the current tree through its truncations at depths 0, 1, ..., D."""
-    from bayestrees.inference.bcart.pgibbs import truncate
+    from bayestrees.inference.heap import truncate
     from bayestrees.tree import grow_leaf
 
     cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 4, 2)
@@ -363,7 +365,7 @@ def _np_proposals(tree, codes, move, max_depth):
 @partial(jax.jit, static_argnames=("m", "cfg"))
 def _proposal(key, state, data, m, cfg):
     """One proposal of move ``m`` from ``state``: the new tree, whether possible, its evaluation, log q both ways."""
-    u = M._uniform(key, (cfg.capacity + cfg.n_features + 1,))
+    u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 1,))
     new, ok, node, lq_fwd, extra = M._propose(u, state, jnp.int32(m), cfg)
     new_ev = M.evaluate(new, data, cfg)
     return new, ok, new_ev, lq_fwd, M._log_q_reverse(jnp.int32(m), new, new_ev, node, extra, cfg)
@@ -469,11 +471,11 @@ def test_node_ranges_equal_brute_force():
     the rows of each node's subtree (zero-weight rows ignored, empty nodes at their sentinels)."""
     rng = np.random.default_rng(5)
     max_depth, n, d = 3, 80, 4
-    S = M.heap_capacity(max_depth)
+    S = heap.capacity(max_depth)
     codes = rng.integers(0, 9, size=(n, d)).astype(np.int32)
     leaf = rng.choice([3, 4, 5, 9, 10, 11, 12], size=n).astype(np.int32)  # slot 6 and its subtree stay empty
     weight = np.where(rng.random(n) < 0.2, 0.0, rng.random(n) + 0.5).astype(np.float32)
-    lo, hi, cnt = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes), jnp.asarray(weight),
+    lo, hi, cnt = (np.asarray(a) for a in heap.code_ranges(jnp.asarray(leaf), jnp.asarray(codes), jnp.asarray(weight),
                                                      S, max_depth))
 
     want_lo = np.full((S, d), 1 << 30)
@@ -496,8 +498,8 @@ def test_node_ranges_of_unsigned_codes():
     codes = rng.integers(0, 200, size=(40, 2)).astype(np.uint8)
     leaf = rng.choice([1, 2], size=40).astype(np.int32)
     w = jnp.ones(40)
-    lo, hi, cnt = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes), w, 3, 1))
-    lo32, hi32, cnt32 = (np.asarray(a) for a in M._ranges(jnp.asarray(leaf), jnp.asarray(codes.astype(np.int32)),
+    lo, hi, cnt = (np.asarray(a) for a in heap.code_ranges(jnp.asarray(leaf), jnp.asarray(codes), w, 3, 1))
+    lo32, hi32, cnt32 = (np.asarray(a) for a in heap.code_ranges(jnp.asarray(leaf), jnp.asarray(codes.astype(np.int32)),
                                                           w, 3, 1))
     np.testing.assert_array_equal(lo, lo32)
     np.testing.assert_array_equal(hi, hi32)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from bayestrees.inference import heap
 from bayestrees.inference.bet import kernel as K
 from bayestrees.inference.bcart import kernel as M
 from bayestrees.inference.loop import run_chains
@@ -268,13 +269,13 @@ def test_collapse_prunes_splits_whose_children_hold_too_few_rows():
     t, _ = grow_leaf(t, 2, 0, 7, heap=True)       # node 2: code <= 7
     codes = jnp.asarray(np.arange(10)[:, None], jnp.int32)
     w = jnp.asarray([1, 1, 1, 1, 1, 1, 1, 0, 1, 1], jnp.float32)   # node 5 (codes 5..7) holds 2 rows, node 6 holds 2
-    leaf = M._route(t, codes, 2)
-    cnt = np.asarray(K.node_counts(leaf, w, 7))
+    leaf = heap.route(t, codes, 2)
+    cnt = np.asarray(heap.node_counts(leaf, w, 7))
     np.testing.assert_array_equal(cnt, [9, 5, 4, 2, 3, 2, 2])
-    c = K.collapse(t, jnp.asarray(cnt), 3)        # node 1 keeps (2 < 3? no: children 2 and 3) -> leaf; node 2 -> leaf
+    c = heap.collapse(t, jnp.asarray(cnt), 3)        # node 1 keeps (2 < 3? no: children 2 and 3) -> leaf; node 2 -> leaf
     np.testing.assert_array_equal(np.asarray(c.left), [1, LEAF, LEAF, FREE, FREE, FREE, FREE])
     assert int(c.n_nodes) == 3
-    c2 = K.collapse(t, jnp.asarray(cnt), 2)       # every child holds >= 2 rows: unchanged
+    c2 = heap.collapse(t, jnp.asarray(cnt), 2)       # every child holds >= 2 rows: unchanged
     np.testing.assert_array_equal(np.asarray(c2.left), np.asarray(t.left))
-    c3 = K.collapse(t, jnp.zeros(7), 1)           # no rows: the root leaf
+    c3 = heap.collapse(t, jnp.zeros(7), 1)           # no rows: the root leaf
     np.testing.assert_array_equal(np.asarray(c3.left), [LEAF] + [FREE] * 6)

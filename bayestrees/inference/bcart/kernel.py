@@ -67,7 +67,7 @@ whose children are leaves proposes, with probability 1/2 each, to become a leaf
 or to change its rule; any other internal node proposes a new rule).  Each
 update leaves ``pi`` invariant, so their composition does.
 
-Randomness: a step draws one vector of uniforms (:func:`_uniform`) and every decision reads its
+Randomness: a step draws one vector of uniforms (:func:`bayestrees.random_bits.open_uniform`) and every decision reads its
 own entries (Gumbel variates for uniform choices, the inverse distribution function for a
 threshold, ``log u < log a`` for acceptance), so the compiled step holds one random-bit generator.
 """
@@ -85,10 +85,11 @@ from ... import random_bits
 from ...batching import scatter_add, scatter_max, take
 from ...leaves import LeafDraw, leaf_stats
 from ...tree import FREE, LEAF, Tree, grow_leaf, prune_node
+from .. import heap as H
 from ..loop import Kernel
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
-           "build_kernel", "heap_capacity", "sweep", "collect", "root_tree"]
+           "build_kernel", "sweep", "growable", "log_var_prob", "collect", "root_tree"]
 
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
@@ -96,11 +97,6 @@ MOVES = ("grow", "prune", "change", "swap")
 SCHEMES = ("moves", "sweep", "pgibbs")
 #: ``Info.move`` of every kind of step: the move types, then the sweep and the particle Gibbs update
 STEP_KINDS = MOVES + ("sweep", "pgibbs")
-
-
-def heap_capacity(max_depth: int) -> int:
-    """Slots of a heap tree of depth ``max_depth``: ``2^(max_depth + 1) - 1``."""
-    return 2 ** (int(max_depth) + 1) - 1
 
 
 @dataclass(frozen=True)
@@ -148,7 +144,7 @@ class MCMCConfig:
 
     @property
     def capacity(self) -> int:
-        return heap_capacity(self.max_depth)
+        return H.capacity(self.max_depth)
 
     @property
     def canonical(self) -> bool:
@@ -241,112 +237,26 @@ class Info(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 # evaluation of a tree
 # ---------------------------------------------------------------------------------------------
-def _depth_of(slot):
-    """Depth of heap slot ``slot``: floor(log2(slot + 1))."""
-    s = jnp.asarray(slot, jnp.int32) + 1
-    return (31 - jax.lax.clz(s)).astype(jnp.int32)
-
-
-def _descend(tree: Tree, codes, start, levels):
-    """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put).
-
-    Per step: one gather of the node's (feature, threshold), -1 as the feature of a leaf, and one
-    of the row's code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).
-    """
-    n, d = codes.shape
-    rows_d = jnp.arange(n, dtype=jnp.int32) * d
-    flat = codes.reshape(-1)
-    rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)  # (S, 2)
-
-    def body(_, node):
-        r = take(rule, node)
-        c = take(flat, rows_d + jnp.maximum(r[:, 0], 0))
-        return jnp.where(r[:, 0] >= 0, 2 * node + 1 + (c > r[:, 1]).astype(jnp.int32), node)
-
-    return jax.lax.fori_loop(0, levels, body, start)
-
-
-def _route(tree: Tree, codes, max_depth: int):
-    """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
-    ``max_depth`` steps of descent from the root."""
-    return _descend(tree, codes, jnp.zeros(codes.shape[0], jnp.int32), max_depth)
-
-
-def _ranges(leaf, codes, weight, S: int, max_depth: int):
-    """Per node: smallest and largest code per feature and the total weight of its rows.
-
-    One scatter of the rows into their leaves, then the heap is folded upwards level by level
-    (a node's range is the union of its children's): ``O(n d + S d)`` rather than a scatter per
-    level.  The smallest and largest codes travel together as one ``(S, 2d)`` maximum of
-    ``[-code, code]``: one scatter with one combiner (on the CPU a third of the time of a
-    minimum and a maximum scattered apart) and one fold.
-    """
-    n, d = codes.shape
-    big = 1 << 30  # no overflow in differences of ranges
-    live = weight > 0
-    idx = jnp.where(live, leaf, S)
-    empty = jnp.concatenate([jnp.full((d,), -big, jnp.int32), jnp.full((d,), -1, jnp.int32)])  # -lo, hi
-    c = jnp.asarray(codes).astype(jnp.int32)  # signed before negating (unsigned codes would wrap)
-    signed = jnp.concatenate([-c, c], 1)
-    m = scatter_max(jnp.broadcast_to(empty, (S + 1, 2 * d)), idx, signed)[:S]
-    cnt = scatter_add(jnp.zeros(S + 1, weight.dtype), idx, jnp.where(live, weight, 0))[:S]
-    # fold upwards; levels are static slices, put together by concatenation (no scatters)
-    a, b = 2 ** max_depth - 1, S
-    lev_m, lev_cnt = [m[a:b]], [cnt[a:b]]
-    for level in range(max_depth - 1, -1, -1):
-        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
-        lev_m.append(jnp.maximum(m[a:b], lev_m[-1].reshape(b - a, 2, 2 * d).max(1)))
-        lev_cnt.append(cnt[a:b] + lev_cnt[-1].reshape(b - a, 2).sum(1))
-    m = jnp.concatenate(lev_m[::-1])
-    return -m[:, :d], m[:, d:], jnp.concatenate(lev_cnt[::-1])
-
-
-def _rule_counts(lo, hi):
-    """Valid variables per node (int32 (S,)) and valid thresholds per node and variable (int32 (S, d))."""
-    nthr = jnp.maximum(hi - lo, 0)
-    return jnp.sum(nthr > 0, -1).astype(jnp.int32), nthr
-
-
-def _reroute(tree: Tree, codes, leaf, node, max_depth: int):
-    """Leaf slots after a change of ``tree`` below ``node``, from the slots ``leaf`` before it.
-
-    Only rows whose old leaf lies in the subtree of ``node`` move: they restart at ``node`` and
-    descend as many levels as the new subtree is deep (1 after a grow at a leaf, 0 after a prune),
-    so a move costs a pass per level of the changed subtree rather than of the whole tree.
-    The result equals :func:`_route` of the new tree.
-    """
-    S = tree.left.shape[0]
-    dn = _depth_of(node)
-    dl = _depth_of(leaf)
-    inside = (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
-    slots = jnp.arange(S, dtype=jnp.int32)
-    ds = _depth_of(slots)
-    below = tree.is_used() & (ds >= dn) & (jnp.right_shift(slots + 1, jnp.maximum(ds - dn, 0)) == node + 1)
-    levels = jnp.max(jnp.where(below, ds, dn)) - dn
-    start = jnp.where(inside, node, leaf).astype(jnp.int32)
-    return _descend(tree, codes, start, jnp.minimum(levels, max_depth))
-
-
 @partial(jax.jit, static_argnames=("cfg",))
 def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
     """Route the rows through ``tree`` and compute its log likelihood, log prior and validity.
 
     With ``leaf`` (the rows' slots in a tree that differs from ``tree`` only below ``node``),
-    only the rows of that subtree are routed again (:func:`_reroute`).
+    only the rows of that subtree are routed again (:func:`reroute`).
     """
     S = cfg.capacity
     if leaf is None:
-        leaf = _route(tree, data.codes, cfg.max_depth)
+        leaf = H.route(tree, data.codes, cfg.max_depth)
     else:
-        leaf = _reroute(tree, data.codes, leaf, node, cfg.max_depth)
+        leaf = H.reroute(tree, data.codes, leaf, node, cfg.max_depth)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
-    lo, hi, cnt = _ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
+    lo, hi, cnt = H.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
     prior = cfg.prior if data.prior is None else data.prior
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
     q = cfg.min_leaf_rows
     valid = jnp.all(jnp.where(tree.is_used(), (cnt >= q) if q > 1 else (cnt > 0), True))
-    depth = _depth_of(jnp.arange(S))
+    depth = H.depth_of(jnp.arange(S))
     if cfg.canonical:
         left = jnp.clip(2 * jnp.arange(S) + 1, 0, S - 1)
         right = jnp.clip(2 * jnp.arange(S) + 2, 0, S - 1)
@@ -354,13 +264,13 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
         log_m = jnp.where(internal, jnp.log(jnp.maximum(m, 1).astype(stats.dtype)), 0.0)
         log_prior = prior.log_prior(tree) - jnp.sum(log_m)
     else:
-        nvar, nthr = _rule_counts(lo, hi)
+        nvar, nthr = H.rule_counts(lo, hi)
         f = jnp.maximum(tree.feature, 0)
         nthr_f = jnp.take_along_axis(nthr, f[:, None], -1)[:, 0]
         log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - jnp.log(
             jnp.maximum(nthr_f, 1).astype(stats.dtype))
         if data.var_weight is not None:  # xi-weighted variable choice: log xi_j - log sum_valid xi
-            log_rule = log_rule + jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) + _log_var_prob(
+            log_rule = log_rule + jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) + log_var_prob(
                 nthr, f, data.var_weight).astype(stats.dtype)
         # a node that cannot split (at max_depth: the prior truncated there, explicitly; or no valid
         # rule among its rows) is a leaf with probability 1, as in the generative prior
@@ -374,36 +284,20 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
 # ---------------------------------------------------------------------------------------------
 # proposals
 # ---------------------------------------------------------------------------------------------
-def _uniform(key, shape):
-    """Uniforms on the open interval (0, 1), float32.
-
-    A step draws all its randomness with one call (one threefry instance in the compiled program
-    instead of one per decision: the step compiles in about half the time) and the decisions
-    read their own entries: a Gumbel variate is ``-log(-log u)`` (a categorical draw is the argmax
-    of Gumbel variates plus log-probabilities), a uniform integer below ``m`` is ``floor(u m)``,
-    an acceptance test is ``log u < log a``.
-    """
-    return random_bits.uniform(key, shape, minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
-
-
-def _gumbel(u):
-    return -jnp.log(-jnp.log(u))
-
-
 def _choose_u(u, mask):
     """A uniform index among ``mask`` (and how many there were), from uniforms ``u`` of ``mask``'s shape."""
     k = jnp.sum(mask)
-    return jnp.argmax(jnp.where(mask, _gumbel(u), -jnp.inf)).astype(jnp.int32), k
+    return jnp.argmax(jnp.where(mask, random_bits.gumbel(u), -jnp.inf)).astype(jnp.int32), k
 
 
 def _choose(key, mask):
     """A uniform index among ``mask`` (and how many there were); index 0 when none."""
-    return _choose_u(_uniform(key, mask.shape), mask)
+    return _choose_u(random_bits.open_uniform(key, mask.shape), mask)
 
 
-def _growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
-    depth = _depth_of(jnp.arange(cfg.capacity))
-    nvar, _ = _rule_counts(ev.lo, ev.hi)
+def growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
+    depth = H.depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = H.rule_counts(ev.lo, ev.hi)
     return tree.is_leaf() & (depth < cfg.max_depth) & (nvar > 0)
 
 
@@ -414,7 +308,7 @@ def _nog(tree: Tree, cfg: MCMCConfig):
     return tree.is_internal() & (tree.left[lc] == LEAF) & (tree.left[rc] == LEAF)
 
 
-def _log_var_prob(nthr, j, var_weight):
+def log_var_prob(nthr, j, var_weight):
     """``log xi_j - log sum_{valid v} xi_v`` (valid: ``nthr > 0``), broadcast over leading node axes."""
     xi = jnp.asarray(var_weight)
     tot = jnp.sum(jnp.where(nthr > 0, xi, 0.0), -1)
@@ -428,7 +322,7 @@ def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
     if var_weight is None:
         j, _ = _choose_u(u_var, nthr > 0)
     else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
-        g = _gumbel(u_var) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
+        g = random_bits.gumbel(u_var) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
         j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
     m = jnp.maximum(nthr[j], 1)
     t = ev.lo[node, j] + jnp.minimum(jnp.floor(u_thr * m).astype(jnp.int32), m - 1)
@@ -438,7 +332,7 @@ def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
 def _draw_rule(key, ev: Eval, node, var_weight=None):
     """A rule at ``node``: variable uniform among the valid ones (or with probability ``xi_j / sum_valid xi``
     given ``var_weight``), threshold uniform among its valid codes."""
-    u = _uniform(key, (ev.lo.shape[-1] + 1,))
+    u = random_bits.open_uniform(key, (ev.lo.shape[-1] + 1,))
     return _draw_rule_u(u[1:], u[0], ev, node, var_weight)
 
 
@@ -447,7 +341,7 @@ def _log_rule_q(ev: Eval, node, j, var_weight=None):
     nvar = jnp.sum(nthr > 0)
     dt = ev.stats.dtype
     if var_weight is not None:
-        return _log_var_prob(nthr, j, var_weight).astype(dt) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
+        return log_var_prob(nthr, j, var_weight).astype(dt) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
     return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
 
 
@@ -467,7 +361,7 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
     dt = ev.stats.dtype
 
     def grow(_):
-        mask = _growable(tree, ev, cfg)
+        mask = growable(tree, ev, cfg)
         s, k = _choose_u(u_node, mask)
         j, t = _draw_rule_u(u_var, u_thr, ev, s)
         new, ok = grow_leaf(tree, s, j, t, heap=True)
@@ -520,7 +414,7 @@ def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, extra, cfg: MCMCCon
         return -jnp.log(jnp.maximum(jnp.sum(_nog(new_tree, cfg)), 1).astype(dt))
 
     def prune_rev(_):
-        k = jnp.sum(_growable(new_tree, new_ev, cfg))
+        k = jnp.sum(growable(new_tree, new_ev, cfg))
         return -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(new_ev, node, extra[0])
 
     def zero(_):
@@ -530,8 +424,8 @@ def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, extra, cfg: MCMCCon
 
 
 def _at_max_depth(tree: Tree, ev: Eval, cfg: MCMCConfig):
-    depth = _depth_of(jnp.arange(cfg.capacity))
-    nvar, _ = _rule_counts(ev.lo, ev.hi)
+    depth = H.depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = H.rule_counts(ev.lo, ev.hi)
     return jnp.any(tree.is_leaf() & (depth >= cfg.max_depth) & (nvar > 0))
 
 
@@ -560,7 +454,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
 
 
 def _accept(key, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
-    return _accept_u(_uniform(key, ()), state, new_tree, new_ev, ok, log_ratio)
+    return _accept_u(random_bits.open_uniform(key, ()), state, new_tree, new_ev, ok, log_ratio)
 
 
 def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
@@ -581,7 +475,7 @@ def root_tree(cfg: MCMCConfig, dtype=jnp.float32) -> Tree:
     return Tree(feature=-jnp.ones(S, jnp.int32), threshold=jnp.zeros(S, jnp.int32),
                 left=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF), right=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF),
                 missing_left=jnp.zeros(S, bool), value=jnp.zeros((S, V), dtype), weight=jnp.zeros(S, dtype),
-                count=jnp.zeros(S, jnp.int32), depth=_depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
+                count=jnp.zeros(S, jnp.int32), depth=H.depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
 
 
 @dataclass(frozen=True)
@@ -618,9 +512,9 @@ class _Step:
         if cfg.scheme == "pgibbs":
             new, changed = self.update(key, state, data, cfg)
             return new, _whole_step_info("pgibbs", changed, new, cfg)
-        u = _uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
+        u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
-        move = jnp.argmax(_gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
+        move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
         new_tree, ok, node, lq_fwd, extra = _propose(u[5:], state, move, cfg)
         # a swap changes the parent of the chosen node too: re-route from the parent
         top = jnp.where(move == MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
@@ -714,7 +608,7 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
     def update(i, carry, s):
         tree, ev, n_acc = carry
         sc = jnp.minimum(s, S - 1)
-        u = _uniform(random_bits.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
+        u = random_bits.open_uniform(random_bits.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
         is_leaf = tree.left[sc] == LEAF
         nog = _nog(tree, cfg)[sc]
         to_leaf = nog & (u[0] < 0.5)
@@ -725,8 +619,8 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
         kind = jnp.where(is_leaf, 0, jnp.where(to_leaf, 1, 2))  # grow, prune, change
         new = jax.tree_util.tree_map(lambda a, b, c: jnp.where(kind == 0, a, jnp.where(kind == 1, b, c)),
                                      grown, pruned, changed)
-        growable = _growable(tree, ev, cfg)[sc]
-        ok = (s < S) & jnp.where(kind == 0, ok_g & growable, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
+        can_grow = growable(tree, ev, cfg)[sc]
+        ok = (s < S) & jnp.where(kind == 0, ok_g & can_grow, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
         new_ev = evaluate(new, data, cfg, ev.leaf, sc)
         half = jnp.log(jnp.asarray(0.5, dt))
         j_old = tree.feature[sc]

@@ -58,38 +58,11 @@ import jax.numpy as jnp
 from ... import random_bits
 from ...batching import scatter_add
 from ...tree import FREE, LEAF, Tree
-from .kernel import (
-    MCMCConfig,
-    MCMCData,
-    State,
-    _depth_of,
-    _growable,
-    _gumbel,
-    _log_var_prob,
-    _rule_counts,
-    _uniform,
-    evaluate,
-)
-from .kernel import (
-    build_kernel as _mcmc_kernel,
-)
+from .. import heap as H
+from .kernel import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob
+from .kernel import build_kernel as moves_kernel
 
-__all__ = ["build_kernel", "kernel_for", "pgibbs", "truncate"]
-
-
-def truncate(tree: Tree, t) -> Tree:
-    """``tree`` cut at depth ``t``: nodes deeper than ``t`` removed, nodes at depth ``t`` made leaves."""
-    S = tree.left.shape[-1]
-    depth = _depth_of(jnp.arange(S))
-    keep = tree.is_used() & (depth <= t)
-    inner = keep & (depth < t) & tree.is_internal()
-    return tree._replace(
-        left=jnp.where(keep, jnp.where(inner, tree.left, LEAF), FREE).astype(tree.left.dtype),
-        right=jnp.where(keep, jnp.where(inner, tree.right, LEAF), FREE).astype(tree.right.dtype),
-        feature=jnp.where(inner, tree.feature, -1).astype(tree.feature.dtype),
-        threshold=jnp.where(inner, tree.threshold, 0).astype(tree.threshold.dtype),
-        missing_left=jnp.where(inner, tree.missing_left, False),
-        n_nodes=jnp.sum(keep).astype(tree.n_nodes.dtype))
+__all__ = ["build_kernel", "kernel_for", "pgibbs"]
 
 
 def _split_probs(prior, depth, dt):
@@ -102,9 +75,9 @@ def _split_probs(prior, depth, dt):
 def _gamma(tree: Tree, ev, beta, t, prior, cfg: MCMCConfig):
     """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node)."""
     S = cfg.capacity
-    depth = _depth_of(jnp.arange(S))
+    depth = H.depth_of(jnp.arange(S))
     dt = ev.log_lik.dtype
-    front = _growable(tree, ev, cfg) & (depth == t)
+    front = growable(tree, ev, cfg) & (depth == t)
     open_stop = jnp.sum(jnp.where(front, prior.log_stop(depth).astype(dt), 0.0))
     g = jnp.asarray(beta, dt) * ev.log_lik + ev.log_prior - open_stop
     return jnp.where(ev.valid, g, -jnp.inf)
@@ -169,7 +142,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -
     start = (2 ** (t - 1) - 1).astype(jnp.int32)
     pos = jnp.arange(F, dtype=jnp.int32)
     slots = start + pos
-    depth = _depth_of(slots)
+    depth = H.depth_of(slots)
     live = data.weight > 0
     stats = data.row_stats * jnp.where(live, data.weight, 0.0)[:, None].astype(data.row_stats.dtype)
     k = stats.shape[-1]
@@ -185,13 +158,13 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -
     gain = lm(left) + lm(total - left) - lm(total)
     lo = jax.lax.dynamic_slice_in_dim(ev.lo, start, F)
     hi = jax.lax.dynamic_slice_in_dim(ev.hi, start, F)
-    nvar, nthr = _rule_counts(lo, hi)
+    nvar, nthr = H.rule_counts(lo, hi)
     codes = jnp.arange(B)
     valid = (codes >= lo[:, :, None]) & (codes < hi[:, :, None])
     if data.var_weight is None:
         log_var = -jnp.log(jnp.maximum(nvar, 1).astype(dt))[:, None]
     else:
-        log_var = _log_var_prob(nthr, jnp.arange(d)[None, :], data.var_weight).astype(dt)
+        log_var = log_var_prob(nthr, jnp.arange(d)[None, :], data.var_weight).astype(dt)
     log_rho = log_var - jnp.log(jnp.maximum(nthr, 1).astype(dt))
     r = jnp.where(valid, log_rho[:, :, None] + jnp.asarray(beta, dt) * gain.astype(dt), -jnp.inf)
     log_z = jax.nn.logsumexp(r.reshape(F, -1), -1)
@@ -248,7 +221,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     ref = state.tree
     ev_all = jax.vmap(evaluate, in_axes=(0, None, None))
 
-    root = truncate(ref, 0)
+    root = H.truncate(ref, 0)
     trees = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), root)
     evs = ev_all(trees, data, cfg)
     gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(trees, evs, beta, 0, prior, cfg)
@@ -256,8 +229,8 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
 
     def stage(t, carry):
         trees, evs, gam, logw = carry
-        u = _uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F * 2,))
-        g = _gumbel(u[:(N - 1) * N].reshape(N - 1, N)) + logw
+        u = random_bits.open_uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F * 2,))
+        g = random_bits.gumbel(u[:(N - 1) * N].reshape(N - 1, N)) + logw
         anc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.argmax(g, -1).astype(jnp.int32)])
         take = lambda a: a[anc]
         trees, evs, gam = jax.tree_util.tree_map(take, trees), jax.tree_util.tree_map(take, evs), gam[anc]
@@ -265,7 +238,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
                                                                                 cfg)
         ux = u[(N - 1) * N:].reshape(N, F, 2)
         new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
-        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, truncate(ref, t))
+        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, H.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
         new_evs = ev_all(new, data, cfg)
         new_gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(new, new_evs, beta, t, prior, cfg)
@@ -273,8 +246,8 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
         return new, new_evs, new_gam, logw
 
     trees, evs, gam, logw = jax.lax.fori_loop(1, D + 1, stage, (trees, evs, gam, logw))
-    u = _uniform(random_bits.fold_in(key, D + 1), (N,))
-    k = jnp.argmax(_gumbel(u) + logw)
+    u = random_bits.open_uniform(random_bits.fold_in(key, D + 1), (N,))
+    k = jnp.argmax(random_bits.gumbel(u) + logw)
     tree = jax.tree_util.tree_map(lambda a: a[k], trees)
     ev = jax.tree_util.tree_map(lambda a: a[k], evs)
     internal = ref.is_internal()
@@ -288,9 +261,9 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32):
     tempered like the other schemes when ``cfg.temperatures`` has several)."""
     if cfg.scheme != "pgibbs":
         raise ValueError(f"this kernel is for scheme 'pgibbs', got {cfg.scheme!r}")
-    return _mcmc_kernel(cfg, dtype, update=pgibbs)
+    return moves_kernel(cfg, dtype, update=pgibbs)
 
 
 def kernel_for(cfg: MCMCConfig, dtype=jnp.float32):
     """The Bayesian CART kernel of ``cfg``, whatever its scheme."""
-    return build_kernel(cfg, dtype) if cfg.scheme == "pgibbs" else _mcmc_kernel(cfg, dtype)
+    return build_kernel(cfg, dtype) if cfg.scheme == "pgibbs" else moves_kernel(cfg, dtype)

@@ -92,9 +92,10 @@ from jax.scipy.special import betaln
 from ...leaves import LeafDraw
 from ...tree import FREE, LEAF, Tree
 from ..bcart import kernel as M
+from .. import heap as H
 from ..loop import Kernel
 
-__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "collapse", "node_counts",
+__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel",
            "xi_proposal_log_ratio", "slice_step", "v_given_z", "z_given_w", "stick_weights", "tree_step", "collect",
            "log_p_z"]
 
@@ -199,48 +200,6 @@ def stick_weights(v):
     return v * jnp.exp(before), jnp.exp(jnp.sum(log1m))
 
 
-def collapse(tree: Tree, count, q) -> Tree:
-    """The largest sub-tree from the root in which every internal node's children hold ``>= q`` rows.
-
-    Parameters
-    ----------
-    tree : Tree, one heap tree (capacity S)
-    count : float (S,)  row weight per node
-    q : minimum rows per child
-
-    Returns
-    -------
-    Tree: a node stays internal when it is internal, both its children hold ``>= q`` rows and
-    its parent stays internal (the root has no parent); a node whose parent stays internal but
-    which does not is a leaf; everything below is freed.
-    """
-    S = tree.feature.shape[-1]
-    idx = jnp.arange(S)
-    lc, rc = jnp.clip(2 * idx + 1, 0, S - 1), jnp.clip(2 * idx + 2, 0, S - 1)
-    kept = tree.is_internal() & (count[lc] >= q) & (count[rc] >= q)
-    depth = S.bit_length() - 1  # S = 2^(D+1) - 1
-    for level in range(1, depth + 1):
-        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
-        kept = kept.at[a:b].set(kept[a:b] & kept[(idx[a:b] - 1) // 2])
-    par = jnp.maximum((idx - 1) // 2, 0)
-    alive = (idx == 0) | kept[par]
-    left = jnp.where(alive & kept, tree.left, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
-    right = jnp.where(alive & kept, tree.right, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
-    return tree._replace(left=left, right=right, feature=jnp.where(kept, tree.feature, -1).astype(jnp.int32),
-                         threshold=jnp.where(kept, tree.threshold, 0).astype(jnp.int32),
-                         n_nodes=jnp.sum(alive).astype(jnp.int32))
-
-
-def node_counts(leaf, w, S: int):
-    """Row weight per heap node (S,) from each row's leaf slot: a scatter into the leaves, then folded up."""
-    cnt = jax.ops.segment_sum(w, leaf, S)
-    depth = S.bit_length() - 1
-    for level in range(depth - 1, -1, -1):
-        a, b = 2 ** level - 1, 2 ** (level + 1) - 1
-        cnt = cnt.at[a:b].add(cnt[2 * a + 1:2 * b + 1].reshape(b - a, 2).sum(1))
-    return cnt
-
-
 def xi_proposal_log_ratio(tree: Tree, ev: M.Eval, xi, prop):
     """``log`` of the independence MH ratio ``prod_k sum_{V_k} xi / sum_{V_k} xi'`` (module Notes)."""
     internal = tree.is_internal()
@@ -265,8 +224,8 @@ def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
     md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None, data.prior)
-    leaf = M._route(tree, data.codes, mc.max_depth)
-    tree = collapse(tree, node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
+    leaf = H.route(tree, data.codes, mc.max_depth)
+    tree = H.collapse(tree, H.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = M.evaluate(tree, md, mc)
     st, n_acc = M.sweep(key, M.State(tree, ev, jnp.ones((), dt)), md, mc, scan="dynamic")
     return st.tree, st.ev, n_acc
@@ -409,7 +368,7 @@ class _Step:
         cnt = jnp.zeros((J, S), dt).at[idx].set(ev_a.count)
         tree = tree._replace(value=value, weight=jnp.where(_bcast(redraw, cnt), cnt, tree.weight).astype(dt),
                              count=jnp.where(_bcast(redraw, cnt), jnp.round(cnt), tree.count).astype(jnp.int32))
-        leaf = jax.vmap(M._route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
+        leaf = jax.vmap(H.route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
         log_p = _log_p_rows(tree, sigma, leaf, data.y, mc.leaf_model)
         v, z, overflow, tail = slice_step(k_slice, state.z, log_p, data.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
@@ -432,12 +391,12 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         S = mc.capacity
         dt = data.row_stats.dtype
         w, _ = stick_weights(state.v)
-        leaf = jax.vmap(M._route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
+        leaf = jax.vmap(H.route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
         wz = (state.z[None, :] == jnp.arange(J)[:, None]).astype(dt)                                # (J, n)
         from ...leaves import leaf_stats
 
         stats = jax.vmap(lambda lf, ww: leaf_stats(lf, data.row_stats, S, ww))(leaf, wz)
-        cnt = jax.vmap(lambda lf, ww: node_counts(lf, ww, S))(leaf, wz)
+        cnt = jax.vmap(lambda lf, ww: H.node_counts(lf, ww, S))(leaf, wz)
         marg = jax.vmap(mc.leaf_model.log_marginal)(stats, state.tree.is_leaf())                  # (J,)
         nj = jnp.sum(wz, -1)
         occupied = nj > 0
