@@ -41,7 +41,6 @@ from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -217,17 +216,6 @@ def _run_calls(run, k_run, state, args, calls, thin, prog, first=None):
     return _concat(samples), _concat(infos), state
 
 
-class _LockedProgress:
-    """A :class:`Progress` updated from several threads."""
-
-    def __init__(self, prog):
-        self.prog, self.lock = prog, threading.Lock()
-
-    def update(self, k):
-        with self.lock:
-            self.prog.update(k)
-
-
 def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
     """Each chain on its own (unbatched program), in threads; outputs stacked on the chain axis.
 
@@ -238,12 +226,11 @@ def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
     if len(devices) > 1:  # the whole state lives on one device before it is cut into chains
         state = jax.device_put(state, devices[0])
     placed = {dev: jax.device_put(args, dev) for dev in devices[:min(chains, len(devices))]}
-    locked = _LockedProgress(prog)
 
     def chain(c):
         dev = devices[c % len(devices)]
         st = jax.device_put(jax.tree_util.tree_map(lambda a: a[c:c + 1], state), dev)
-        return _run_calls(run, k_run, st, placed[dev], calls, thin, locked, first=c)
+        return _run_calls(run, k_run, st, placed[dev], calls, thin, prog, first=c)  # Progress is thread-safe
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayestrees-chain") as pool:
         outs = list(pool.map(chain, range(chains)))

@@ -111,13 +111,14 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
 
     jobs = min(resolve_n_jobs(n_jobs), n_chunks)
     pool = workers.default_pool().get(jobs, quiet=True) if jobs > 1 and workers.use_processes(jobs) else None
-    if jobs == 1:
-        results = [run(c) for c in range(n_chunks)]
-    elif pool is not None:
-        results = _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job)
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as ex:
-            results = list(ex.map(run, range(n_chunks)))
+    with prog:  # closed on an error too (it closes itself once every tree is fitted)
+        if jobs == 1:
+            results = [run(c) for c in range(n_chunks)]
+        elif pool is not None:
+            results = _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as ex:
+                results = list(ex.map(run, range(n_chunks)))
     # joined in NumPy: an eager jnp.concatenate of k pieces compiles once per k
     trees = jax.tree_util.tree_map(lambda *a: jnp.asarray(np.concatenate(a)[:n_trees]), *[r[0] for r in results])
     if return_weights:
