@@ -23,7 +23,7 @@ from bayestrees import random_bits
 from bayestrees.inference import heap
 from bayestrees.inference.bcart import kernel as M
 from bayestrees.inference.loop import run_chains
-from bayestrees.inference.bcart.pgibbs import kernel_for
+from bayestrees.inference.bcart.schemes import kernel_for
 from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
 from bayestrees.priors import ChipmanPrior, LeafCountPrior, canonical, traced_params
 from bayestrees.tree import LEAF
@@ -207,12 +207,26 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, d
     assert tv_root < 0.03, (tv_root, roots, exact_root)
 
 
-def test_particle_gibbs_is_built_by_its_own_module():
-    """mcmc does not import pgibbs (no import cycle): its build_kernel refuses the scheme it cannot run."""
+def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
+    """The scheme is a choice of step class (no branch on the scheme inside a step); the kernel
+    module does not import particle Gibbs, so its build_kernel refuses that scheme; tempering wraps
+    whichever step was chosen."""
+    from bayestrees.inference.bcart.pgibbs import PGibbsStep
+    from bayestrees.inference.bcart.schemes import SCHEME_STEPS
+    from bayestrees.inference.tempering import TemperedStep
+
+    assert SCHEME_STEPS == {"moves": M.MoveStep, "sweep": M.SweepStep, "pgibbs": PGibbsStep}
+    for scheme, step in SCHEME_STEPS.items():
+        cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme=scheme, n_codes=4)
+        assert type(kernel_for(cfg).step) is step
+        hot = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme=scheme, n_codes=4,
+                           temperatures=(1.0, 0.5))
+        k = kernel_for(hot)
+        assert type(k.step) is TemperedStep and type(k.step.step) is step and k.step.n_replicas == 2
+        assert k.step == kernel_for(hot).step  # hashable by value: compiled blocks are reused
     cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme="pgibbs", n_codes=4)
-    with pytest.raises(ValueError, match="pgibbs.build_kernel"):
+    with pytest.raises(ValueError, match="schemes.kernel_for"):
         M.build_kernel(cfg)
-    assert kernel_for(cfg).step.update is not None
 
 
 def test_truncation_keeps_the_top_of_a_tree():

@@ -30,7 +30,7 @@ from ...leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, Nor
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, predict
 from . import kernel as M
-from .pgibbs import kernel_for
+from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
@@ -229,26 +229,26 @@ def acceptance_rates(info) -> dict:
     return out
 
 
-def bcart_inferencedata(result: BCARTResult, data: TrainingData, y_name: str = "y", extra_attrs=None):
+def bcart_inferencedata(result: BCARTResult, data: TrainingData, *, y_name: str = "y", attrs=None):
     """The posterior contract for a Bayesian CART fit (:func:`bayestrees.convert.to_inferencedata`)."""
     info = result.info
     common = getattr(result.leaf_model, "common_sigma", False)
     sigma = result.sigma[..., 0] if (data.task == "regression" and common) else None
     rates = acceptance_rates(info)
     prior = result.config.prior
-    attrs = {"inference": "mcmc", "prior": type(prior).__name__, "prior_params": repr(prior),
-             "leaf_model": type(result.leaf_model).__name__, "max_depth": result.config.max_depth,
-             "scheme": result.config.scheme, "sampling_seconds": result.seconds,
-             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(extra_attrs or {})}
+    meta = {"inference": "mcmc", "prior": type(prior).__name__, "prior_params": repr(prior),
+            "leaf_model": type(result.leaf_model).__name__, "max_depth": result.config.max_depth,
+            "scheme": result.config.scheme, "sampling_seconds": result.seconds,
+            **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
     ss = {"lp": result.lp, "move": np.asarray(info.move), "accepted": np.asarray(info.accepted),
           "move_possible": np.asarray(info.ok), "at_max_depth": np.asarray(info.at_max_depth)}
     if len(result.config.temperatures) > 1:
         ss["swap_accepted"] = np.asarray(info.swap_accepted)
-        attrs["temperatures"] = repr(tuple(result.config.temperatures))
+        meta["temperatures"] = repr(tuple(result.config.temperatures))
     return to_inferencedata(
         result.trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=result.mu, sigma=sigma, log_likelihood=result.log_lik,
-        class_names=data.classes, n_bins=data.n_bins, sample_stats=ss, attrs=attrs)
+        class_names=data.classes, n_bins=data.n_bins, sample_stats=ss, attrs=meta)
 
 
 def bcart_values(trees: Tree, codes) -> np.ndarray:

@@ -87,9 +87,10 @@ from ...leaves import LeafDraw, leaf_stats
 from ...tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from .. import heap as H
 from ..loop import Kernel
+from ..tempering import tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
-           "build_kernel", "sweep", "growable", "log_var_prob", "collect", "root_tree"]
+           "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "log_var_prob", "collect", "root_tree"]
 
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
@@ -479,7 +480,9 @@ def root_tree(cfg: MCMCConfig, dtype=jnp.float32) -> Tree:
 
 
 @dataclass(frozen=True)
-class _Init:
+class RootInit:
+    """``init(key, data)``: every chain starts from the root leaf (``beta = 1``)."""
+
     cfg: MCMCConfig
     dtype: Any
 
@@ -488,7 +491,7 @@ class _Init:
         return State(tree, evaluate(tree, data, self.cfg), jnp.ones((), self.dtype))
 
 
-def _whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
+def whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
     """The Info of a step that updates the whole tree (a sweep, a particle Gibbs update)."""
     ev = new.ev
     return Info(jnp.int32(STEP_KINDS.index(kind)), jnp.array(True), accepted, jnp.zeros((), ev.log_lik.dtype),
@@ -496,22 +499,13 @@ def _whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One step of scheme ``cfg.scheme``; ``update`` is the whole-tree update of scheme "pgibbs"
-    (:func:`bayestrees.inference.bcart.pgibbs.pgibbs`, handed in by its ``build_kernel``: this module
-    does not import it)."""
+class MoveStep:
+    """Scheme "moves": one random move (grow, prune, change or swap, drawn with ``cfg.move_probs``)."""
 
     cfg: MCMCConfig
-    update: Any = None
 
     def __call__(self, key, state: State, data: MCMCData):
         cfg = self.cfg
-        if cfg.scheme == "sweep":
-            new, n_acc = sweep(key, state, data, cfg)
-            return new, _whole_step_info("sweep", n_acc > 0, new, cfg)
-        if cfg.scheme == "pgibbs":
-            new, changed = self.update(key, state, data, cfg)
-            return new, _whole_step_info("pgibbs", changed, new, cfg)
         u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
         move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
@@ -527,63 +521,57 @@ class _Step:
 
 
 @dataclass(frozen=True)
-class _TemperedInit:
-    cfg: MCMCConfig
-    dtype: Any
-
-    def __call__(self, key, data: MCMCData) -> State:
-        betas = jnp.asarray(self.cfg.temperatures, self.dtype)
-        base = _Init(self.cfg, self.dtype)
-        st = jax.vmap(base, in_axes=(0, None))(jax.random.split(key, betas.shape[0]), data)
-        return st._replace(beta=betas)
-
-
-@dataclass(frozen=True)
-class _TemperedStep:
-    """Parallel tempering: every replica makes one move at its own temperature, then one random
-    adjacent pair ``(i, i + 1)`` proposes to exchange trees, accepted with probability
-    ``min(1, exp((b_i - b_{i+1}) (log p(Y | T_{i+1}) - log p(Y | T_i))))`` (the prior cancels)."""
+class SweepStep:
+    """Scheme "sweep": one systematic sweep over the nodes (:func:`sweep`)."""
 
     cfg: MCMCConfig
-    update: Any = None
 
     def __call__(self, key, state: State, data: MCMCData):
-        k_rep, k_pair, k_acc = jax.random.split(key, 3)
-        R = len(self.cfg.temperatures)
-        base = _Step(self.cfg, self.update)
-        st, infos = jax.vmap(base, in_axes=(0, 0, None))(jax.random.split(k_rep, R), state, data)
-        i = jax.random.randint(k_pair, (), 0, R - 1)
-        ll = st.ev.log_lik
-        log_a = (st.beta[i] - st.beta[i + 1]) * (ll[i + 1] - ll[i])
-        acc = jnp.log(jax.random.uniform(k_acc, dtype=ll.dtype)) < log_a
-        perm = jnp.arange(R)
-        perm = jnp.where(acc, perm.at[i].set(i + 1).at[i + 1].set(i), perm)
-        swapped = st._replace(tree=jax.tree_util.tree_map(lambda a: a[perm], st.tree),
-                              ev=jax.tree_util.tree_map(lambda a: a[perm], st.ev))
-        info0 = jax.tree_util.tree_map(lambda a: a[0], infos)
-        ev0 = jax.tree_util.tree_map(lambda a: a[0], swapped.ev)
-        info = info0._replace(lp=ev0.log_lik + ev0.log_prior, swap_accepted=acc)
-        return swapped, info
+        new, n_acc = sweep(key, state, data, self.cfg)
+        return new, whole_step_info("sweep", n_acc > 0, new, self.cfg)
 
 
-def build_kernel(cfg: MCMCConfig, dtype=jnp.float32, update=None) -> Kernel:
-    """The ``init``/``step`` pair of Bayesian CART for one chain; the data is the kernel's argument.
+def tempered_log_lik(state: State):
+    """The tempered factor of a Bayesian CART state: ``log p(Y | T)`` (the prior is not tempered)."""
+    return state.ev.log_lik
 
-    ``init(key, data)`` starts from the root leaf; ``step(key, state, data)`` makes
-    one move of a type drawn with ``cfg.move_probs`` (or one sweep).  Both are hashable by
-    ``cfg``, so every fit with the same settings and data shapes reuses one
-    compilation.  Scheme "pgibbs" is built by :func:`bayestrees.inference.bcart.pgibbs.build_kernel`,
-    which hands its update in as ``update``.
-    """
-    if cfg.scheme == "pgibbs" and update is None:
-        raise ValueError("scheme 'pgibbs' is built by bayestrees.inference.bcart.pgibbs.build_kernel")
+
+def report_cold_chain(info: Info, state: State, swap_accepted) -> Info:
+    """A tempered step's Info: the cold replica's, with ``lp`` of its state after the exchange."""
+    return info._replace(lp=state.ev.log_lik + state.ev.log_prior, swap_accepted=swap_accepted)
+
+
+def check_move_probs(cfg: MCMCConfig) -> None:
+    """Raise ``ValueError`` unless ``cfg.move_probs`` are 4 probabilities with grow = prune."""
     if abs(float(cfg.move_probs[0]) - float(cfg.move_probs[1])) > 1e-12:
         raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
     if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:
         raise ValueError(f"move_probs must be 4 non-negative probabilities summing to 1, got {cfg.move_probs}")
+
+
+def make_kernel(cfg: MCMCConfig, step, dtype=jnp.float32) -> Kernel:
+    """The Bayesian CART kernel with the one-chain update ``step`` (a hashable ``(key, state, data)``
+    callable), started from the root leaf and tempered over ``cfg.temperatures`` when it has several
+    (:func:`bayestrees.inference.tempering.tempered`)."""
+    check_move_probs(cfg)
+    base = Kernel(RootInit(cfg, jnp.dtype(dtype)), step)
     if len(cfg.temperatures) > 1:
-        return Kernel(_TemperedInit(cfg, jnp.dtype(dtype)), _TemperedStep(cfg, update))
-    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg, update))
+        return tempered(base, cfg.temperatures, tempered_log_lik, report_cold_chain, dtype)
+    return base
+
+
+def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
+    """The ``init``/``step`` pair of Bayesian CART for one chain, scheme "moves" or "sweep".
+
+    ``init(key, data)`` starts from the root leaf; ``step(key, state, data)`` makes one move of a
+    type drawn with ``cfg.move_probs`` (or one sweep).  Both are hashable by ``cfg``, so every fit
+    with the same settings and data shapes reuses one compilation.  Every scheme, particle Gibbs
+    included, is built by :func:`bayestrees.inference.bcart.schemes.kernel_for`.
+    """
+    steps = {"moves": MoveStep, "sweep": SweepStep}
+    if cfg.scheme not in steps:
+        raise ValueError(f"scheme {cfg.scheme!r} is built by bayestrees.inference.bcart.schemes.kernel_for")
+    return make_kernel(cfg, steps[cfg.scheme](cfg), dtype)
 
 
 def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynamic"):

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from dataclasses import dataclass
+
 import jax
 import jax.numpy as jnp
 
@@ -59,10 +61,9 @@ from ... import random_bits
 from ...batching import scatter_add
 from ...tree import FREE, LEAF, Tree
 from .. import heap as H
-from .kernel import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob
-from .kernel import build_kernel as moves_kernel
+from .kernel import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob, whole_step_info
 
-__all__ = ["build_kernel", "kernel_for", "pgibbs"]
+__all__ = ["PGibbsStep", "pgibbs"]
 
 
 def _split_probs(prior, depth, dt):
@@ -256,14 +257,12 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     return State(tree, ev, state.beta), changed
 
 
-def build_kernel(cfg: MCMCConfig, dtype=jnp.float32):
-    """The ``init``/``step`` pair of scheme "pgibbs" (every step one :func:`pgibbs` update;
-    tempered like the other schemes when ``cfg.temperatures`` has several)."""
-    if cfg.scheme != "pgibbs":
-        raise ValueError(f"this kernel is for scheme 'pgibbs', got {cfg.scheme!r}")
-    return moves_kernel(cfg, dtype, update=pgibbs)
+@dataclass(frozen=True)
+class PGibbsStep:
+    """Scheme "pgibbs": every step one particle Gibbs update of the whole tree (:func:`pgibbs`)."""
 
+    cfg: MCMCConfig
 
-def kernel_for(cfg: MCMCConfig, dtype=jnp.float32):
-    """The Bayesian CART kernel of ``cfg``, whatever its scheme."""
-    return build_kernel(cfg, dtype) if cfg.scheme == "pgibbs" else moves_kernel(cfg, dtype)
+    def __call__(self, key, state: State, data: MCMCData):
+        new, changed = pgibbs(key, state, data, self.cfg)
+        return new, whole_step_info("pgibbs", changed, new, self.cfg)
