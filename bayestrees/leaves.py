@@ -59,6 +59,8 @@ from .batching import scatter_add
 __all__ = [
     "LeafDraw",
     "leaf_stats",
+    "draws_at_rows",
+    "sigma_at_rows",
     "DirichletLeaves",
     "NormalLeaves",
     "CommonVarianceNormalLeaves",
@@ -203,6 +205,71 @@ class LeafDraw(NamedTuple):
 
     value: jax.Array
     sigma: jax.Array
+
+
+def draws_at_rows(leaf_model, leaf, draw: LeafDraw, y):
+    """Drawn leaf parameters of a batch of fixed trees at the rows, and the pointwise log-likelihood.
+
+    Parameters
+    ----------
+    leaf_model : a leaf model of this module
+    leaf : int[T, n]
+        Slot of each row in each tree (:func:`bayestrees.tree.apply`).
+    draw : LeafDraw
+        The trees' drawn leaf parameters: ``value`` float[T, S, V], ``sigma`` float[T, S].
+    y : (n,)
+        Class codes or responses, on the scale of the draw.
+
+    Returns
+    -------
+    mu : float[T, n, V]
+        ``draw.value`` at each row's leaf.
+    log_likelihood : float[T, n]
+        ``leaf_model.log_likelihood(y, leaf, draw)`` of each tree.
+
+    Notes
+    -----
+    Pure ``jax.numpy``: callers ``jit`` it (or the program around it) as they need.
+    """
+    ll = jax.vmap(lambda lf, d: leaf_model.log_likelihood(y, lf, d))(leaf, draw)
+    mu = _take_rows(draw.value, leaf)
+    return mu, ll
+
+
+def sigma_at_rows(keys, leaf_model, train_leaf, row_stats, mean, leaf, row_weight=None):
+    """Noise sd of each fixed tree's leaf at the rows, drawn from ``p(s2 | mu, Y, T)`` given drawn leaf means.
+
+    For draws stored without their noise scale (a tree whose leaf values are drawn means):
+    ``(mu, s2)`` is then a joint posterior draw given the tree.
+
+    Parameters
+    ----------
+    keys : PRNG keys (T,)
+        One per tree.
+    leaf_model : NormalLeaves (a model with ``sigma_given_mean``)
+    train_leaf : int[T, n_train]
+        Slot of each training row in each tree.
+    row_stats : float[n_train, k]
+        ``leaf_model.row_stats`` of the training response.
+    mean : float[T, S]
+        The drawn leaf means (the trees' ``value[..., 0]``), on the scale of ``row_stats``.
+    leaf : int[T, m]
+        Slot of each row to report in each tree.
+    row_weight : float[n_train], optional
+        Training row weights (padding rows 0).
+
+    Returns
+    -------
+    float[T, m]
+        The drawn noise sd of each row's leaf.
+
+    Notes
+    -----
+    Pure ``jax.numpy``: callers ``jit`` it (or the program around it) as they need.
+    """
+    stats = leaf_stats(train_leaf, row_stats, mean.shape[-1], row_weight)
+    sd = jax.vmap(leaf_model.sigma_given_mean)(keys, stats, mean)
+    return jnp.take_along_axis(sd, leaf, axis=-1)
 
 
 class DirichletLeaves(NamedTuple):

@@ -41,7 +41,8 @@ import numpy as np
 
 from ...convert import to_inferencedata
 from ...data import TrainingData, missing_code, prepare_data
-from ...leaves import DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
+from ...leaves import (DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, draws_at_rows,
+                       leaf_stats, sigma_at_rows)
 from ...tree import Tree, apply, predict
 from . import dp as P
 from .structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
@@ -524,12 +525,9 @@ def _take(tree: Tree, idx) -> Tree:
 @partial(jax.jit, static_argnames=("leaf_model", "n_slots"))
 def _draw_chunk(keys, leaf, mask, row_stats, y, leaf_model, n_slots: int):
     stats = leaf_stats(leaf, row_stats, n_slots)
-
-    def one(k, lf, st, m):
-        d = leaf_model.draw(k, st, m)
-        return d.value, d.sigma, leaf_model.log_likelihood(y, lf, d)
-
-    return jax.vmap(one)(keys, leaf, stats, mask)
+    d = jax.vmap(leaf_model.draw)(keys, stats, mask)
+    _, ll = draws_at_rows(leaf_model, leaf, d, y)
+    return d.value, d.sigma, ll
 
 
 def draw_leaf_parameters(key, trees: Tree, codes, y, leaf_model, dtype="float32"):
@@ -705,9 +703,9 @@ def pcfg_predictive(key, trees: Tree, codes, data: TrainingData, leaf_model) -> 
     sd = []
     for idx, keep in _chunks(n_trees, size):
         tc = _take(flat, idx)
-        stats = leaf_stats(apply(tc, train), rs, S)
-        s = jax.vmap(leaf_model.sigma_given_mean)(keys[idx], stats, jnp.asarray(tc.value[..., 0], dtype))
-        sd.append(np.asarray(jnp.take_along_axis(s, apply(tc, codes), -1))[:keep])
+        s = sigma_at_rows(keys[idx], leaf_model, apply(tc, train), rs, jnp.asarray(tc.value[..., 0], dtype),
+                          apply(tc, codes))
+        sd.append(np.asarray(s)[:keep])
     sd = np.concatenate(sd).reshape(values.shape[:-1])
     mu = values[..., 0]
     y = mu + sd * np.asarray(jax.random.normal(k_y, mu.shape, dtype))

@@ -58,7 +58,8 @@ from jax.scipy.special import logsumexp
 
 from ...convert import to_inferencedata
 from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data, standardize_response
-from ...leaves import DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, leaf_stats
+from ...leaves import (DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, draws_at_rows,
+                       sigma_at_rows)
 from ...tree import LEAF, Tree, apply, predict
 from . import importance as imp
 from .prior_trees import PriorForest, _check_split_prob, cached_prior_forest, truncated_mass
@@ -525,7 +526,8 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
     predictive, then smaller ``m``).  The final weights use all rows with the chosen
     ``m``: ``beta = m / N`` with the full ``N``.
 
-    Regression responses are standardised (:func:`bayestrees.data.standardize_response` with ``overflow_safe=True``) and the leaf prior
+    Regression responses are standardised
+    (:func:`bayestrees.data.standardize_response` with ``overflow_safe=True``) and the leaf prior
     transformed accordingly (``m0 -> (m0 - loc) / scale``, ``b0 -> b0 / scale^2``),
     which is the same model; every output is mapped back.
     """
@@ -771,10 +773,7 @@ def training_curve(result: SafeBayesResult, data: TrainingData, max_points: int 
 @jax.jit
 def _rows_of_draws(leaf_model, trees: Tree, leaf_draw: LeafDraw, codes, y):
     """Drawn leaf parameters and pointwise log-likelihoods at the rows: (T, n, V) and (T, n)."""
-    leaves = apply(trees, codes)
-    ll = jax.vmap(lambda lf, d: leaf_model.log_likelihood(y, lf, d))(leaves, leaf_draw)
-    mu = jnp.take_along_axis(leaf_draw.value, leaves[..., None], axis=-2)
-    return mu, ll
+    return draws_at_rows(leaf_model, apply(trees, codes), leaf_draw, y)
 
 
 def _observed(data: TrainingData) -> np.ndarray:
@@ -867,11 +866,9 @@ def safebayes_inferencedata(key, result: SafeBayesResult, data: TrainingData, *,
 @jax.jit
 def _draw_sigma(key, leaf_model, trees: Tree, train_codes, row_stats, row_weight, mean_z, codes):
     """Noise sd (internal scale) of each tree's leaf at the rows ``codes``, given the drawn leaf means."""
-    L = trees.feature.shape[-1]
-    stats = leaf_stats(apply(trees, train_codes), row_stats, L, row_weight)
-    keys = jax.random.split(key, stats.shape[0])
-    sd = jax.vmap(leaf_model.sigma_given_mean)(keys, stats, mean_z)
-    return jnp.take_along_axis(sd, apply(trees, codes), axis=-1)
+    keys = jax.random.split(key, trees.feature.shape[0])
+    return sigma_at_rows(keys, leaf_model, apply(trees, train_codes), row_stats, mean_z, apply(trees, codes),
+                         row_weight)
 
 
 def safebayes_predictive(key, trees: Tree, codes, data: TrainingData, result: SafeBayesResult) -> dict:
