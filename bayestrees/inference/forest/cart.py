@@ -292,55 +292,169 @@ def _at(C, idx):
     return jnp.where(idx >= 0, jnp.take(C, jnp.maximum(idx, 0), axis=-1), 0)
 
 
-def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift, y_scale):
-    tree, order, row_node, seg_start, seg_len, open_, overflow, level = state
-    codes_t, stats, y_rank = rows
-    d, n = order.shape
-    cap = cfg.capacity
-    dtype = stats.dtype
-    miss = cfg.missing
-    min_weight, msl, max_depth = limits  # traced: changing them does not recompile
+class _Layout(NamedTuple):
+    """Where the positions of one level sit: the node and segment owning each position, and the
+    codes in every feature's sorted order."""
 
-    # -- sorted statistics and prefix sums, per feature; layout (s, d, n)
+    pos_node: jax.Array  # int32 (n,): node owning each position (the same in every feature)
+    seg_end: jax.Array  # int32 (cap,): one past each node's last position
+    start_p: jax.Array  # int32 (n,): first position of the segment owning each position
+    end_p: jax.Array  # int32 (n,): one past the last position of that segment
+    codes_sorted: jax.Array  # (d, n): the codes in every feature's order
+    p_idx: jax.Array  # int32 (n,): the positions 0..n-1
+
+
+class _Sums(NamedTuple):
+    """Sorted statistics, their prefix sums and the left/right statistics of every candidate split
+    (stats axis first; channel 0, the positive-weight row count, is left out of ``G``, ``C``,
+    ``L`` and ``R`` when ``cfg.positive_weights``)."""
+
+    G: jax.Array  # (s - k0, d, n): row statistics gathered in every feature's order
+    C: jax.Array  # (s - k0, d, n): their inclusive prefix sums
+    L: jax.Array  # (s - k0, d, n): statistics left of (and at) each position, within its segment
+    R: jax.Array  # (s - k0, d, n): statistics right of each position, within its segment
+    tot: jax.Array  # (cap, s): node totals, all channels
+    L_cnt: jax.Array  # (d, n) or (1, n): positive-weight rows on the left
+    R_cnt: jax.Array  # (d, n) or (1, n): positive-weight rows on the right
+    L_w: jax.Array  # (d, n): weight on the left
+    R_w: jax.Array  # (d, n): weight on the right
+    L_k: jax.Array  # (s - 2, d, n): w*y or w*onehot on the left
+    R_k: jax.Array  # (s - 2, d, n): w*y or w*onehot on the right
+
+
+def _level_layout(state: GrowState, codes_t) -> _Layout:
+    """Phase 1 of a level: the segment layout of the positions.
+
+    Parameters
+    ----------
+    state : GrowState at the start of the level
+    codes_t : int32 (d, n) codes of the stage's rows
+
+    Returns
+    -------
+    _Layout
+    """
+    order, row_node, seg_start, seg_len = state.order, state.row_node, state.seg_start, state.seg_len
+    n = order.shape[1]
     pos_node = row_node[order[0]]  # (n,) node of each position (same in every feature)
     seg_end = seg_start + seg_len
     start_p = seg_start[pos_node]  # (n,)
     end_p = seg_end[pos_node]
     codes_sorted = jnp.take_along_axis(codes_t, order, axis=1)  # (d, n)
     p_idx = jnp.arange(n)
+    return _Layout(pos_node, seg_end, start_p, end_p, codes_sorted, p_idx)
+
+
+def _level_sums(state: GrowState, stats, lay: _Layout, cfg: CARTConfig) -> _Sums:
+    """Phase 2: sorted statistics, prefix sums, node totals and left/right statistics per position.
+
+    Parameters
+    ----------
+    state : GrowState at the start of the level
+    stats : (n, s) row statistics of the stage (:func:`row_stats`)
+    lay : _Layout of the level
+    cfg : CARTConfig
+
+    Returns
+    -------
+    _Sums (layout ``(s, d, n)``; node totals ``(cap, s)``)
+    """
+    tree, order, seg_start = state.tree, state.order, state.seg_start
+    dtype = stats.dtype
     # with positive weights, channel 0 (rows of positive weight) is not summed: a valid split
     # position p has only weighted rows before it in its segment, so its left count is p - start + 1
     # (weightless MISSING padding sorts last), and a node's count is already in the tree
     k0 = 1 if cfg.positive_weights else 0
     G = stats.T[k0:, order]  # (s - k0, d, n)
     C = prefix_sum(G)
-    L = C - _at(C, start_p - 1)
+    L = C - _at(C, lay.start_p - 1)
 
-    # -- node totals (from feature 0's prefix sums) and which open nodes may split
+    # node totals (from feature 0's prefix sums)
     C0 = C[:, 0]
-    tot = (_at(C0, seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s - k0)
+    tot = (_at(C0, lay.seg_end - 1) - _at(C0, seg_start - 1)).T  # (cap, s - k0)
     if k0:
         tot = jnp.concatenate([tree.count.astype(dtype)[:, None], tot], 1)  # (cap, s): small
-    R = tot.T[k0:, pos_node][:, None, :] - L  # (s - k0, d, n)
+    R = tot.T[k0:, lay.pos_node][:, None, :] - L  # (s - k0, d, n)
     # left/right row counts (d, n) or (1, n), weights (d, n), and the remaining statistics
     if k0:
-        L_cnt = (p_idx - start_p + 1).astype(dtype)[None, :]
-        R_cnt = tot[:, 0][pos_node][None, :] - L_cnt
+        L_cnt = (lay.p_idx - lay.start_p + 1).astype(dtype)[None, :]
+        R_cnt = tot[:, 0][lay.pos_node][None, :] - L_cnt
     else:
         L_cnt, R_cnt = L[0], R[0]
     L_w, R_w = L[1 - k0], R[1 - k0]
     L_k, R_k = L[2 - k0:], R[2 - k0:]
-    pos_w = stats[:, 0] > 0
-    ymax = jax.ops.segment_max(jnp.where(pos_w, y_rank, -1), row_node, cap)
-    ymin = jax.ops.segment_min(jnp.where(pos_w, y_rank, jnp.iinfo(jnp.int32).max), row_node, cap)
-    can = open_ & (tot[:, 0] >= 2 * msl) & (ymax > ymin) & (tot[:, 1] >= 2 * min_weight)
-    can = can & (tree.depth < max_depth)
+    return _Sums(G, C, L, R, tot, L_cnt, R_cnt, L_w, R_w, L_k, R_k)
 
+
+def _level_splittable(state: GrowState, rows: _Rows, tot, limits, cfg: CARTConfig):
+    """Phase 3: which open nodes may split (enough rows and weight, response not constant, depth
+    below ``max_depth``).
+
+    Parameters
+    ----------
+    state : GrowState at the start of the level
+    rows : _Rows of the stage
+    tot : (cap, s) node totals (:class:`_Sums`)
+    limits : (minimum child weight, min_samples_leaf, max_depth), traced
+    cfg : CARTConfig
+
+    Returns
+    -------
+    bool (cap,)
+    """
+    cap = cfg.capacity
+    min_weight, msl, max_depth = limits
+    pos_w = rows.stats[:, 0] > 0
+    ymax = jax.ops.segment_max(jnp.where(pos_w, rows.y_rank, -1), state.row_node, cap)
+    ymin = jax.ops.segment_min(jnp.where(pos_w, rows.y_rank, jnp.iinfo(jnp.int32).max), state.row_node, cap)
+    can = state.open & (tot[:, 0] >= 2 * msl) & (ymax > ymin) & (tot[:, 1] >= 2 * min_weight)
+    return can & (state.tree.depth < max_depth)
+
+
+def _level_valid(lay: _Layout, can, cfg: CARTConfig):
+    """Phase 4: the positions where a split "code <= code here" is possible (not the segment's last
+    position, a change of code follows, not a missing code, the node can split).
+
+    Parameters
+    ----------
+    lay : _Layout of the level
+    can : bool (cap,) from :func:`_level_splittable`
+    cfg : CARTConfig
+
+    Returns
+    -------
+    nxt_code : (d, n) the code at the next position (-1 after the last)
+    valid : bool (d, n)
+    """
+    codes_sorted = lay.codes_sorted
+    d = codes_sorted.shape[0]
     nxt_code = jnp.concatenate([codes_sorted[:, 1:], jnp.full((d, 1), -1, codes_sorted.dtype)], axis=1)
-    in_seg = (p_idx + 1 < end_p)[None, :]
-    valid = in_seg & (codes_sorted != nxt_code) & (codes_sorted != miss) & can[pos_node][None, :]
+    in_seg = (lay.p_idx + 1 < lay.end_p)[None, :]
+    valid = in_seg & (codes_sorted != nxt_code) & (codes_sorted != cfg.missing) & can[lay.pos_node][None, :]
+    return nxt_code, valid
 
-    # -- random feature subsets (max_features) and random thresholds (extra trees)
+
+def _level_random(valid, nxt_code, lay: _Layout, seg_start, seed, cfg: CARTConfig):
+    """Phase 5: the random restrictions, drawn per (node, feature) from ``seed``: features outside
+    the node's ``max_features`` draw and, for extra trees, every threshold but the drawn one.
+
+    Parameters
+    ----------
+    valid : bool (d, n) from :func:`_level_valid`
+    nxt_code : (d, n) from :func:`_level_valid`
+    lay : _Layout of the level
+    seg_start : int32 (cap,) first position of each node
+    seed : uint32 the tree's seed
+    cfg : CARTConfig
+
+    Returns
+    -------
+    valid : bool (d, n), unchanged when neither restriction applies
+    """
+    codes_sorted, pos_node = lay.codes_sorted, lay.pos_node
+    d, n = codes_sorted.shape
+    cap = cfg.capacity
+    miss = cfg.missing
     if cfg.max_features is not None and cfg.max_features < d or cfg.extra:
         nodes = jnp.arange(cap)
         feats = jnp.arange(d)
@@ -361,42 +475,111 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
         thr = lo + jnp.floor(u * jnp.maximum(hi - lo, 0).astype(jnp.float32)).astype(jnp.int32)
         thr_p = thr[pos_node].T  # (d, n)
         valid = valid & (codes_sorted <= thr_p) & (nxt_code > thr_p)
+    return valid
 
+
+def _level_gains(valid, sums: _Sums, lay: _Layout, limits, cfg: CARTConfig):
+    """Phase 6: the score of every candidate split (missing rows right, and, when the data has
+    missing values, also left).
+
+    Parameters
+    ----------
+    valid : bool (d, n) from :func:`_level_random`
+    sums : _Sums of the level
+    lay : _Layout of the level
+    limits : (minimum child weight, min_samples_leaf, max_depth), traced
+    cfg : CARTConfig
+
+    Returns
+    -------
+    gain : (d, n) the better score per position, ``-inf`` where no split is allowed
+    mleft : bool (d, n) the missing rows go left, or None without missing values
+    Cm : (s - k0, d, n) prefix sums of the missing rows' statistics, or None
+    """
+    min_weight, msl, _max_depth = limits
     min_w = min_weight
-    ok_r = valid & (L_cnt >= msl) & (R_cnt >= msl) & (L_w >= min_w) & (R_w >= min_w)
-    gain = jnp.where(ok_r, _proxy_parts(L_w, L_k, cfg) + _proxy_parts(R_w, R_k, cfg), _NEG)  # (d, n)
+    ok_r = valid & (sums.L_cnt >= msl) & (sums.R_cnt >= msl) & (sums.L_w >= min_w) & (sums.R_w >= min_w)
+    gain = jnp.where(ok_r, _proxy_parts(sums.L_w, sums.L_k, cfg) + _proxy_parts(sums.R_w, sums.R_k, cfg),
+                     _NEG)  # (d, n)
     mleft = None
+    Cm = None
     if cfg.has_missing:
-        is_m = (codes_sorted == miss)
-        Cm = prefix_sum(G * is_m[None])
-        Mtot = _at(Cm, end_p - 1) - _at(Cm, start_p - 1)
-        Lm, Rm = L + Mtot, R - Mtot
+        is_m = (lay.codes_sorted == cfg.missing)
+        Cm = prefix_sum(sums.G * is_m[None])
+        Mtot = _at(Cm, lay.end_p - 1) - _at(Cm, lay.start_p - 1)
+        Lm, Rm = sums.L + Mtot, sums.R - Mtot
         ok_m = valid & (Mtot[0] > 0) & (Lm[0] >= msl) & (Rm[0] >= msl) & (Lm[1] >= min_w) & (Rm[1] >= min_w)
         gain_m = jnp.where(ok_m, _proxy(Lm, cfg) + _proxy(Rm, cfg), _NEG)
         mleft = gain_m > gain
         gain = jnp.maximum(gain, gain_m)
+    return gain, mleft, Cm
 
-    # -- best split per node: best feature per position, then best position per node
+
+def _level_best(gain, can, lay: _Layout, cfg: CARTConfig):
+    """Phase 7: the best split of every node: best feature per position (ties: lowest feature),
+    then best position per node (ties: lowest position).
+
+    Parameters
+    ----------
+    gain : (d, n) from :func:`_level_gains`
+    can : bool (cap,) from :func:`_level_splittable`
+    lay : _Layout of the level
+    cfg : CARTConfig
+
+    Returns
+    -------
+    split : bool (cap,) the node splits (before the capacity check)
+    bp : int32 (cap,) the split's position (clipped into range)
+    bf : int32 (cap,) its feature
+    bthr : int32 (cap,) its code threshold
+    """
+    n = lay.p_idx.shape[0]
+    cap = cfg.capacity
     pf = jnp.argmax(gain, axis=0).astype(jnp.int32)  # ties: lowest feature
     pg = jnp.max(gain, axis=0)  # (n,)
-    best = jax.ops.segment_max(pg, pos_node, cap)
-    cand = (pg == best[pos_node]) & (pg > _NEG)
-    best_p = jax.ops.segment_min(jnp.where(cand, p_idx, n), pos_node, cap)  # ties: lowest position
+    best = jax.ops.segment_max(pg, lay.pos_node, cap)
+    cand = (pg == best[lay.pos_node]) & (pg > _NEG)
+    best_p = jax.ops.segment_min(jnp.where(cand, lay.p_idx, n), lay.pos_node, cap)  # ties: lowest position
     split = can & (best > _NEG) & (best_p < n)
     bp = jnp.minimum(best_p, n - 1)
     bf = pf[bp]
-    bthr = codes_sorted[bf, bp].astype(jnp.int32)
-    # statistics of the children, read off the prefix sums of the chosen feature
+    bthr = lay.codes_sorted[bf, bp].astype(jnp.int32)
+    return split, bp, bf, bthr
+
+
+def _level_child_stats(sums: _Sums, Cm, mleft, bf, bp, state: GrowState, lay: _Layout, cfg: CARTConfig):
+    """Phase 8: the statistics of every node's two children, read off the prefix sums of the
+    chosen feature (missing rows moved left where that scored better).
+
+    Parameters
+    ----------
+    sums : _Sums of the level
+    Cm, mleft : from :func:`_level_gains`
+    bf, bp : the chosen feature and position per node (:func:`_level_best`)
+    state : GrowState at the start of the level
+    lay : _Layout of the level
+    cfg : CARTConfig
+
+    Returns
+    -------
+    Lc, Rc : (s, cap) statistics of the left and right children
+    bml : bool (cap,) the missing rows go left
+    """
+    C = sums.C
+    d, n = lay.codes_sorted.shape
+    cap = cfg.capacity
+    seg_start, seg_end = state.seg_start, lay.seg_end
+    dtype = C.dtype
     flat = C.reshape(C.shape[0], d * n)
     base = bf * n
     Cb = flat[:, base + bp]
     Cs = jnp.where(seg_start > 0, flat[:, base + jnp.maximum(seg_start - 1, 0)], 0)
     Ce = jnp.where(seg_end > 0, flat[:, base + jnp.clip(seg_end - 1, 0, n - 1)], 0)
     Lc, Rc = Cb - Cs, Ce - Cb  # (s - k0, cap)
-    if k0:
+    if cfg.positive_weights:
         n_l = (bp - seg_start + 1).astype(dtype)
         Lc = jnp.concatenate([n_l[None], Lc], 0)
-        Rc = jnp.concatenate([(tree.count.astype(dtype) - n_l)[None], Rc], 0)
+        Rc = jnp.concatenate([(state.tree.count.astype(dtype) - n_l)[None], Rc], 0)
     if cfg.has_missing:
         bml = mleft[bf, bp]
         fm = Cm.reshape(C.shape[0], d * n)
@@ -406,25 +589,80 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
         Rc = jnp.where(bml[None], Rc - Mc, Rc)
     else:
         bml = jnp.zeros(cap, bool)
+    return Lc, Rc, bml
 
-    # -- allocate children (capacity checked, never silently truncated)
+
+def _level_allocate(split, n_nodes, cfg: CARTConfig):
+    """Phase 9: node slots for the children (capacity checked, never silently truncated).
+
+    Parameters
+    ----------
+    split : bool (cap,) from :func:`_level_best`
+    n_nodes : int32 () slots in use
+    cfg : CARTConfig
+
+    Returns
+    -------
+    split : bool (cap,) no node splits when the level overflows
+    new_over : bool () the level needed more slots than the capacity
+    lchild, rchild : int32 (cap,) the children's slots, -1 where the node does not split
+    """
+    cap = cfg.capacity
     n_split = jnp.sum(split)
-    new_over = tree.n_nodes + 2 * n_split > cap
+    new_over = n_nodes + 2 * n_split > cap
     split = split & ~new_over
     rank = jnp.cumsum(split) - split
-    lchild = jnp.where(split, tree.n_nodes + 2 * rank, -1).astype(jnp.int32)
+    lchild = jnp.where(split, n_nodes + 2 * rank, -1).astype(jnp.int32)
     rchild = jnp.where(split, lchild + 1, -1).astype(jnp.int32)
+    return split, new_over, lchild, rchild
 
-    # -- route rows
+
+def _level_route(codes_t, row_node, split, bf, bthr, bml, lchild, rchild, cfg: CARTConfig):
+    """Phase 10: send the rows of split nodes to their children.
+
+    Parameters
+    ----------
+    codes_t : (d, n) codes of the stage's rows
+    row_node : int32 (n,) node of each row
+    split, bf, bthr, bml, lchild, rchild : the level's splits (per node)
+    cfg : CARTConfig
+
+    Returns
+    -------
+    goes_left : bool (n,) the row goes left at its node's split
+    new_row_node : int32 (n,) node of each row after the level
+    """
+    n = row_node.shape[0]
+    miss = cfg.missing
     rsplit = split[row_node]
     rf = bf[row_node]
     rc = codes_t[rf, jnp.arange(n)]
     goes_left = (rc <= bthr[row_node]) & (rc != miss) | ((rc == miss) & bml[row_node])
     new_row_node = jnp.where(rsplit, jnp.where(goes_left, lchild[row_node], rchild[row_node]), row_node)
+    return goes_left, new_row_node
 
-    # -- stable partition of every feature's order within split segments
+
+def _level_partition(order, goes_left, split, seg_start, lay: _Layout):
+    """Phase 11: stably partition every feature's order within the split segments, so that each
+    child's rows are contiguous and still sorted by code.
+
+    Parameters
+    ----------
+    order : int32 (d, n) every feature's order
+    goes_left : bool (n,) from :func:`_level_route`
+    split : bool (cap,) from :func:`_level_allocate`
+    seg_start : int32 (cap,) first position of each node
+    lay : _Layout of the level
+
+    Returns
+    -------
+    order : int32 (d, n) the partitioned orders
+    n_left : int32 (cap,) rows going left per split node (0 elsewhere)
+    """
+    d, n = order.shape
+    start_p, p_idx, seg_end = lay.start_p, lay.p_idx, lay.seg_end
     gl_pos = goes_left[order]  # (d, n)
-    sp_pos = split[pos_node]
+    sp_pos = split[lay.pos_node]
     gl_int = gl_pos.astype(jnp.int32)
     E = prefix_sum(gl_int) - gl_int  # exclusive
     E_start = jnp.take(E, start_p, axis=1)
@@ -433,15 +671,38 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
     n_left = jnp.take(E0, jnp.clip(seg_end - 1, 0, n - 1)) + jnp.take(gl_int[0], jnp.clip(seg_end - 1, 0, n - 1)) \
         - jnp.take(E0, jnp.clip(seg_start, 0, n - 1))
     n_left = jnp.where(split, n_left, 0)
-    nl_p = n_left[pos_node][None, :]
+    nl_p = n_left[lay.pos_node][None, :]
     off = p_idx[None, :] - start_p[None, :]
     newpos = jnp.where(sp_pos[None, :],
                        start_p[None, :] + jnp.where(gl_pos, rank_l, nl_p + off - rank_l), p_idx[None, :])
     flat_pos = (newpos + (jnp.arange(d, dtype=newpos.dtype) * n)[:, None]).reshape(d * n)
     order = jnp.zeros(d * n, order.dtype).at[flat_pos].set(order.reshape(d * n), unique_indices=True,
                                                             indices_are_sorted=False).reshape(d, n)
+    return order, n_left
 
-    # -- write the splits and the children
+
+def _level_write(state: GrowState, split, bf, bthr, bml, lchild, rchild, Lc, Rc, n_left, cfg: CARTConfig,
+                 y_shift, y_scale):
+    """Phase 12: write the splits into the tree and the children's values and segments.
+
+    Parameters
+    ----------
+    state : GrowState at the start of the level
+    split, bf, bthr, bml, lchild, rchild : the level's splits (per node)
+    Lc, Rc : (s, cap) the children's statistics (:func:`_level_child_stats`)
+    n_left : int32 (cap,) rows going left per split node (:func:`_level_partition`)
+    cfg : CARTConfig
+    y_shift, y_scale : leaf values are ``mean(y) * y_scale + y_shift``
+
+    Returns
+    -------
+    tree : Tree after the level
+    new_start, new_len : int32 (cap,) every node's segment after the level
+    is_new : bool (cap,) the new children (the nodes open at the next level)
+    """
+    tree, seg_start, seg_len = state.tree, state.seg_start, state.seg_len
+    cap = cfg.capacity
+    dtype = tree.weight.dtype
     idx_l = jnp.where(split, lchild, cap)  # out-of-range writes are dropped
     idx_r = jnp.where(split, rchild, cap)
     tot_new = jnp.zeros((cap, Lc.shape[0]), dtype).at[idx_l].set(Lc.T, mode="drop").at[idx_r].set(Rc.T, mode="drop")
@@ -459,8 +720,41 @@ def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift
     new_len = seg_len.at[idx_l].set(n_left, mode="drop").at[idx_r].set(seg_len - n_left, mode="drop")
     tree = Tree(feature, threshold, _merge(tree.left, split, lchild), _merge(tree.right, split, rchild),
                 missing_left, value, weight, count, depth, tree.n_nodes + 2 * jnp.sum(split).astype(jnp.int32))
-    new_open = is_new
-    return GrowState(tree, order, new_row_node, new_start, new_len, new_open, overflow | new_over, level + 1)
+    return tree, new_start, new_len, is_new
+
+
+def _level(state: GrowState, rows: _Rows, seed, limits, cfg: CARTConfig, y_shift, y_scale) -> GrowState:
+    """One level of growth: every open node that can split is split at its best (feature, threshold).
+
+    Parameters
+    ----------
+    state : GrowState at the start of the level
+    rows : _Rows of the stage
+    seed : uint32 the tree's seed (``max_features`` and extra-trees draws)
+    limits : (minimum child weight, min_samples_leaf, max_depth), traced: changing them does
+        not recompile
+    cfg : CARTConfig
+    y_shift, y_scale : leaf values are ``mean(y) * y_scale + y_shift``
+
+    Returns
+    -------
+    GrowState after the level (the new children are the open nodes)
+    """
+    lay = _level_layout(state, rows.codes_t)
+    sums = _level_sums(state, rows.stats, lay, cfg)
+    can = _level_splittable(state, rows, sums.tot, limits, cfg)
+    nxt_code, valid = _level_valid(lay, can, cfg)
+    valid = _level_random(valid, nxt_code, lay, state.seg_start, seed, cfg)
+    gain, mleft, Cm = _level_gains(valid, sums, lay, limits, cfg)
+    split, bp, bf, bthr = _level_best(gain, can, lay, cfg)
+    Lc, Rc, bml = _level_child_stats(sums, Cm, mleft, bf, bp, state, lay, cfg)
+    split, new_over, lchild, rchild = _level_allocate(split, state.tree.n_nodes, cfg)
+    goes_left, new_row_node = _level_route(rows.codes_t, state.row_node, split, bf, bthr, bml, lchild, rchild, cfg)
+    order, n_left = _level_partition(state.order, goes_left, split, state.seg_start, lay)
+    tree, new_start, new_len, is_new = _level_write(state, split, bf, bthr, bml, lchild, rchild, Lc, Rc, n_left,
+                                                    cfg, y_shift, y_scale)
+    return GrowState(tree, order, new_row_node, new_start, new_len, is_new, state.overflow | new_over,
+                     state.level + 1)
 
 
 def _merge(old, split, child):
