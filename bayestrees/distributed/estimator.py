@@ -92,7 +92,13 @@ def _predict_part(X, payload, what: str, *trees):
     codes = binner.transform(X)
     # one tree on the device at a time (one compiled traversal serves them all): the grafted
     # trees of a large fit are hundreds of MB, and a device copy of the whole batch doubles that
-    v = np.concatenate([forest_values(t.value, codes, missing) for t in trees])  # (T, m, V)
+    # a float64 forest is evaluated in 64-bit JAX scoped to this task, as fit_branch fits it (the
+    # worker's process-wide jax_enable_x64 is never switched on)
+    if any(np.dtype(t.value.value.dtype) == np.float64 for t in trees):
+        with jax.enable_x64(True):
+            v = np.concatenate([forest_values(t.value, codes, missing) for t in trees])  # (T, m, V)
+    else:
+        v = np.concatenate([forest_values(t.value, codes, missing) for t in trees])
     if what == "mean":
         return pd.Series(v[..., 0].mean(0).astype(np.float64), index=X.index)
     p = v.astype(np.float64).mean(0)
