@@ -116,7 +116,7 @@ CPU = {}
 def _worker_pids():
     from bayestrees.inference.forest import workers as workers
 
-    return [w.proc.pid for w in workers._WORKERS if w.proc.poll() is None]
+    return [w.proc.pid for w in workers.default_pool().workers if w.proc.poll() is None]
 
 
 def _children_cpu():
