@@ -39,6 +39,7 @@ reserved for ``MISSING``) and ``uint16`` otherwise.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -59,6 +60,12 @@ __all__ = [
     "bucket_size",
     "pad_rows",
     "standardize_response",
+    "check_int",
+    "check_finite",
+    "check_positive",
+    "check_probability",
+    "check_alpha",
+    "check_max_bins",
 ]
 
 
@@ -270,11 +277,157 @@ def infer_task(y, task: str = "auto") -> str:
     return "regression"
 
 
+def check_int(name: str, v, lo: int, hi: int | None = None, hint: str = "", *, whole_floats: bool = False) -> int:
+    """``v`` as an int in ``[lo, hi]``, else ``ValueError`` naming ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name, for the message.
+    v : object
+        The value; ``bool`` is refused.
+    lo : int
+        Smallest value allowed.
+    hi : int, optional
+        Largest value allowed (no upper bound by default).
+    hint : str, default ""
+        Appended to the message (e.g. why the bound is there).
+    whole_floats : bool, default False
+        Also accept floats with an integer value (``10.0``).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        "``name`` must be an integer >= lo" (or "in [lo, hi]"), with the value given.
+    """
+    ok = isinstance(v, (int, np.integer)) or (
+        whole_floats and isinstance(v, (float, np.floating)) and math.isfinite(float(v)) and float(v).is_integer())
+    if isinstance(v, bool) or not ok or int(v) < lo or (hi is not None and int(v) > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng}, got {v!r}{hint}")
+    return int(v)
+
+
+def check_finite(name: str, v) -> float:
+    """``v`` as a finite float, else ``ValueError`` ("must be a number" / "must be finite") naming ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name, for the message.
+    v : object
+        Anything ``float()`` takes; ``bool`` is refused.
+
+    Returns
+    -------
+    float
+    """
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {v!r}") from None
+    if not math.isfinite(f):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    return f
+
+
+def check_positive(name: str, v) -> float:
+    """``v`` as a float, for a finite number ``> 0`` (int or float, not ``bool``), else ``ValueError``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name, for the message.
+    v : object
+        The value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        "``name`` must be a finite number" or "``name`` must be > 0", with the value given.
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if float(v) <= 0:
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+    return float(v)
+
+
+def check_probability(name: str, v, lo: float = 0.0, hi: float = 1.0, hint: str = "") -> float:
+    """``v`` as a float strictly between ``lo`` and ``hi`` (default: a probability in (0, 1)), else ``ValueError``.
+
+    Parameters
+    ----------
+    name : str
+        The setting's name, for the message.
+    v : object
+        Anything ``float()`` takes; ``bool`` is refused.
+    lo, hi : float
+        The open interval allowed.
+    hint : str, default ""
+        Appended to the message.
+
+    Returns
+    -------
+    float
+    """
+    f = check_finite(name, v)
+    if not lo < f < hi:
+        raise ValueError(f"{name} must be in ({lo:g}, {hi:g}), got {v!r}{hint}")
+    return f
+
+
+def check_alpha(alpha, n_classes: int | None = None) -> np.ndarray:
+    """Validate a Dirichlet concentration: one number > 0, or one per class.
+
+    Parameters
+    ----------
+    alpha : float or array of shape (n_classes,)
+        Every value finite and > 0.
+    n_classes : int, optional
+        With it, a scalar is repeated to ``(n_classes,)`` and a vector must have that length;
+        without it, the validated values are returned as given (0-d or 1-d).
+
+    Returns
+    -------
+    float64 array: ``(n_classes,)``, or the shape of ``alpha`` without ``n_classes``
+
+    Raises
+    ------
+    ValueError
+        For values <= 0 or not finite, more than one dimension, or a vector whose length is not
+        ``n_classes``.
+    """
+    try:
+        a = np.asarray(alpha, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"alpha must be a number > 0 or one number > 0 per class, got {alpha!r}") from None
+    if a.ndim > 1:
+        raise ValueError(f"alpha must be a scalar or have one value per class, got shape {a.shape}")
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"alpha must be > 0 (Dirichlet concentration), got {alpha!r}")
+    if n_classes is None:
+        return a
+    if a.ndim == 0:
+        return np.full(int(n_classes), float(a))
+    if a.shape[0] != n_classes:
+        raise ValueError(f"alpha must be a scalar or have one value per class ({n_classes}), got shape {a.shape}")
+    return a
+
+
 def check_max_bins(max_bins) -> int:
     """``max_bins`` as an int, or ValueError if it is not an integer of at least 2."""
-    if isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)) or max_bins < 2:
-        raise ValueError(f"max_bins must be an integer >= 2, got {max_bins!r}")
-    return int(max_bins)
+    return check_int("max_bins", max_bins, 2)
 
 
 def sampler_inputs(data: "TrainingData", family: str, dtype):

@@ -52,13 +52,18 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import gammaln
+
 from . import random_bits
 from .batching import scatter_add
+from .data import check_alpha
 
 __all__ = [
     "LeafDraw",
     "leaf_stats",
+    "make_leaf_model",
+    "LEAF_MODEL_KINDS",
     "draws_at_rows",
     "sigma_at_rows",
     "DirichletLeaves",
@@ -562,3 +567,84 @@ class ObjectiveNormalLeaves(NamedTuple):
         mu = _take_rows(draw.value, leaf)[..., 0]
         sd = jnp.take_along_axis(draw.sigma, leaf, -1)
         return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
+
+
+# ---------------------------------------------------------------------------------------------
+# the one factory
+# ---------------------------------------------------------------------------------------------
+#: leaf models by name (:func:`make_leaf_model`)
+LEAF_MODEL_KINDS = ("dirichlet", "normal", "common_variance", "objective")
+
+
+def _plain(v):
+    """A Python float (hashable, usable as a static argument), or ``v`` itself when it is a JAX array (traced)."""
+    return v if isinstance(v, jax.Array) else float(v)
+
+
+def make_leaf_model(task: str, y=None, *, kind="auto", n_classes: int | None = None, alpha=1.0,
+                    prior: NIGPrior | None = None):
+    """The leaf model of a task: the one factory the families build their leaf models with.
+
+    Parameters
+    ----------
+    task : {"classification", "regression"}
+    y : array (n,), optional
+        Class codes or responses: gives the default ``n_classes`` (``max(y) + 1``) and the default
+        Normal-inverse-gamma prior (:func:`default_nig_prior` of ``y``).
+    kind : str or leaf model, default "auto"
+        One of :data:`LEAF_MODEL_KINDS`: ``"dirichlet"`` (:class:`DirichletLeaves`),
+        ``"normal"`` (:class:`NormalLeaves`), ``"common_variance"``
+        (:class:`CommonVarianceNormalLeaves`) or ``"objective"`` (:class:`ObjectiveNormalLeaves`);
+        ``"auto"`` is ``"dirichlet"`` for classes and ``"normal"`` for a real response.  A leaf
+        model object is checked against ``task`` (and ``n_classes``) and returned as it is.
+    n_classes : int, optional
+        Classes of a Dirichlet model (default ``max(y) + 1``).
+    alpha : float or (n_classes,) floats, default 1.0
+        Dirichlet concentration (:func:`bayestrees.data.check_alpha`); kept as one float when
+        every class has the same value, else a tuple.  A JAX array (e.g. traced, to
+        differentiate) is used as it is, unchecked.
+    prior : NIGPrior, optional
+        Prior of a Normal model (default :func:`default_nig_prior` of ``y``, or ``NIGPrior()``
+        without ``y``).
+
+    Returns
+    -------
+    DirichletLeaves, NormalLeaves, CommonVarianceNormalLeaves or ObjectiveNormalLeaves
+        With plain Python numbers inside (hashable: usable as a static argument), unless
+        JAX arrays were given.
+
+    Raises
+    ------
+    ValueError
+        For an unknown task or kind, a kind that does not fit the task, or a bad ``alpha``.
+    """
+    if task not in ("classification", "regression"):
+        raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
+    if not isinstance(kind, str):
+        if getattr(kind, "task", None) != task:
+            raise ValueError(f"leaf model {type(kind).__name__} is for {getattr(kind, 'task', '?')}, not {task}")
+        if task == "classification" and n_classes is not None and kind.n_outputs != n_classes:
+            raise ValueError(f"leaf model has {kind.n_outputs} classes, the data {n_classes}")
+        return kind
+    if kind == "auto":
+        kind = "dirichlet" if task == "classification" else "normal"
+    if kind not in LEAF_MODEL_KINDS:
+        raise ValueError(f"leaf_model must be one of {('auto',) + LEAF_MODEL_KINDS} or a bayestrees.leaves model, "
+                         f"got {kind!r}")
+    if kind == "dirichlet":
+        if task != "classification":
+            raise ValueError("leaf_model='dirichlet' is for classification; use 'normal', 'common_variance' or "
+                             "'objective' for a real response")
+        k = int(np.max(np.asarray(y))) + 1 if n_classes is None else int(n_classes)
+        if isinstance(alpha, jax.Array):
+            return DirichletLeaves(k, alpha)
+        a = check_alpha(alpha, k)
+        return DirichletLeaves(k, float(a[0]) if np.all(a == a[0]) else tuple(float(v) for v in a))
+    if task == "classification":
+        raise ValueError(f"leaf_model={kind!r} is for regression; use 'dirichlet' for class labels")
+    if kind == "objective":
+        return ObjectiveNormalLeaves()
+    if prior is None:
+        prior = default_nig_prior(y) if y is not None else NIGPrior()
+    prior = NIGPrior(*(_plain(v) for v in prior))
+    return (NormalLeaves if kind == "normal" else CommonVarianceNormalLeaves)(prior)

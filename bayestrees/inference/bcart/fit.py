@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, check_dtype, sampler_inputs
-from ...leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves
+from ...data import TrainingData, check_dtype, check_int, check_positive, sampler_inputs
+from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, predict
 from . import kernel as M
@@ -56,13 +56,6 @@ def default_leaf_prior() -> NIGPrior:
     """
     nu, lam = 3.0, 0.58438 / 3.0  # chi2(3).ppf(0.1) = 0.58438
     return NIGPrior(m0=0.0, kappa0=0.1, a0=nu / 2.0, b0=nu * lam / 2.0)
-
-
-def _int(name, v, lo, hi=None):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
-    return int(v)
 
 
 @dataclass(frozen=True)
@@ -113,39 +106,25 @@ class BCARTConfig:
         if isinstance(self.leaf_model, str) and self.leaf_model not in LEAF_MODELS:
             raise ValueError(f"leaf_model must be one of {LEAF_MODELS} or a bayestrees.leaves model, "
                              f"got {self.leaf_model!r}")
-        _int("draws", self.draws, 1)
-        _int("tune", self.tune, 0)
-        _int("chains", self.chains, 1)
-        _int("thin", self.thin, 1)
-        _int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
+        check_int("draws", self.draws, 1)
+        check_int("tune", self.tune, 0)
+        check_int("chains", self.chains, 1)
+        check_int("thin", self.thin, 1)
+        check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
         if self.scheme not in M.SCHEMES:
             raise ValueError(f"scheme must be one of {M.SCHEMES}, got {self.scheme!r}")
-        _int("particles", self.particles, 2)
-        a = self.alpha_leaves
-        if not isinstance(a, (int, float, np.floating)) or not math.isfinite(float(a)) or float(a) <= 0:
-            raise ValueError(f"alpha_leaves must be a positive number, got {a!r}")
+        check_int("particles", self.particles, 2)
+        check_positive("alpha_leaves", self.alpha_leaves)
         check_dtype(self.dtype)
         check_chain_method(self.chain_method)
 
     def leaf_model_for(self, task: str, n_classes: int):
-        """The leaf model object for the task (checked against it)."""
-        lm = self.leaf_model
-        if isinstance(lm, str):
-            if lm == "auto":
-                lm = "dirichlet" if task == "classification" else "common_variance"
-            if lm == "dirichlet":
-                if task != "classification":
-                    raise ValueError("leaf_model='dirichlet' is for classification; use 'common_variance' or "
-                                     "'normal' for a real response")
-                return DirichletLeaves(n_classes, float(self.alpha_leaves))
-            if task == "classification":
-                raise ValueError(f"leaf_model={lm!r} is for regression; use 'dirichlet' for class labels")
-            return (CommonVarianceNormalLeaves if lm == "common_variance" else NormalLeaves)(default_leaf_prior())
-        if getattr(lm, "task", None) != task:
-            raise ValueError(f"leaf model {type(lm).__name__} is for {getattr(lm, 'task', '?')}, not {task}")
-        if task == "classification" and lm.n_outputs != n_classes:
-            raise ValueError(f"leaf model has {lm.n_outputs} classes, the data {n_classes}")
-        return lm
+        """The leaf model object for the task (checked against it): :func:`bayestrees.leaves.make_leaf_model`."""
+        kind = self.leaf_model
+        if kind == "auto":
+            kind = "dirichlet" if task == "classification" else "common_variance"
+        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.alpha_leaves,
+                               prior=default_leaf_prior())
 
 
 @dataclass

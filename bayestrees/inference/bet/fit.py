@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, check_dtype, sampler_inputs
-from ...leaves import DirichletLeaves, NIGPrior, ObjectiveNormalLeaves
+from ...data import TrainingData, check_dtype, check_int, check_positive, sampler_inputs
+from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, predict
 from . import kernel as K
@@ -44,21 +44,6 @@ MAX_ROWS = 200_000
 
 #: the largest J_max accepted
 MAX_TREES = 256
-
-
-def _pos(name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
-        raise ValueError(f"{name} must be a finite number, got {v!r}")
-    if float(v) <= 0:
-        raise ValueError(f"{name} must be > 0, got {v!r}")
-    return float(v)
-
-
-def _int(name, v, lo, hi=None, hint=""):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an integer {rng}, got {v!r}{hint}")
-    return int(v)
 
 
 @dataclass(frozen=True)
@@ -106,19 +91,19 @@ class BETConfig:
     chain_method: str = "auto"
 
     def __post_init__(self):
-        _pos("alpha_dp", self.alpha_dp)
-        _pos("delta", self.delta)
-        _int("min_leaf_rows", self.min_leaf_rows, 2, hint=" (q: every leaf must hold at least 2 rows, so that "
-                                                           "the objective leaf posterior is proper)")
-        _int("max_trees", self.max_trees, 1, MAX_TREES)
-        _int("active_trees", self.active_trees, 1)
-        _int("init_trees", self.init_trees, 1)
-        _pos("alpha_leaves", self.alpha_leaves)
-        _int("draws", self.draws, 1)
-        _int("tune", self.tune, 0)
-        _int("chains", self.chains, 1)
-        _int("thin", self.thin, 1)
-        _int("max_depth", self.max_depth, 0, 12)
+        check_positive("alpha_dp", self.alpha_dp)
+        check_positive("delta", self.delta)
+        check_int("min_leaf_rows", self.min_leaf_rows, 2, hint=" (q: every leaf must hold at least 2 rows, so "
+                                                              "that the objective leaf posterior is proper)")
+        check_int("max_trees", self.max_trees, 1, MAX_TREES)
+        check_int("active_trees", self.active_trees, 1)
+        check_int("init_trees", self.init_trees, 1)
+        check_positive("alpha_leaves", self.alpha_leaves)
+        check_int("draws", self.draws, 1)
+        check_int("tune", self.tune, 0)
+        check_int("chains", self.chains, 1)
+        check_int("thin", self.thin, 1)
+        check_int("max_depth", self.max_depth, 0, 12)
         if not (self.leaf_prior == "objective" if isinstance(self.leaf_prior, str) else
                 isinstance(self.leaf_prior, NIGPrior)):
             raise ValueError(f"leaf_prior must be 'objective' or a bayestrees.leaves.NIGPrior, got {self.leaf_prior!r}")
@@ -128,13 +113,11 @@ class BETConfig:
         check_chain_method(self.chain_method)
 
     def leaf_model_for(self, task: str, n_classes: int):
-        if task == "classification":
-            return DirichletLeaves(n_classes, float(self.alpha_leaves))
-        if isinstance(self.leaf_prior, NIGPrior):
-            from ...leaves import NormalLeaves
-
-            return NormalLeaves(self.leaf_prior)
-        return ObjectiveNormalLeaves()
+        """The leaf model for the task: :func:`bayestrees.leaves.make_leaf_model`."""
+        kind = "dirichlet" if task == "classification" else (
+            "normal" if isinstance(self.leaf_prior, NIGPrior) else "objective")
+        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.alpha_leaves,
+                               prior=self.leaf_prior if kind == "normal" else None)
 
     def kernel_config(self, task: str, n_classes: int, d: int) -> K.KernelConfig:
         mc = M.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,

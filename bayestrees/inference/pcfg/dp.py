@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...leaves import DirichletLeaves, NIGPrior, NormalLeaves
+from ...leaves import NIGPrior, make_leaf_model
 from ...sharding import shard_batch
 from ...tree import FREE, Tree
 from .structure import PCFGStructure
@@ -185,14 +185,6 @@ def symbol_values(leaf_model, stats):
     return leaf_model.predictive(stats)
 
 
-def _leaf_model(kind: str, stats, alpha, prior):
-    if kind == "classification":
-        return DirichletLeaves(int(stats.shape[-1]), alpha)
-    if kind == "regression":
-        return NormalLeaves(prior)
-    raise ValueError(f"kind must be 'classification' or 'regression', got {kind!r}")
-
-
 def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
     """log L(N) for every symbol: float[M + 2] (empty sentinel/scratch rows get -inf).
 
@@ -208,7 +200,7 @@ def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = Non
     float[M + 2] with the dtype of ``stats`` (``alpha`` and ``prior`` are cast to it):
     :func:`symbol_log_marginals` of ``DirichletLeaves(K, alpha)`` or ``NormalLeaves(prior)``.
     """
-    return symbol_log_marginals(_leaf_model(kind, stats, alpha, prior), stats)
+    return symbol_log_marginals(make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior), stats)
 
 
 def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
@@ -216,7 +208,7 @@ def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
 
     The result has the dtype of ``stats`` (:func:`symbol_values` of the leaf model).
     """
-    return symbol_values(_leaf_model(kind, stats, alpha, prior), stats)
+    return symbol_values(make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior), stats)
 
 
 def _safe_lse(v, axis):

@@ -40,16 +40,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, missing_code, prepare_data
-from ...leaves import (DirichletLeaves, NIGPrior, NormalLeaves, default_nig_prior, draws_at_rows,
-                       leaf_stats, sigma_at_rows)
+from ...data import TrainingData, check_alpha, check_int, missing_code, prepare_data
+from ...leaves import (DirichletLeaves, NIGPrior, NormalLeaves, draws_at_rows, leaf_stats, make_leaf_model,
+                       sigma_at_rows)
+from ...priors import LeafCountPrior
 from ...tree import Tree, apply, predict
 from . import dp as P
 from .structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
 
 __all__ = ["FAMILY", "PCFGConfig", "PCFGResult", "fit_pcfg", "prepare_pcfg_data", "check_pcfg_data",
            "pcfg_inferencedata", "pcfg_predictive", "draw_leaf_parameters", "PCFGPosterior", "fit_posterior",
-           "make_leaf_model", "check_phi", "check_alpha", "phi_to_log"]
+           "make_leaf_model", "check_phi", "leaf_count_prior", "check_alpha", "phi_to_log"]
 
 #: the family name stored in InferenceData attrs
 FAMILY = "pcfg"
@@ -85,6 +86,43 @@ def check_phi(log_phi) -> float:
     return v
 
 
+def leaf_count_prior(log_phi=2.0, prior: LeafCountPrior | None = None) -> LeafCountPrior:
+    """The PCFG tree prior from ``log_phi`` and/or a :class:`~bayestrees.priors.LeafCountPrior`.
+
+    Parameters
+    ----------
+    log_phi : float, default 2.0
+        Checked by :func:`check_phi`.
+    prior : LeafCountPrior, optional
+        The prior itself.
+
+    Returns
+    -------
+    LeafCountPrior
+        ``LeafCountPrior(log_phi)`` without ``prior``; else ``prior`` (its ``log_phi`` as a
+        checked float), or ``LeafCountPrior(log_phi)`` when ``prior`` has the default
+        ``log_phi`` and ``log_phi`` does not.
+
+    Raises
+    ------
+    ValueError
+        For a ``prior`` that is not a ``LeafCountPrior``, a bad ``log_phi``, or two different
+        non-default values of ``log_phi``.
+    """
+    default = LeafCountPrior().log_phi
+    lp = check_phi(log_phi)
+    if prior is None:
+        return LeafCountPrior(lp)
+    if not isinstance(prior, LeafCountPrior):
+        raise ValueError(f"prior must be a bt.priors.LeafCountPrior (the BCART-PCFG prior), got {prior!r}")
+    pp = check_phi(prior.log_phi)
+    if lp == pp or lp == default:
+        return LeafCountPrior(pp)
+    if pp == default:
+        return LeafCountPrior(lp)
+    raise ValueError(f"log_phi={log_phi!r} and prior=LeafCountPrior({prior.log_phi!r}) disagree: give one of them")
+
+
 def phi_to_log(phi) -> float:
     """``log(phi)`` for a user-given ``phi``, which must be a finite number > 0."""
     try:
@@ -96,53 +134,6 @@ def phi_to_log(phi) -> float:
     return float(np.log(v))
 
 
-def _check_alpha_values(alpha) -> np.ndarray:
-    """``alpha`` as a float array (scalar or 1-d), every value finite and > 0."""
-    try:
-        a = np.asarray(alpha, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"alpha must be a number > 0 or one number > 0 per class, got {alpha!r}") from None
-    if a.ndim > 1:
-        raise ValueError(f"alpha must be a scalar or have one value per class, got shape {a.shape}")
-    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 0):
-        raise ValueError(f"alpha must be > 0 (Dirichlet concentration), got {alpha!r}")
-    return a
-
-
-def check_alpha(alpha, n_classes: int) -> np.ndarray:
-    """Validate the Dirichlet concentration for ``n_classes`` classes.
-
-    Parameters
-    ----------
-    alpha : float or array of shape (n_classes,)
-        Every value > 0.
-    n_classes : int
-
-    Returns
-    -------
-    float64 array of shape (n_classes,)
-
-    Raises
-    ------
-    ValueError
-        For values <= 0 or not finite, or a vector whose length is not ``n_classes``.
-    """
-    a = _check_alpha_values(alpha)
-    if a.ndim == 0:
-        return np.full(int(n_classes), float(a))
-    if a.shape[0] != n_classes:
-        raise ValueError(f"alpha must be a scalar or have one value per class ({n_classes}), got shape {a.shape}")
-    return a
-
-
-def _positive_int(name: str, v, low: int = 1) -> int:
-    """``v`` as an int >= ``low`` (whole floats such as ``10.0`` are accepted), else ``ValueError``."""
-    ok = isinstance(v, (int, np.integer)) or (isinstance(v, (float, np.floating)) and float(v).is_integer())
-    if isinstance(v, bool) or not ok or int(v) < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return int(v)
-
-
 @dataclass(frozen=True)
 class PCFGConfig:
     """Validated hyperparameters of a BCART-PCFG fit.
@@ -150,7 +141,7 @@ class PCFGConfig:
     Parameters
     ----------
     log_phi : float, default 2.0
-        log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)``.
+        log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)`` (``prior.log_phi``).
     alpha : float or sequence of float, default 1.0
         Dirichlet concentration of the class leaves (> 0), one value or one per
         class (stored as a float or a tuple); unused for regression.
@@ -168,6 +159,11 @@ class PCFGConfig:
     nig_prior : NIGPrior or None, default None
         Leaf prior of a regression; None: :func:`~bayestrees.leaves.default_nig_prior`
         of the training responses.
+    prior : bt.priors.LeafCountPrior or None, default None
+        The tree prior; None: ``LeafCountPrior(log_phi)``.  After validation ``prior`` is
+        always set and ``log_phi == prior.log_phi``: where only one of the two was moved
+        from its default (``log_phi=2.0``, ``LeafCountPrior()``), that one is taken; two
+        different non-default values raise.
 
     Raises
     ------
@@ -184,13 +180,16 @@ class PCFGConfig:
     draws: int = 100
     chains: int = 1
     nig_prior: NIGPrior | None = None
+    prior: LeafCountPrior | None = None
 
     def __post_init__(self):
         set_ = partial(object.__setattr__, self)
-        set_("log_phi", check_phi(self.log_phi))
-        a = _check_alpha_values(self.alpha)
+        tree_prior = leaf_count_prior(self.log_phi, self.prior)
+        set_("prior", tree_prior)
+        set_("log_phi", tree_prior.log_phi)
+        a = check_alpha(self.alpha)
         set_("alpha", float(a) if a.ndim == 0 else tuple(float(v) for v in a))
-        set_("max_bins", _positive_int("max_bins", self.max_bins, 2))
+        set_("max_bins", check_int("max_bins", self.max_bins, 2, whole_floats=True))
         if self.method not in _METHODS:
             raise ValueError(f"method must be 'box' or 'row', got {self.method!r}")
         if self.memory_budget is not None:
@@ -199,39 +198,13 @@ class PCFGConfig:
                     or not (np.isfinite(mb) and mb > 0):
                 raise ValueError(f"memory_budget must be a number of bytes > 0 or None, got {mb!r}")
         set_("dtype", P.resolve_dtype(self.dtype).name)
-        set_("draws", _positive_int("draws", self.draws))
-        set_("chains", _positive_int("chains", self.chains))
+        set_("draws", check_int("draws", self.draws, 1, whole_floats=True))
+        set_("chains", check_int("chains", self.chains, 1, whole_floats=True))
         if self.nig_prior is not None:
             pr = NIGPrior(*(float(v) for v in self.nig_prior))
             if not (all(np.isfinite(pr)) and pr.kappa0 > 0 and pr.a0 > 0 and pr.b0 > 0):
                 raise ValueError(f"nig_prior needs finite m0 and kappa0, a0, b0 > 0, got {self.nig_prior!r}")
             set_("nig_prior", pr)
-
-
-def make_leaf_model(task: str, y, *, n_classes: int | None = None, alpha=1.0, prior: NIGPrior | None = None):
-    """The leaf model of the family: ``DirichletLeaves(C, alpha)`` or ``NormalLeaves(prior)``.
-
-    Parameters
-    ----------
-    task : "classification" or "regression"
-    y : class codes (n,) or responses (n,); sets the default NIG prior
-    n_classes : int, optional  (default ``max(y) + 1``)
-    alpha : float or (C,) floats  Dirichlet concentration (validated by :func:`check_alpha`)
-    prior : NIGPrior, optional  (default :func:`~bayestrees.leaves.default_nig_prior` of ``y``)
-
-    Returns
-    -------
-    DirichletLeaves or NormalLeaves
-        With plain Python numbers inside (hashable: usable as a static argument).
-    """
-    if task == "classification":
-        k = int(np.max(np.asarray(y))) + 1 if n_classes is None else int(n_classes)
-        a = check_alpha(alpha, k)
-        return DirichletLeaves(k, float(a[0]) if np.all(a == a[0]) else tuple(float(v) for v in a))
-    if task == "regression":
-        pr = default_nig_prior(y) if prior is None else prior
-        return NormalLeaves(NIGPrior(*(float(v) for v in pr)))
-    raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
 
 
 @dataclass
@@ -254,6 +227,8 @@ class PCFGPosterior:
         Node slots of every tree (``2 n - 1`` rounded up to a power of two minus one).
     leaf_model : DirichletLeaves or NormalLeaves
         The leaf model whose row statistics and marginals the programme uses.
+    tree_prior : bt.priors.LeafCountPrior
+        The tree prior (``log_phi`` is its ``log_phi``).
 
     All float arrays share one dtype (:attr:`dtype`), the one given to
     :func:`fit_posterior`.
@@ -272,6 +247,7 @@ class PCFGPosterior:
     values: jax.Array
     capacity: int
     leaf_model: DirichletLeaves | NormalLeaves | None = field(default=None, repr=False)
+    tree_prior: LeafCountPrior | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> np.dtype:
@@ -333,7 +309,7 @@ class PCFGPosterior:
 
 def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.0, n_classes: int | None = None,
                   prior: NIGPrior | None = None, method: str = "box", memory_budget=DEFAULT_MEMORY_BUDGET,
-                  dtype="float32") -> PCFGPosterior:
+                  dtype="float32", tree_prior: LeafCountPrior | None = None) -> PCFGPosterior:
     """Build the grammar and run the inside programmes (the exact posterior, before any draw).
 
     Parameters
@@ -344,6 +320,7 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     y : int[n] class codes or float[n] responses
     kind : {"classification", "regression"}
     log_phi : float, default 2.0
+        log of the leaf penalty of the tree prior (see ``tree_prior``).
     alpha : float or float[K], default 1.0
         Dirichlet concentration (classification).
     n_classes : int, optional
@@ -360,6 +337,9 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
         is fast; float64 agrees with exact enumeration to about 1e-12 and
         needs ``jax.config.update("jax_enable_x64", True)`` first (otherwise
         ``ValueError``).  None means float32.
+    tree_prior : bt.priors.LeafCountPrior, optional
+        The tree prior (:func:`leaf_count_prior` of ``log_phi`` and ``tree_prior``); the
+        programme's leaf penalty is its ``log_phi``.
 
     Returns
     -------
@@ -373,7 +353,8 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     model's ``log_marginal`` and ``predictive`` of those sums.
     """
     dtype = P.resolve_dtype(dtype)
-    log_phi = check_phi(log_phi)
+    tree_prior = leaf_count_prior(log_phi, tree_prior)
+    log_phi = tree_prior.log_phi
     if method not in _METHODS:
         raise ValueError(f"method must be 'box' or 'row', got {method!r}")
     codes = np.asarray(codes)
@@ -391,7 +372,8 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     alpha_arr = check_alpha(lm.alpha, lm.n_classes) if kind == "classification" else None
     return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=alpha_arr,
                          prior=lm.prior if kind == "regression" else None, log_leaf=ll, log_q=q, log_qmax=qm,
-                         values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm)
+                         values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm,
+                         tree_prior=tree_prior)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,7 +427,7 @@ def prepare_pcfg_data(X, y, *, task: str = "auto", max_bins: int = 10) -> Traini
         For NaN/missing values, constant features, a single class, or any error of the
         data layer.
     """
-    max_bins = _positive_int("max_bins", max_bins, 2)
+    max_bins = check_int("max_bins", max_bins, 2, whole_floats=True)
     data = prepare_data(X, y, task=task, max_bins=max_bins, allow_nan=False)
     check_pcfg_data(data)
     return data
@@ -605,7 +587,7 @@ def fit_pcfg(key, data: TrainingData, config: PCFGConfig) -> PCFGResult:
     check_pcfg_data(data)
     k_trees, k_leaves = jax.random.split(key)
     codes = np.asarray(data.codes, np.int32)
-    post = fit_posterior(codes, data.n_bins, data.y, kind=data.task, log_phi=config.log_phi, alpha=config.alpha,
+    post = fit_posterior(codes, data.n_bins, data.y, kind=data.task, tree_prior=config.prior, alpha=config.alpha,
                          n_classes=data.n_classes or None, prior=config.nig_prior, method=config.method,
                          memory_budget=config.memory_budget, dtype=config.dtype)
     c, d = config.chains, config.draws

@@ -58,8 +58,7 @@ from jax.scipy.special import logsumexp
 
 from ...convert import to_inferencedata
 from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data, standardize_response
-from ...leaves import (DirichletLeaves, LeafDraw, NIGPrior, NormalLeaves, default_nig_prior, draws_at_rows,
-                       sigma_at_rows)
+from ...leaves import LeafDraw, NIGPrior, default_nig_prior, draws_at_rows, make_leaf_model, sigma_at_rows
 from ...tree import LEAF, Tree, apply, predict
 from . import importance as imp
 from .prior_trees import PriorForest, _check_split_prob, cached_prior_forest, truncated_mass
@@ -543,12 +542,12 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
     n_bins = data.n_bins
     if data.task == "classification":
         loc, scale, leaf_prior = 0.0, 1.0, None
-        leaf_model = DirichletLeaves(data.n_classes, config.alpha)
+        leaf_model = make_leaf_model("classification", n_classes=data.n_classes, alpha=config.alpha)
         y_int = np.asarray(data.y, np.int32)
     else:
         y_int, loc, scale = standardize_response(data.y, overflow_safe=True)
         leaf_prior, prior_z = _leaf_priors(config.leaf_prior, y_int, loc, scale)
-        leaf_model = NormalLeaves(prior_z)
+        leaf_model = make_leaf_model("regression", prior=prior_z)
     m = config.effective_sample_size
     if m == "auto":
         curve = _held_out_curve(config, data.task, prior, codes, y_int, n_bins, leaf_model, dtype, scale, key_split)
