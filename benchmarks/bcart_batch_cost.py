@@ -31,7 +31,7 @@ import numpy as np
 
 import bayestrees as bt
 import bayestrees.inference.bcart.fit as BC
-from bayestrees.inference.bcart import kernel as M
+from bayestrees.inference import moves as M
 from bayestrees.leaves import leaf_stats
 from bcart_speed import friedman
 from forest_common import RESULTS, machine, parser

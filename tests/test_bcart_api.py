@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import bayestrees as bt
-from bayestrees.inference.bcart.kernel import STEP_KINDS
+from bayestrees.inference.moves import STEP_KINDS
 
 KW = dict(draws=60, tune=400, chains=2, max_depth=3, max_bins=8, random_state=0)
 
@@ -154,7 +154,7 @@ def _log_prior_of_draws(fit, X, y, cfg_prior, data_prior):
     import jax
     import jax.numpy as jnp
 
-    from bayestrees.inference.bcart import kernel as M
+    from bayestrees.inference import moves as M
 
     codes = jnp.asarray(fit._codes(X), jnp.int32)
     yt = jnp.asarray((y - y.mean()) / y.std(), jnp.float32)

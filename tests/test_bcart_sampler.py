@@ -21,7 +21,7 @@ from scipy.special import gammaln
 
 from bayestrees import random_bits
 from bayestrees.inference import heap
-from bayestrees.inference.bcart import kernel as M
+from bayestrees.inference import moves as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.inference.bcart.schemes import kernel_for
 from bayestrees.leaves import DirichletLeaves, NIGPrior, NormalLeaves
@@ -211,7 +211,7 @@ def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
     """The scheme is a choice of step class (no branch on the scheme inside a step); the kernel
     module does not import particle Gibbs, so its build_kernel refuses that scheme; tempering wraps
     whichever step was chosen."""
-    from bayestrees.inference.bcart.pgibbs import PGibbsStep
+    from bayestrees.inference.pgibbs import PGibbsStep
     from bayestrees.inference.bcart.schemes import SCHEME_STEPS
     from bayestrees.inference.tempering import TemperedStep
 

@@ -22,7 +22,7 @@ from scipy import integrate, stats
 
 from bayestrees.inference import heap
 from bayestrees.inference.bet import kernel as K
-from bayestrees.inference.bcart import kernel as M
+from bayestrees.inference import moves as M
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import NIGPrior, NormalLeaves, ObjectiveNormalLeaves
 from bayestrees.priors import DepthDecayPrior, canonical, traced_params

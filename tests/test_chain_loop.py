@@ -110,7 +110,7 @@ def test_one_chain_runs_unbatched_with_the_values_of_the_vmapped_step():
     """A single chain skips ``vmap`` (so ``lax.switch`` runs one branch); its steps must give what the
     vmapped step gives for the same keys (Bayesian CART: four move types behind one switch)."""
     from bayestrees.inference import loop
-    from bayestrees.inference.bcart import kernel as M
+    from bayestrees.inference import moves as M
     from bayestrees.leaves import NIGPrior, NormalLeaves
     from bayestrees.priors import ChipmanPrior
 

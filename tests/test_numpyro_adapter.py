@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
 
-from bayestrees.inference.bcart import kernel as M
+from bayestrees.inference import moves as M
 from bayestrees.inference.numpyro_adapter import NumPyroKernel
 from bayestrees.leaves import DirichletLeaves
 from bayestrees.priors import LeafCountPrior

@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp, numpy as np
     import bayestrees as bt
-    from bayestrees.inference.bcart import kernel as M
+    from bayestrees.inference import moves as M
     from bayestrees.inference.loop import run_chains
     from bayestrees.inference.pcfg.fit import fit_posterior
     from bayestrees.leaves import NIGPrior, NormalLeaves

@@ -26,7 +26,7 @@ from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
 __all__ = ["capacity", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
-           "truncate", "collapse"]
+           "grow_leaves", "truncate", "collapse"]
 
 
 def capacity(max_depth: int) -> int:
@@ -195,3 +195,30 @@ def truncate(tree: Tree, t) -> Tree:
         threshold=jnp.where(inner, tree.threshold, 0).astype(tree.threshold.dtype),
         missing_left=jnp.where(inner, tree.missing_left, False),
         n_nodes=jnp.sum(keep).astype(tree.n_nodes.dtype))
+
+
+def grow_leaves(tree: Tree, split, feature, threshold, n_split=None) -> Tree:
+    """Split every leaf marked in ``split`` into its heap children, all at once.
+
+    Parameters
+    ----------
+    tree : Tree, one heap tree (capacity S)
+    split : bool (S,)  the leaves to split (the caller marks only leaves whose children fit)
+    feature, threshold : int (S,)  the rule of each split node (read where ``split``)
+    n_split : int, optional  ``sum(split)`` when the caller has it (from a shorter mask)
+
+    Returns
+    -------
+    Tree: each marked slot ``k`` internal with children ``2k+1``, ``2k+2`` made leaves; ``n_nodes``
+    counts the new slots.  The many-leaf form of :func:`bayestrees.tree.grow_leaf` with
+    ``heap=True`` (particle Gibbs extends every particle's frontier in one step).
+    """
+    S = split.shape[0]
+    idx = jnp.arange(S, dtype=jnp.int32)
+    born = (idx > 0) & split[jnp.maximum((idx - 1) // 2, 0)]
+    return tree._replace(
+        left=jnp.where(split, 2 * idx + 1, jnp.where(born, LEAF, tree.left)).astype(tree.left.dtype),
+        right=jnp.where(split, 2 * idx + 2, jnp.where(born, LEAF, tree.right)).astype(tree.right.dtype),
+        feature=jnp.where(split, feature, tree.feature).astype(tree.feature.dtype),
+        threshold=jnp.where(split, threshold, tree.threshold).astype(tree.threshold.dtype),
+        n_nodes=(tree.n_nodes + 2 * (jnp.sum(split) if n_split is None else n_split)).astype(tree.n_nodes.dtype))

@@ -1,7 +1,7 @@
 """Run any ``init``/``step`` kernel of this library under ``numpyro.infer.MCMC``.
 
 >>> from numpyro.infer import MCMC
->>> kernel = NumPyroKernel(bt.inference.mcmc.build_kernel(cfg), args=(data,), summary=n_leaves_and_lp)
+>>> kernel = NumPyroKernel(bt.inference.moves.build_kernel(cfg), args=(data,), summary=n_leaves_and_lp)
 >>> mcmc = MCMC(kernel, num_warmup=500, num_samples=500, num_chains=4, chain_method="vectorized")
 >>> mcmc.run(jax.random.key(0))
 >>> mcmc.get_samples(group_by_chain=True)      # the summaries, (chains, draws, ...)

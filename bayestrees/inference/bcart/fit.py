@@ -2,7 +2,7 @@
 
 :func:`fit_bcart` takes a key, validated training data
 (:class:`~bayestrees.data.TrainingData`) and a :class:`BCARTConfig`, runs
-``chains`` chains of the sampler of :mod:`bayestrees.inference.bcart.kernel` through
+``chains`` chains of the sampler of :mod:`bayestrees.inference.moves` through
 the shared chain loop, and returns a :class:`BCARTResult`; the estimators
 (:mod:`bayestrees.estimators.bcart`) and ``bt.BayesianCART``
 (:mod:`bayestrees.models.bcart`) are thin layers over it and over
@@ -29,7 +29,7 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, sample
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, predict
-from . import kernel as M
+from .. import moves as M
 from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 

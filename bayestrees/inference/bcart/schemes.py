@@ -6,9 +6,9 @@ are reused across fits with equal settings):
 ========  ===============================================================  ===========================
 scheme    one step                                                         step
 ========  ===============================================================  ===========================
-moves     one grow, prune, change or swap move drawn with ``move_probs``   :class:`.kernel.MoveStep`
-sweep     a systematic Metropolis-Hastings sweep over the nodes            :class:`.kernel.SweepStep`
-pgibbs    a particle Gibbs regrowth of the whole tree                      :class:`.pgibbs.PGibbsStep`
+moves     one grow, prune, change or swap move drawn with ``move_probs``   :class:`~bayestrees.inference.moves.MoveStep`
+sweep     a systematic Metropolis-Hastings sweep over the nodes            :class:`~bayestrees.inference.moves.SweepStep`
+pgibbs    a particle Gibbs regrowth of the whole tree                      :class:`~bayestrees.inference.pgibbs.PGibbsStep`
 ========  ===============================================================  ===========================
 
 :func:`kernel_for` builds the kernel of a config, tempered over ``cfg.temperatures`` when it has
@@ -20,8 +20,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..loop import Kernel
-from .kernel import MCMCConfig, MoveStep, SweepStep, make_kernel
-from .pgibbs import PGibbsStep
+from ..moves import MCMCConfig, MoveStep, SweepStep, make_kernel
+from ..pgibbs import PGibbsStep
 
 __all__ = ["SCHEME_STEPS", "kernel_for"]
 

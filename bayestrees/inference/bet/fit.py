@@ -30,7 +30,7 @@ from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, predict
 from . import kernel as K
-from ..bcart import kernel as M
+from .. import moves as M
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",

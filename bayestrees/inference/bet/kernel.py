@@ -2,7 +2,7 @@
 
 The kernel is written for ONE chain over NamedTuple :class:`State`/:class:`Info`
 and run by :func:`bayestrees.inference.loop.run_chains` (vmapped chains).  A chain
-holds ``J = max_trees`` heap trees (the sampler of :mod:`bayestrees.inference.bcart.kernel`,
+holds ``J = max_trees`` heap trees (the sampler of :mod:`bayestrees.inference.moves`,
 vmapped over the tree axis), their drawn leaf parameters, their split-variable
 weights ``xi_j``, the stick-breaking fractions ``v_j`` and the assignment ``Z_i``
 of every row.  Everything lives in fixed arrays; the number of occupied trees is
@@ -29,7 +29,7 @@ One step (blocked Gibbs)
    a. splits whose children no longer hold ``q`` rows each after the last clustering
       step are collapsed (:func:`collapse`: the largest sub-tree from the root whose
       internal nodes have two children with at least ``q`` rows each);
-   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.bcart.kernel.sweep`,
+   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.moves.sweep`,
       ``scan="dynamic"``) with the leaf parameters integrated out, the rule prior and
       proposal weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
    c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`xi_proposal_log_ratio`);
@@ -61,7 +61,7 @@ the slice variable makes ``(Z_i, u_i)`` have joint density
 ``P(Z_i = j | u_i) ∝ 1[w_j > u_i] p(y_i | theta_j)``; integrating ``u_i`` gives back
 ``P(Z_i = j) ∝ w_j p(y_i | theta_j)`` (the test checks this by brute force).
 
-*Sweep.*  The acceptance ratios are those of :func:`bayestrees.inference.bcart.kernel.sweep` with the
+*Sweep.*  The acceptance ratios are those of :func:`bayestrees.inference.moves.sweep` with the
 rule probability ``xi_c / sum_valid xi * 1 / nthr_c`` in the prior and the proposal
 (grow: ``pi(T') / pi(T) * (1/2) / q_rule``; prune: ``pi(T') / pi(T) * q_rule / (1/2)``;
 change: ``pi(T') / pi(T) * xi_old nthr_new / (xi_new nthr_old)``).
@@ -91,7 +91,7 @@ from jax.scipy.special import betaln
 
 from ...leaves import LeafDraw
 from ...tree import FREE, LEAF, Tree
-from ..bcart import kernel as M
+from .. import moves as M
 from .. import heap as H
 from ..loop import Kernel
 

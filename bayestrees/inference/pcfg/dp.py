@@ -118,7 +118,7 @@ class DeviceStructure(NamedTuple):
     count: jax.Array
 
 
-def _bucket(x: int) -> int:
+def pow2_bucket(x: int) -> int:
     """Round up to a power of two (compile once per bucket, not once per size)."""
     return 1 << max(0, int(x - 1).bit_length())
 
@@ -139,8 +139,8 @@ def device_structure(st: PCFGStructure, dtype="float32", pad: bool = True) -> tu
     """
     dtype = resolve_dtype(dtype)
     m = st.n_symbols
-    rows = _bucket(m + 2) if pad else m + 2
-    nch = _bucket(st.chunks.shape[0]) if pad else st.chunks.shape[0]
+    rows = pow2_bucket(m + 2) if pad else m + 2
+    nch = pow2_bucket(st.chunks.shape[0]) if pad else st.chunks.shape[0]
 
     def grow(a, fill, n_rows):
         extra = n_rows - a.shape[0]

@@ -280,7 +280,7 @@ class PCFGPosterior:
     def predict_exact(self, codes, batch: int = 64) -> np.ndarray:
         """Exact posterior predictive (class probabilities or mean) at each row: ``(m, V)``."""
         codes = np.asarray(codes, np.int32)
-        batch = min(int(batch), P._bucket(max(1, codes.shape[0])))
+        batch = min(int(batch), P.pow2_bucket(max(1, codes.shape[0])))
         out = []
         for a in range(0, codes.shape[0], batch):
             xb = codes[a: a + batch]
@@ -372,7 +372,7 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     alpha_arr = check_alpha(lm.alpha, lm.n_classes) if kind == "classification" else None
     return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=alpha_arr,
                          prior=lm.prior if kind == "regression" else None, log_leaf=ll, log_q=q, log_qmax=qm,
-                         values=vals, capacity=P._bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm,
+                         values=vals, capacity=P.pow2_bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm,
                          tree_prior=tree_prior)
 
 

@@ -1,4 +1,9 @@
-"""Bayesian CART by Metropolis-Hastings tree moves (Chipman, George & McCulloch 1998).
+"""Metropolis-Hastings tree moves on heap trees (Chipman, George & McCulloch 1998).
+
+The shared tree-MCMC core: Bayesian CART (:mod:`bayestrees.inference.bcart`) runs it as its
+sampler, BET (:mod:`bayestrees.inference.bet`) sweeps its mixture's trees with it, and particle
+Gibbs (:mod:`bayestrees.inference.pgibbs`) evaluates its trees with it.  It lives beside the
+family rooms, not in one, so that every family that moves trees imports it from the shared layer.
 
 The sampler is a pure ``init``/``step`` pair for ONE chain over NamedTuple
 :class:`State` and :class:`Info` (run many chains with
@@ -81,13 +86,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import random_bits
-from ...batching import scatter_add, scatter_max, take
-from ...leaves import LeafDraw, leaf_stats
-from ...tree import FREE, LEAF, Tree, grow_leaf, prune_node
-from .. import heap as H
-from ..loop import Kernel
-from ..tempering import tempered
+from .. import random_bits
+from ..batching import scatter_add, scatter_max, take
+from ..leaves import LeafDraw, leaf_stats
+from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
+from . import heap as H
+from .loop import Kernel
+from .tempering import tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
            "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "log_var_prob", "collect", "root_tree"]
@@ -117,7 +122,7 @@ class MCMCConfig:
     min_leaf_rows : every used node must hold at least this much row weight (default 1: a node
         must hold rows, ``weight > 0``); BET's ``q``
     particles : particles of the conditional SMC update of ``scheme="pgibbs"``
-        (:mod:`bayestrees.inference.bcart.pgibbs`; at least 2)
+        (:mod:`bayestrees.inference.pgibbs`; at least 2)
     n_codes : number of feature codes (codes are ``0 .. n_codes - 1``), a static bound that
         ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
     """

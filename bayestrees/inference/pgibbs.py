@@ -4,7 +4,7 @@ Lakshminarayanan, Roy & Teh (2015), "Particle Gibbs for Bayesian Additive Regres
 (AISTATS), after Andrieu, Doucet & Holenstein (2010).  One update replaces the chain's tree by a
 draw from a conditional sequential Monte Carlo sampler whose particles grow trees level by level
 from the root, one particle being held to the current tree.  It is a Gibbs-type kernel: it leaves
-the target ``pi`` (of :mod:`bayestrees.inference.bcart.kernel`) invariant for any number of particles,
+the target ``pi`` (of :mod:`bayestrees.inference.moves`) invariant for any number of particles,
 and it can change every rule of the tree at once, which the local moves (grow, prune, change,
 swap) cannot.
 
@@ -57,11 +57,11 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from ... import random_bits
-from ...batching import scatter_add
-from ...tree import FREE, LEAF, Tree
-from .. import heap as H
-from .kernel import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob, whole_step_info
+from .. import random_bits
+from ..batching import scatter_add
+from ..tree import FREE, LEAF, Tree
+from . import heap as H
+from .moves import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob, whole_step_info
 
 __all__ = ["PGibbsStep", "pgibbs"]
 
@@ -189,15 +189,7 @@ def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
     split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
     put = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part.astype(full.dtype), prop.start, 0)
     split_s = put(jnp.zeros(S, bool), split)
-    j_s, thr_s = put(tree.feature, pick // B), put(tree.threshold, pick % B)
-    idx = jnp.arange(S, dtype=jnp.int32)
-    born = (idx > 0) & split_s[jnp.maximum((idx - 1) // 2, 0)]
-    return tree._replace(
-        left=jnp.where(split_s, 2 * idx + 1, jnp.where(born, LEAF, tree.left)).astype(tree.left.dtype),
-        right=jnp.where(split_s, 2 * idx + 2, jnp.where(born, LEAF, tree.right)).astype(tree.right.dtype),
-        feature=jnp.where(split_s, j_s, tree.feature).astype(tree.feature.dtype),
-        threshold=jnp.where(split_s, thr_s, tree.threshold).astype(tree.threshold.dtype),
-        n_nodes=(tree.n_nodes + 2 * jnp.sum(split)).astype(tree.n_nodes.dtype))
+    return H.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B), jnp.sum(split))
 
 
 def _log_q(prop: _Proposal, new: Tree, cfg: MCMCConfig):
