@@ -1,11 +1,11 @@
 """Model comparison across families: ``az.loo`` and ``az.compare`` with clear errors.
 
 ArviZ needs a ``log_likelihood`` group.  Families whose model defines a
-likelihood write one (BCART-PCFG, safe-Bayes, Bayesian CART, BET); the
-Bayesian-bootstrap forests define none (their draws are of the CART
+likelihood write one (``Family.likelihood`` in :data:`bayestrees.families.REGISTRY`);
+the others (the Bayesian-bootstrap forests, whose draws are of the CART
 functional under a Bayesian bootstrap of the data, not of a likelihood's
-parameters), so these helpers refuse them with a message, never a bare
-ArviZ ``TypeError``.
+parameters) are refused with the family's own reason, never a bare ArviZ
+``TypeError``.
 """
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from typing import Mapping
 
 import arviz as az
 
+from .families import REGISTRY
+
 __all__ = ["check_log_likelihood", "loo", "compare"]
-
-_NO_LIKELIHOOD = {
-    "bayesian_forest": "the Bayesian forest family draws trees by a Bayesian bootstrap of the data, which "
-                       "defines no likelihood",
-}
-
 
 def check_log_likelihood(idata: az.InferenceData, name: str = "model") -> None:
     """Raise ``ValueError`` unless ``idata`` has a pointwise ``log_likelihood`` group."""
@@ -28,12 +24,13 @@ def check_log_likelihood(idata: az.InferenceData, name: str = "model") -> None:
     if "log_likelihood" in idata.groups():
         return
     family = idata.posterior.attrs.get("family", "") if "posterior" in idata.groups() else ""
-    why = _NO_LIKELIHOOD.get(family, f"this InferenceData (family {family or 'unknown'!r}) has no "
-                                     "log_likelihood group")
+    fam = REGISTRY.get(family)
+    why = fam.no_likelihood if fam is not None and fam.no_likelihood else \
+        f"this InferenceData (family {family or 'unknown'!r}) has no log_likelihood group"
+    with_likelihood = ", ".join(f.name for f in REGISTRY.values() if f.likelihood)
     raise ValueError(
         f"{name}: {why}, so LOO and model comparison are not defined for it. Compare such models on held-out "
-        "data instead (e.g. RMSE or log loss), or fit a family with a likelihood (PCFGTree, SafeBayesForest, "
-        "BayesianCART, BETMixture)."
+        f"data instead (e.g. RMSE or log loss), or fit a family with a likelihood ({with_likelihood})."
     )
 
 

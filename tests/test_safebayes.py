@@ -1020,7 +1020,7 @@ def test_bad_input():
         bt.SafeBayesForestRegressor(10, leaf_prior=(0.0, 1.0, 1.0, -1.0)).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="effective_sample_size"):
         C(10, effective_sample_size="best").fit(X, y)
-    with pytest.raises(ValueError, match="n_estimators"):
+    with pytest.raises(ValueError, match="draws"):
         C(0).fit(X, y)
     with pytest.raises(ValueError, match="continuous"):
         C(10).fit(X, X[:, 0])

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import Binner, check_y_classification, check_y_regression
+from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
 
 try:  # optional dependency
@@ -60,7 +61,11 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
         def score(self, X, y, sample_weight=None):
             return float(np.mean(self.predict(X) == np.asarray(y)))
 
-__all__ = ["TreeEstimatorMixin", "RegressorBase", "ClassifierBase", "NotFittedError", "load", "HAVE_SKLEARN"]
+__all__ = ["TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "RegressorBase", "ClassifierBase", "NotFittedError",
+           "load", "HAVE_SKLEARN", "RENAMED"]
+
+#: the default of a former parameter name: "not given" (the new name is used)
+RENAMED = "renamed"
 
 
 class TreeEstimatorMixin:
@@ -172,3 +177,144 @@ class ClassifierBase(TreeEstimatorMixin, _SkClf, _SkBase):
 
     def _labels(self, proba):
         return self.classes_[np.argmax(np.asarray(proba), axis=-1)]
+
+
+class FamilyEstimator:
+    """One ``fit`` and one ``idata_`` for every family (the protocol of :mod:`bayestrees.inference.family`).
+
+    A family's estimator sets ``_family`` (its room's ``FAMILY``) and ``_task``, takes its
+    hyperparameters under the names of the family's config fields (the config is the single
+    source of their defaults and validation), and may override
+
+    - ``_config_params(params)``: the config's keyword arguments, where an estimator parameter
+      is not a config field as it is (by default: every parameter that is a config field);
+    - ``_fitted()``: the family's own fitted attributes, read from ``self.result_``.
+
+    ``fit`` validates the input, builds the config (errors before the data is touched),
+    prepares the data by the family's rule, calls the family's ``fit`` and keeps its result
+    in ``result_`` (the one place); ``idata_`` is the family's ``to_inferencedata`` of it,
+    built on first access.
+    """
+
+    _family: Family
+    _task = "regression"
+    #: former parameter names: ``{old: new}``; the old name is an ``__init__`` parameter that
+    #: defaults to :data:`RENAMED` and, when given, is used with a ``FutureWarning`` at ``fit``
+    _renamed: dict = {}
+
+    def _params(self) -> dict:
+        """The estimator's parameters, former names mapped to the new ones (``FutureWarning``)."""
+        params = {k: getattr(self, k) for k in self._get_param_names()}
+        given = {k: v for k, v in params.items() if k not in self._renamed}
+        old = {k: params[k] for k in self._renamed if k in params and not _is_renamed(params[k])}
+        for k in old:  # the new name holds its default: the old one's value replaces it
+            given.pop(self._renamed[k], None)
+        return renamed_params({**given, **old}, self._renamed, type(self).__name__, stacklevel=4)
+
+    def _config_params(self, params: dict) -> dict:
+        """Keyword arguments of the family's config from the parameters ``params`` (:meth:`_params`):
+        by default those that are config fields."""
+        fields = config_defaults(self._family.config)
+        return {k: v for k, v in params.items() if k in fields}
+
+    def _config(self, params: dict | None = None):
+        """The validated config (``ValueError`` for any bad hyperparameter)."""
+        return self._family.make_config(**self._config_params(self._params() if params is None else params))
+
+    def _prepare(self, X, y, params: dict):
+        """Validate and bin ``(X, y)`` by the family's rule."""
+        return self._family.prepare_data(X, y, task=self._task, max_bins=params.get("max_bins", self._family.max_bins),
+                                         categorical=params.get("categorical_features"))
+
+    def fit(self, X, y=None):
+        """Fit the family's posterior to ``(X, y)``; returns ``self``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+        y : array-like (n_samples,)
+            Real targets (regressors) or labels (classifiers).
+
+        Returns
+        -------
+        self
+        """
+        self._reject_sparse(X)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        params = self._params()
+        config = self._config(params)
+        data = self._prepare(X, y, params)
+        self._remember_data(data, X)
+        self.result_ = self._family.fit(self._key(), data, config)
+        self._train_data = data
+        self._idata = None
+        self._fitted()
+        return self
+
+    def _fitted(self) -> None:
+        """The family's own fitted attributes (from ``self.result_``)."""
+
+    def _output_result(self):
+        """The result the outputs (``idata_``, draws) are made from."""
+        return self.result_
+
+    @property
+    def idata_(self):
+        """The posterior as ArviZ InferenceData by the posterior contract (built on first access)."""
+        self._check_fitted()
+        if getattr(self, "_idata", None) is None:
+            data = self.__dict__.get("_train_data")
+            if data is None:
+                raise ValueError(f"this {type(self).__name__} holds no training data (saved by an older version "
+                                 "of bayestrees); fit it again to build idata_")
+            self._idata = self._family.to_inferencedata(self._output_result(), data, y_name="y")
+        return self._idata
+
+
+def _is_renamed(v) -> bool:
+    return isinstance(v, str) and v == RENAMED
+
+
+class DrawsMixin:
+    """``predict_draws`` and ``predict_interval`` from the family's ``values`` of every draw."""
+
+    def _values(self, X) -> np.ndarray:
+        """The fitted function of every draw at ``X``: ``(chains * draws, n, V)``."""
+        codes = self._codes(X)  # checks the estimator is fitted
+        return self._family.values(self._output_result(), codes)
+
+    def predict_draws(self, X) -> np.ndarray:
+        """Posterior draws of the predictive function at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+
+        Returns
+        -------
+        np.ndarray
+            ``(chains * draws, n_samples)`` for regressors, ``(chains * draws, n_samples,
+            n_classes)`` class probabilities for classifiers.
+        """
+        v = self._values(X)
+        return v[..., 0] if self._task == "regression" else v
+
+    def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
+        """Equal-tailed ``prob`` credible interval of the predictive function at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+        prob : float in (0, 1)
+
+        Returns
+        -------
+        np.ndarray
+            ``(n_samples, 2)`` (regressors) or ``(n_samples, n_classes, 2)`` (classifiers).
+        """
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob}")
+        d = self.predict_draws(X)
+        q = np.quantile(d, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        return np.moveaxis(q, 0, -1)

@@ -13,37 +13,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bcart.fit import BCARTConfig, bcart_inferencedata, bcart_values, fit_bcart
+from ..inference.bcart import FAMILY, acceptance_rates
 from ..priors import ChipmanPrior
-from .base import ClassifierBase, RegressorBase
-from .mcmc_base import MCMCEstimatorMixin
+from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BayesianCARTRegressor", "BayesianCARTClassifier"]
 
 
-class _BCARTMixin(MCMCEstimatorMixin):
-    _fit_function = staticmethod(fit_bcart)
-    _inferencedata_function = staticmethod(bcart_inferencedata)
+class _BCARTMixin(DrawsMixin, FamilyEstimator):
+    _family = FAMILY
 
-    def _config(self) -> BCARTConfig:
-        prior = self.prior if self.prior is not None else ChipmanPrior(self.alpha, self.beta)
-        return BCARTConfig(prior=prior, leaf_model=self.leaf_model, alpha_leaves=getattr(self, "alpha_leaves", 1.0),
-                           draws=self.draws, tune=self.tune, chains=self.chains, thin=self.thin,
-                           max_depth=self.max_depth, move_probs=tuple(self.move_probs), scheme=self.scheme,
-                           particles=getattr(self, "particles", 10), temperatures=tuple(self.temperatures),
-                           dtype=self.dtype, progressbar=self.progressbar,
-                           chain_method=getattr(self, "chain_method", "auto"))
+    def _config_params(self, params: dict) -> dict:
+        """The config's parameters; ``prior`` defaults to ``ChipmanPrior(alpha, beta)``."""
+        out = super()._config_params(params)
+        if out.get("prior") is None:
+            out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
+        out["move_probs"] = tuple(out["move_probs"])
+        out["temperatures"] = tuple(out["temperatures"])
+        return out
 
-    def _values(self, X) -> np.ndarray:
-        """Leaf values of every draw at ``X``: ``(chains * draws, n, V)``."""
-        v = bcart_values(self.trees_, self._codes(X))
-        return v.reshape((-1,) + v.shape[2:])
+    def _fitted(self) -> None:
+        self.trees_ = self.result_.trees
 
     @property
     def acceptance_(self) -> dict:
         """Acceptance rate per move type among the kept steps."""
-        from ..inference.bcart.fit import acceptance_rates
-
         self._check_fitted()
         return acceptance_rates(self.result_.info)
 

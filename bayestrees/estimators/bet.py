@@ -14,25 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bet.fit import BETConfig, best_ensemble, bet_inferencedata, bet_values, fit_bet
-from .base import ClassifierBase, RegressorBase
-from .mcmc_base import MCMCEstimatorMixin
+from ..inference.bet import FAMILY, best_ensemble
+from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BETRegressor", "BETClassifier"]
 
 
-class _BETMixin(MCMCEstimatorMixin):
-    _fit_function = staticmethod(fit_bet)
-    _inferencedata_function = staticmethod(bet_inferencedata)
+class _BETMixin(DrawsMixin, FamilyEstimator):
+    _family = FAMILY
 
-    def _config(self) -> BETConfig:
-        return BETConfig(alpha_dp=self.alpha_dp, delta=self.delta, min_leaf_rows=self.min_leaf_rows,
-                         max_trees=self.max_trees, active_trees=self.active_trees,
-                         init_trees=getattr(self, "init_trees", 1),
-                         alpha_leaves=getattr(self, "alpha_leaves", 0.5),
-                         leaf_prior=getattr(self, "leaf_prior", "objective"), draws=self.draws, tune=self.tune,
-                         chains=self.chains, thin=self.thin, max_depth=self.max_depth, dtype=self.dtype,
-                         progressbar=self.progressbar, chain_method=getattr(self, "chain_method", "auto"))
+    def _fitted(self) -> None:
+        self.trees_ = self.result_.trees
 
     @property
     def best_ensemble_(self) -> dict:
@@ -52,12 +44,6 @@ class _BETMixin(MCMCEstimatorMixin):
         """Posterior mean variable-ranking probability ``xi_bar = sum_j w_j xi_j``: ``(n_features,)``."""
         self._check_fitted()
         return np.asarray(self.result_.draws.xi_bar).reshape(-1, self.n_features_in_).mean(0)
-
-    def _values(self, X) -> np.ndarray:
-        """The ensemble estimator of every draw at ``X``: ``(chains * draws, n, V)``."""
-        d = self.result_.draws
-        v = bet_values(d.tree, d.w, d.occupied, self._codes(X))
-        return v.reshape((-1,) + v.shape[2:])
 
     def _cluster_values(self) -> np.ndarray:
         self._check_fitted()

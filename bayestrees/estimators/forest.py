@@ -9,13 +9,10 @@ The classical baselines are parameter settings of the same estimators:
 from __future__ import annotations
 
 import numpy as np
-import jax
-import jax.numpy as jnp
 
-from ..data import prepare_data
-from ..inference.forest.fit import ForestConfig, fit_bayesian_forest, forest_draws, forest_inferencedata
-from ..tree import Tree, index_tree, max_depth, n_leaves, pack
-from .base import ClassifierBase, RegressorBase
+from ..inference.forest import FAMILY, ForestResult
+from ..tree import Tree, index_tree, max_depth, n_leaves
+from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = [
     "BayesianForestRegressor", "BayesianForestClassifier",
@@ -30,29 +27,26 @@ def _dask_input(X) -> bool:
     return is_dask_input(X)
 
 
-class _ForestMixin:
+class _ForestMixin(DrawsMixin, FamilyEstimator):
     """Fitting, prediction and posterior views shared by every forest estimator.
 
-    ``fit`` validates the hyperparameters (:class:`~bayestrees.inference.forest.fit.ForestConfig`),
-    the data (:func:`~bayestrees.data.prepare_data`) and calls
-    :func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`.
+    ``fit`` is the family protocol's (:class:`~bayestrees.estimators.base.FamilyEstimator`) over
+    :func:`~bayestrees.inference.forest.fit.fit_bayesian_forest`, with the Dask path beside it.
     """
 
+    _family = FAMILY
     _kind = "bf"  # "bf", "ebf" or "ssf"
 
-    def _forest_config(self) -> ForestConfig:
-        extra = {}
-        if self._kind == "ebf":
-            extra["trunk_min_samples_leaf"] = self.trunk_min_samples_leaf
-        if self._kind == "ssf":
-            extra["n_blocks"] = self.n_blocks
-        return ForestConfig(
-            kind=self._kind, n_trees=self.n_estimators, weights=self.weights,
-            criterion=getattr(self, "criterion", None) if self._task == "classification" else None,
-            min_samples_leaf=self.min_samples_leaf, min_weight_fraction_leaf=self.min_weight_fraction_leaf,
-            max_depth=self.max_depth, max_features=self.max_features, splitter=self.splitter,
-            max_nodes=self.max_nodes, dtype=self.dtype, chunk_size=self.chunk_size, n_jobs=self.n_jobs,
-            progressbar=self.progressbar, **extra)
+    def _config_params(self, params: dict) -> dict:
+        """The config's parameters: the class's ``kind``; ``n_estimators`` is ``draws``."""
+        out = super()._config_params(params)
+        out["kind"] = self._kind
+        out["draws"] = params["n_estimators"]
+        return out
+
+    def _forest_config(self):
+        """The validated :class:`~bayestrees.inference.forest.fit.ForestConfig` (the Dask path reads it)."""
+        return self._config()
 
     # -- fitting ------------------------------------------------------------
     def fit(self, X, y=None, *, target=None, client=None):
@@ -75,43 +69,39 @@ class _ForestMixin:
         -------
         self
         """
+        self.__dict__.pop("result_", None)
         if _dask_input(X):
             from ..distributed.estimator import fit_estimator
             return fit_estimator(self, X, y, target=target, client=client)
         if target is not None or client is not None:
             raise ValueError("target= and client= are for Dask input (a Dask DataFrame or Parquet path)")
         self._reject_sparse(X)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        y_arr = np.asarray(y)
-        n_rows = len(X) if hasattr(X, "__len__") else np.asarray(X).shape[0]
-        if y_arr.ndim >= 1 and y_arr.shape[0] != n_rows:
-            raise ValueError(f"X has {n_rows} rows but y has {y_arr.shape[0]}; they must match")
-        config = self._forest_config()
-        data = prepare_data(X, y, task=self._task, max_bins=int(self.max_bins),
-                            categorical=self.categorical_features)
-        self._remember_data(data, X)
-        result = fit_bayesian_forest(self._key(), data, config)
+        if y is not None:
+            y_arr = np.asarray(y)
+            n_rows = len(X) if hasattr(X, "__len__") else np.asarray(X).shape[0]
+            if y_arr.ndim >= 1 and y_arr.shape[0] != n_rows:
+                raise ValueError(f"X has {n_rows} rows but y has {y_arr.shape[0]}; they must match")
+        return super().fit(X, y)
+
+    def _fitted(self) -> None:
+        result = self.result_
         self.trees_ = result.trees
         self.trunk_ = result.trunk
         if self._kind == "ssf":
             self.block_of_row_ = result.block_of_row
         self.config_ = result.cart_config
-        self._dev_trees = (self.trees_, result.device_trees, result.packed)
-        self._train_data = data  # the training rows: ``idata_`` computes ``mu`` there
-        self._idata = None
-        return self
 
-    # -- prediction ---------------------------------------------------------
-    def _device_trees(self) -> Tree:
-        """The trees as device arrays and :func:`~bayestrees.tree.pack`-ed: made once by ``fit`` (not
-        saved with the model; a loaded model converts on each call, since prediction must not change
-        the estimator's state)."""
-        dev = self.__dict__.get("_dev_trees")
-        if dev is None or dev[0] is not self.trees_:
-            trees = jax.tree_util.tree_map(jnp.asarray, self.trees_)
-            return trees, pack(trees)
-        return dev[1], dev[2]
+    def _output_result(self) -> ForestResult:
+        """The fit's result; for a forest fitted on Dask input (no ``result_``), one made from the
+        fitted attributes (the trees as NumPy arrays, no device copy)."""
+        self._check_fitted()
+        result = self.__dict__.get("result_")
+        if result is not None and result.trees is self.trees_:
+            return result
+        trunk = getattr(self, "trunk_", None)
+        return ForestResult(trees=self.trees_, device_trees=None, packed=None, cart_config=self.config_,
+                            config=self._config(), task=self._task, classes=getattr(self, "classes_", None),
+                            trunk=trunk, block_of_row=getattr(self, "block_of_row_", None), y_shift=0.0, y_scale=1.0)
 
     def predict_draws(self, X) -> np.ndarray:
         """Posterior draws of the CART functional at ``X``: one prediction per tree.
@@ -126,28 +116,7 @@ class _ForestMixin:
             ``(n_estimators, n_samples)`` for regressors and ``(n_estimators, n_samples,
             n_classes)`` class probabilities for classifiers.
         """
-        codes = self._codes(X)
-        trees, packed = self._device_trees()
-        return forest_draws(trees, codes, self.config_.missing, self._task, packed=packed)
-
-    def predict_interval(self, X, prob: float = 0.9) -> np.ndarray:
-        """Equal-tailed posterior credible interval of the forest functional.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame (n_samples, n_features)
-        prob : float in (0, 1)
-
-        Returns
-        -------
-        np.ndarray
-            ``(n_samples, 2)`` (regressors) or ``(n_samples, n_classes, 2)`` (classifiers).
-        """
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        draws = self.predict_draws(X)
-        q = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        return np.moveaxis(q, 0, -1)
+        return super().predict_draws(X)
 
     # -- outputs ------------------------------------------------------------
     @property
@@ -162,20 +131,7 @@ class _ForestMixin:
         ``log_likelihood`` group: the Bayesian bootstrap defines no likelihood, so
         ``bt.loo(est.idata_)`` raises a ``ValueError``.
         """
-        self._check_fitted()
-        if getattr(self, "_idata", None) is None:
-            data = self.__dict__.get("_train_data")
-            if data is None:
-                raise ValueError(f"this {type(self).__name__} holds no training data (saved by an older version "
-                                 "of bayestrees); fit it again to build idata_")
-            trees, packed = self._device_trees()
-            attrs = {"kind": self._kind, "forest": self._family_name(), "weights": self.weights,
-                     "min_samples_leaf": int(self.min_samples_leaf), "splitter": self.splitter}
-            self._idata = forest_inferencedata(trees, data, chains=1, y_name="y", packed=packed, attrs=attrs)
-        return self._idata
-
-    def _family_name(self) -> str:
-        return {"bf": "bayesian_forest", "ebf": "empirical_bayesian_forest", "ssf": "sub_sample_forest"}[self._kind]
+        return FamilyEstimator.idata_.fget(self)
 
     @property
     def n_leaves_(self) -> np.ndarray:

@@ -23,44 +23,37 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import check_X
-from ..inference.pcfg.fit import (PCFGConfig, fit_pcfg, pcfg_inferencedata, phi_to_log,
-                                        prepare_pcfg_data)
+from ..inference.pcfg import FAMILY
+from ..inference.pcfg.fit import phi_to_log
 from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
-from .base import ClassifierBase, RegressorBase
+from .base import ClassifierBase, FamilyEstimator, RegressorBase
 
 __all__ = ["PCFGTreeClassifier", "PCFGTreeRegressor"]
 
 _PREDICT_WITH = ("map", "posterior", "samples")
 
 
-class _PCFGBase:
-    def _config(self) -> PCFGConfig:
-        """The validated hyperparameters (``ValueError`` for any bad one)."""
+class _PCFGBase(FamilyEstimator):
+    _family = FAMILY
+
+    def _config_params(self, params: dict) -> dict:
+        """The config's parameters: ``phi`` (when given) sets ``log_phi``; ``n_samples`` is ``draws``."""
         if self.predict_with not in _PREDICT_WITH:
             raise ValueError(f"predict_with must be one of {_PREDICT_WITH}, got {self.predict_with!r}")
-        log_phi = phi_to_log(self.phi) if self.phi is not None else self.log_phi
-        return PCFGConfig(log_phi=log_phi, alpha=getattr(self, "alpha", 1.0), max_bins=self.max_bins,
-                          method=self.method, memory_budget=self.memory_budget, dtype=self.dtype,
-                          draws=self.n_samples, chains=1)
+        out = super()._config_params(params)
+        if params.get("phi") is not None:
+            out["log_phi"] = phi_to_log(params["phi"])
+        out["draws"] = params["n_samples"]
+        return out
 
-    def _fit_common(self, X, y, task):
-        config = self._config()
-        data = prepare_pcfg_data(X, y, task=task, max_bins=config.max_bins)
-        self.binner_ = data.binner
-        self.n_features_in_ = data.binner.n_features_in_
-        if hasattr(X, "columns"):
-            self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
-        if task == "classification":
-            self.classes_ = data.classes
-        result = fit_pcfg(self._key(), data, config)
+    def _fitted(self) -> None:
+        result = self.result_
         self.posterior_ = result.posterior
         self.map_tree_, self.map_log_prob_ = result.map_tree, result.map_log_prob
         self.log_evidence_ = result.log_evidence
-        self.idata_ = pcfg_inferencedata(result, data)
         # "samples" predicts with the sampled trees' leaf posterior predictives (leaf parameters integrated out)
         self._sample_trees_ = index_tree(result.trees, 0)
-        return self
 
     def _values(self, X):
         codes = self._codes_checked(X)
@@ -148,6 +141,8 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
     classes_ : array
     """
 
+    _task = "classification"
+
     def __init__(self, log_phi=2.0, alpha=1.0, max_bins=10, predict_with="map", n_samples=100, method="box",
                  memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
         self.log_phi = log_phi
@@ -160,10 +155,6 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         self.phi = phi
         self.dtype = dtype
         self.random_state = random_state
-
-    def fit(self, X, y):
-        """Fit the exact posterior; returns ``self``."""
-        return self._fit_common(X, y, "classification")
 
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` by ``predict_with``."""
@@ -202,6 +193,8 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
     variance, so no single noise scale summarises a draw.
     """
 
+    _task = "regression"
+
     def __init__(self, log_phi=2.0, max_bins=10, predict_with="map", n_samples=100, method="box",
                  memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
         self.log_phi = log_phi
@@ -213,10 +206,6 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
         self.phi = phi
         self.dtype = dtype
         self.random_state = random_state
-
-    def fit(self, X, y):
-        """Fit the exact posterior; returns ``self``."""
-        return self._fit_common(X, y, "regression")
 
     def predict(self, X):
         """Posterior mean response per row ``(n,)`` by ``predict_with``."""

@@ -42,63 +42,50 @@ unresampled weights are ``log_weights_``.
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
+from ..inference.safebayes import FAMILY
 from ..inference.safebayes import importance as imp
 from ..inference.safebayes import fit as sb
-from .base import ClassifierBase, RegressorBase
+from .base import ClassifierBase, FamilyEstimator, RegressorBase
 
 __all__ = ["SafeBayesForestClassifier", "SafeBayesForestRegressor"]
 
 
-class _SafeBayesBase:
-    """Shared fitting logic over :func:`~bayestrees.inference.safebayes.fit.fit_safebayes`."""
+class _SafeBayesBase(FamilyEstimator):
+    """Shared fitting logic over :func:`~bayestrees.inference.safebayes.fit.fit_safebayes`.
 
+    ``fit`` (:meth:`bayestrees.estimators.base.FamilyEstimator.fit`) draws the prior trees, weighs
+    them on ``(X, y)`` and sets ``m``.  ``effective_sample_size="auto"`` chooses ``m`` on an
+    operating curve of held-out rows of the training data only (``cv``-fold cross-validation
+    by default, stratified by class for the classifier; one hold-out split with
+    ``validation_fraction``; the training curve with ``validation_fraction=0``); see
+    :func:`bayestrees.inference.safebayes.fit.fit_safebayes`.
+    """
+
+    _family = FAMILY
     _task = ""
 
-    def _config(self) -> sb.SafeBayesConfig:
-        """The validated hyperparameters (``ValueError`` for any bad one)."""
-        return sb.SafeBayesConfig(
-            n_trees=self.n_estimators, split_prob=self.split_prob, effective_sample_size=self.effective_sample_size,
-            alpha=getattr(self, "alpha", 1.0), leaf_prior=getattr(self, "leaf_prior", None),
-            root_splits=self.root_splits, max_internal=self.max_internal, cv=self.cv,
-            validation_fraction=self.validation_fraction, auto_criterion=self.auto_criterion, dtype=self.dtype)
+    def _config_params(self, params: dict) -> dict:
+        """The config's parameters (``n_estimators`` is ``draws``), checked against the task."""
+        out = super()._config_params(params)
+        out["draws"] = params["n_estimators"]
+        return out
 
-    # -- fitting ----------------------------------------------------------------------------------
-    def fit(self, X, y):
-        """Draw the prior trees, weigh them on ``(X, y)`` and set ``m``.
-
-        Parameters
-        ----------
-        X : array-like (n, d) or DataFrame
-        y : array-like (n,)
-
-        Returns
-        -------
-        self
-
-        Notes
-        -----
-        ``effective_sample_size="auto"`` chooses ``m`` on an operating curve of
-        held-out rows of the training data only (``cv``-fold cross-validation by
-        default, stratified by class for the classifier; one hold-out split with
-        ``validation_fraction``; the training curve with ``validation_fraction=0``);
-        see :func:`bayestrees.inference.safebayes.fit.fit_safebayes`.
-        """
-        self._reject_sparse(X)
-        config = self._config()
+    def _config(self, params=None):
+        config = super()._config(params)
         config.criterion(self._task)
-        data = sb.prepare_safebayes_data(X, y, task=self._task)
-        self._remember_data(data, X)
+        return config
+
+    @property
+    def _result(self):
+        """The :class:`~bayestrees.inference.safebayes.fit.SafeBayesResult` of the fit."""
+        return self.result_.result
+
+    def _fitted(self) -> None:
+        result = self._result
         if self._task == "classification":
-            self.n_classes_ = int(data.n_classes)
-        key = self._key()
-        result = sb.fit_safebayes(key, data, config)
-        # idata_ draws from this key when first built (numpy key data: saved with the estimator)
-        self._draws_key = np.asarray(jax.random.key_data(jax.random.fold_in(key, 1)))
-        self._result = result
-        self._train_data = data
+            self.n_classes_ = int(self._train_data.n_classes)
         self.n_train_ = result.n_train
         self.prior_trees_ = result.prior
         self.truncated_mass_ = result.truncated_mass
@@ -107,9 +94,7 @@ class _SafeBayesBase:
         self.effective_sample_size_ = result.effective_sample_size
         self.beta_ = result.beta
         self._curve_cache = result.curve
-        self._idata = None
         self._fitted_result()
-        return self
 
     def _fitted_result(self):
         """Task-specific fitted attributes (the regressor's standardisation and leaf prior)."""
@@ -155,11 +140,7 @@ class _SafeBayesBase:
         and ``tree_index`` of each draw's tree.  The weights of all ``K`` trees are
         ``log_weights_``.
         """
-        self._check_fitted()
-        if getattr(self, "_idata", None) is None:
-            key = jax.random.wrap_key_data(self._draws_key)
-            self._idata = sb.safebayes_inferencedata(key, self._result, self._train_data, chains=1, y_name="y")
-        return self._idata
+        return FamilyEstimator.idata_.fget(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

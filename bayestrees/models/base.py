@@ -7,25 +7,25 @@
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
-A family adds a random variable by subclassing :class:`TreeRV` and
-implementing two methods: ``_fit(key, draws, chains, progressbar) ->
-InferenceData`` and ``_predictive(idata, X, key) -> dict`` (the arguments of
-:func:`bayestrees.convert.predictive_group`).  The context, data containers and sampling
-entry points are written once, here.
+A family's random variable is a :class:`TreeRV` subclass that names its family
+(``family = FAMILY``, the protocol of :mod:`bayestrees.inference.family`); fitting,
+conversion to InferenceData and predictive draws are written once, here, over that
+protocol.  The context, data containers and sampling entry points are written once too.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import arviz as az
 
-from ..data import prepare_data
+from ..data import TrainingData, infer_task
+from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
 
 __all__ = ["Model", "Data", "set_data", "sample", "sample_posterior_predictive", "TreeRV", "DataContainer",
-           "modelcontext", "make_key"]
+           "FamilyFit", "modelcontext", "make_key"]
 
 _local = threading.local()
 
@@ -111,24 +111,79 @@ def _value(x):
     return x.get_value() if isinstance(x, DataContainer) else x
 
 
-class TreeRV:
-    """Base class of the tree random variables (``bt.BayesianForest``, ...).
+@dataclass(frozen=True)
+class FamilyFit:
+    """What ``bt.sample`` leaves on a tree variable (its ``fitted_``).
 
-    Subclasses set ``family`` and implement ``_fit`` and ``_predictive``.
-    The features may be a :class:`DataContainer` (so that :func:`set_data`
-    can later swap in new rows) or an array.
+    Attributes
+    ----------
+    result : the family's fit result
+    data : TrainingData
+        The training data of the fit.
+    chains, draws : int
     """
 
-    family = "tree"
+    result: Any
+    data: TrainingData
+    chains: int
+    draws: int
 
-    def __init__(self, name: str, X, y, *, model: Model | None = None, **params):
+
+#: settings of one run, given to ``bt.sample`` (not to the variable)
+RUN_SETTINGS = ("draws", "chains", "progressbar", "tune", "thin", "chain_method")
+
+#: parameters of the data layer (the family's ``prepare_data``)
+DATA_PARAMS = ("max_bins", "categorical_features")
+
+
+class TreeRV:
+    """Base class of the tree random variables (``bt.BayesianForest``, ...), generic over the family protocol.
+
+    A subclass sets ``family`` (its room's ``FAMILY``) and may override
+    ``_config_params`` (parameters that are not config fields as they are), ``_check``
+    (checks against the task) and ``_after_fit`` (its own fitted attributes).  The
+    hyperparameters are the family config's fields (validated when the variable is made);
+    ``max_bins`` and ``categorical_features`` go to the data layer.  The features may be a
+    :class:`DataContainer` (so that :func:`set_data` can later swap in new rows) or an array.
+    """
+
+    family: Family | None = None
+    #: former parameter names ``{old: new}`` (used with a ``FutureWarning``)
+    _renamed: dict = {}
+
+    def __init__(self, name: str, X, y, *, task: str = "auto", model: Model | None = None, **params):
+        fam = self.family
+        params = renamed_params(params, self._renamed, type(self).__name__)
+        run = sorted(set(params) & set(RUN_SETTINGS))
+        if run:
+            raise ValueError(f"{run} are set by bt.sample, not by {type(self).__name__}")
+        self.task = infer_task(_value(y), task)
+        if self.task not in fam.tasks:
+            raise ValueError(f"{type(self).__name__} fits {fam.tasks}, not {self.task}")
+        fields = config_defaults(fam.config)
+        unknown = sorted(set(params) - set(fields) - set(DATA_PARAMS))
+        if unknown:
+            known = sorted((set(fields) - set(RUN_SETTINGS)) | set(DATA_PARAMS))
+            raise ValueError(f"unknown parameter(s) {unknown} for {type(self).__name__}; known: {known}")
+        self.config = fam.make_config(**self._config_params({k: v for k, v in params.items() if k in fields}))
+        self._check()
         self.name = name
         self.X = X
         self.y = y
         self.params = params
-        self.fitted_: Any = None
+        self.fitted_: FamilyFit | None = None
         m = modelcontext(model)
         m._register_rv(self)
+
+    def _config_params(self, params: dict) -> dict:
+        """Keyword arguments of the family's config from the variable's config parameters."""
+        return params
+
+    def _check(self) -> None:
+        """Checks of the config against the task (``ValueError``), when the variable is made."""
+
+    def _after_fit(self, result, data) -> None:
+        """The variable's own attributes after ``bt.sample``."""
 
     @property
     def X_value(self):
@@ -138,28 +193,33 @@ class TreeRV:
     def y_value(self):
         return _value(self.y)
 
-    def _fit(self, key, draws: int, chains: int, progressbar: bool) -> az.InferenceData:
-        raise NotImplementedError
+    def _fit(self, key, draws: int, chains: int, progressbar: bool, **run) -> az.InferenceData:
+        """Fit the family with the run's settings; the InferenceData of the fit."""
+        fam = self.family
+        fields = config_defaults(fam.config)
+        unknown = sorted(set(run) - set(fields))
+        if unknown:
+            raise ValueError(f"unexpected sample() arguments for {type(self).__name__}: {unknown}")
+        settings = dict(draws=int(draws), chains=int(chains), progressbar=progressbar, **run)
+        config = replace(self.config, **{k: v for k, v in settings.items() if k in fields})
+        data = fam.prepare_data(self.X_value, self.y_value, task=self.task,
+                                max_bins=self.params.get("max_bins", fam.max_bins),
+                                categorical=self.params.get("categorical_features"))
+        result = fam.fit(key, data, config)
+        self.fitted_ = FamilyFit(result, data, int(chains), int(draws))
+        self._after_fit(result, data)
+        return fam.to_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
+
+    def _codes(self, X):
+        """New rows binned like the training rows."""
+        return self.fitted_.data.binner.transform(X)
 
     def _predictive(self, idata: az.InferenceData, X, key) -> dict:
         """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``:
-        ``task``, and ``draws``/``mu``/``proba``/``class_names`` as the family defines them."""
-        raise NotImplementedError
-
-
-def run_sampler(rv: TreeRV, fit_function, to_inferencedata, key, draws, chains, progressbar, tune, thin,
-                chain_method="auto"):
-    """Fit an MCMC family's random variable: its data, its config with the run's lengths and chain method,
-    its sampler.
-
-    Returns ``(result, data, idata)``; ``fit_function(key, data, config)`` is the family's
-    ``fit_<family>`` and ``to_inferencedata(result, data, y_name=, extra_attrs=)`` its converter.
-    """
-    data = prepare_data(rv.X_value, rv.y_value, task=rv.task, max_bins=rv.params["max_bins"], allow_nan=False)
-    cfg = replace(rv.config, draws=int(draws), chains=int(chains), tune=int(tune), thin=int(thin),
-                  progressbar=progressbar, chain_method=chain_method)
-    result = fit_function(key, data, cfg)
-    return result, data, to_inferencedata(result, data, y_name=rv.name, extra_attrs={"rv": rv.name})
+        ``task``, and ``draws``/``mu``/``proba``/``class_names`` as the family defines them.
+        The draws are those of ``idata`` (its ``trees`` group), so the predictions match it."""
+        fit = self.fitted_
+        return self.family.predictive(key, fit.result, fit.data, idata, self._codes(X))
 
 
 def sample(draws: int = 100, chains: int = 1, random_seed=None, *, model: Model | None = None,

@@ -12,26 +12,10 @@ estimators do.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import jax
-import numpy as np
-
-from ..convert import trees_from_inferencedata
-from ..data import TrainingData, check_max_bins, infer_task
-from ..inference.bcart.fit import BCARTConfig, BCARTResult, bcart_inferencedata, bcart_values, fit_bcart
-from ..priors import ChipmanPrior
-from .base import DataContainer, TreeRV, run_sampler
+from ..inference.bcart import FAMILY
+from .base import TreeRV
 
 __all__ = ["BayesianCART"]
-
-
-@dataclass(frozen=True)
-class BCARTFit:
-    """What ``bt.sample`` leaves on a :class:`BayesianCART` (its ``fitted_``)."""
-
-    result: BCARTResult
-    data: TrainingData
 
 
 class BayesianCART(TreeRV):
@@ -59,47 +43,15 @@ class BayesianCART(TreeRV):
     ``name_proba`` the drawn class probabilities.
     """
 
-    family = "bayesian_cart"
+    family = FAMILY
 
-    def __init__(self, name, X, y, *, prior=None, leaf_model="auto", task="auto", max_depth=6, max_bins=32,
-                 alpha_leaves=1.0, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves", particles=10, dtype="float32",
-                 model=None):
-        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
-        prior = ChipmanPrior() if prior is None else prior
-        max_bins = check_max_bins(max_bins)
-        self.config = BCARTConfig(prior=prior, leaf_model=leaf_model, alpha_leaves=alpha_leaves,
-                                  max_depth=max_depth, move_probs=tuple(move_probs), scheme=scheme,
-                                  particles=particles, dtype=dtype)
-        if isinstance(leaf_model, str):
+    def _config_params(self, params: dict) -> dict:
+        """``prior=None`` is the config's default prior, ``ChipmanPrior(0.95, 2.0)``."""
+        out = {k: v for k, v in params.items() if not (k == "prior" and v is None)}
+        if "move_probs" in out:
+            out["move_probs"] = tuple(out["move_probs"])
+        return out
+
+    def _check(self) -> None:
+        if isinstance(self.config.leaf_model, str):
             self.config.leaf_model_for(self.task, 2)  # a leaf model that does not fit the task fails here
-        super().__init__(name, X, y, model=model, max_bins=max_bins)
-
-    def _fit(self, key, draws, chains, progressbar, tune: int = 1000, thin: int = 1, chain_method: str = "auto"):
-        result, data, idata = run_sampler(self, fit_bcart, bcart_inferencedata, key, draws, chains, progressbar, tune,
-                                          thin, chain_method)
-        self.fitted_ = BCARTFit(result, data)
-        return idata
-
-    def _predictive(self, idata, X, key) -> dict:
-        fit = self.fitted_
-        codes = fit.data.binner.transform(X)
-        trees = trees_from_inferencedata(idata)
-        vals = bcart_values(trees, codes)                                  # (chains, draws, n, V)
-        if self.task == "regression":
-            mu = vals[..., 0]
-            sigma = _sigma_at(trees, codes, idata, fit)
-            y = mu + sigma * np.asarray(jax.random.normal(key, mu.shape))
-            return dict(task="regression", draws=y, mu=mu)
-        lab = np.asarray(jax.random.categorical(key, np.log(np.maximum(vals, 1e-30)), axis=-1))
-        return dict(task="classification", draws=fit.data.classes[lab], proba=vals, class_names=fit.data.classes)
-
-
-def _sigma_at(trees, codes, idata, fit):
-    """Drawn noise sd at each new row: the common sigma, or the leaf's own for per-leaf variances."""
-    if "sigma" in idata.posterior:
-        return np.asarray(idata.posterior["sigma"])[..., None]
-    from ..tree import apply
-
-    leaf = np.asarray(apply(trees, codes))                                 # (chains, draws, n)
-    sig = fit.result.sigma                                                 # (chains, draws, S)
-    return np.take_along_axis(sig, leaf, -1)

@@ -12,37 +12,10 @@ scikit-learn style estimators do; it never builds an estimator.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
-from ..convert import trees_from_inferencedata
-from ..data import TrainingData, infer_task, prepare_data
-from ..inference.forest.fit import (KINDS, ForestConfig, ForestResult, fit_bayesian_forest, forest_inferencedata,
-                                forest_predictive)
-from .base import DataContainer, TreeRV
+from ..inference.forest import FAMILY
+from .base import TreeRV
 
 __all__ = ["BayesianForest"]
-
-#: parameters of the data layer (:func:`~bayestrees.data.prepare_data`), not of the fit
-_DATA_PARAMS = ("max_bins", "categorical_features")
-
-
-@dataclass(frozen=True)
-class ForestFit:
-    """What ``bt.sample`` leaves on a :class:`BayesianForest` (its ``fitted_``).
-
-    Attributes
-    ----------
-    result : ForestResult
-    data : TrainingData
-    chains, draws : int
-    """
-
-    result: ForestResult
-    data: TrainingData
-    chains: int
-    draws: int
 
 
 class BayesianForest(TreeRV):
@@ -84,49 +57,10 @@ class BayesianForest(TreeRV):
     drawn from each tree's class probabilities, and ``name_proba`` (dims ``obs, class``).
     """
 
-    family = "bayesian_forest"
+    family = FAMILY
 
-    def __init__(self, name, X, y, *, kind: str = "bf", task: str = "auto", dtype: str = "float32", model=None,
-                 **params):
-        if kind not in KINDS:
-            raise ValueError(f"kind must be 'bf', 'ebf' or 'ssf', got {kind!r}")
+    def __init__(self, name, X, y, *, kind: str = "bf", task: str = "auto", model=None, **params):
         if "n_estimators" in params:
             raise ValueError("n_estimators is set by bt.sample: the forest has draws * chains trees")
-        self.kind = kind
-        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
-        fit_params = {k: v for k, v in params.items() if k not in _DATA_PARAMS}
-        try:  # validate the hyperparameters now, not at bt.sample
-            ForestConfig(kind=kind, n_trees=1, dtype=dtype, **fit_params)
-        except TypeError as e:
-            known = sorted(set(ForestConfig.__dataclass_fields__) - {"kind", "n_trees", "progressbar"}
-                           | set(_DATA_PARAMS))
-            raise ValueError(f"unknown parameter for BayesianForest: {e}; known: {known}") from None
-        super().__init__(name, X, y, model=model, dtype=dtype, **params)
-
-    def _config(self, n_trees: int, progressbar: bool) -> ForestConfig:
-        fit_params = {k: v for k, v in self.params.items() if k not in _DATA_PARAMS}
-        return ForestConfig(kind=self.kind, n_trees=n_trees, progressbar=progressbar, **fit_params)
-
-    def _fit(self, key, draws, chains, progressbar):
-        data = prepare_data(self.X_value, self.y_value, task=self.task,
-                            max_bins=int(self.params.get("max_bins", 1024)),
-                            categorical=self.params.get("categorical_features"))
-        result = fit_bayesian_forest(key, data, self._config(draws * chains, progressbar))
-        self.fitted_ = ForestFit(result, data, chains, draws)
-        return forest_inferencedata(result.device_trees, data, chains=chains, y_name=self.name,
-                                    packed=result.packed,
-                                    attrs={"kind": self.kind, "forest": result.config.kind_name,
-                                           "weights": result.config.weights, "rv": self.name})
-
-    def _predictive(self, idata, X, key) -> dict:
-        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``.
-
-        The trees are those of ``idata``'s ``trees`` group, so the draws match ``idata``.
-        """
-        fit = self.fitted_
-        codes = fit.data.binner.transform(X)
-        trees = trees_from_inferencedata(idata)
-        chains, draws = trees.feature.shape[:2]
-        flat = type(trees)(*(np.reshape(a, (chains * draws,) + a.shape[2:]) for a in trees))
-        return forest_predictive(key, flat, codes, fit.result.cart_config.missing, self.task, chains=chains,
-                                 classes=fit.data.classes)
+        super().__init__(name, X, y, task=task, model=model, kind=kind, **params)
+        self.kind = self.config.kind

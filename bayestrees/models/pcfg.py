@@ -16,30 +16,11 @@ exact posterior (MAP tree, evidence, exact predictive).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from ..convert import trees_from_inferencedata
-from ..data import TrainingData, check_X, infer_task
-from ..inference.pcfg.fit import (PCFGConfig, PCFGResult, fit_pcfg, pcfg_inferencedata, pcfg_predictive,
-                                        prepare_pcfg_data)
-from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
-from .base import DataContainer, TreeRV
+from ..data import check_X
+from ..inference.pcfg import FAMILY
+from .base import TreeRV
 
 __all__ = ["PCFGTree"]
-
-
-@dataclass(frozen=True)
-class PCFGFit:
-    """What ``bt.sample`` leaves on a :class:`PCFGTree` (its ``fitted_``).
-
-    Attributes
-    ----------
-    result : PCFGResult
-    data : TrainingData
-    """
-
-    result: PCFGResult
-    data: TrainingData
 
 
 class PCFGTree(TreeRV):
@@ -81,19 +62,14 @@ class PCFGTree(TreeRV):
     from its posterior given the draw's mean).
     """
 
-    family = "pcfg"
+    family = FAMILY
 
-    def __init__(self, name, X, y, *, log_phi=2.0, alpha=1.0, max_bins=10, task="auto", kind=None, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, dtype="float32", model=None):
+    def __init__(self, name, X, y, *, task="auto", kind=None, model=None, **params):
         if kind is not None:
             if kind not in ("classification", "regression"):
                 raise ValueError(f"kind must be 'classification', 'regression' or None, got {kind!r}")
             task = kind
-        self.config = PCFGConfig(log_phi=log_phi, alpha=alpha, max_bins=max_bins, method=method,
-                                 memory_budget=memory_budget, dtype=dtype)
-        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
-        super().__init__(name, X, y, model=model, log_phi=log_phi, alpha=alpha, max_bins=max_bins, task=self.task,
-                         method=method, memory_budget=memory_budget, dtype=dtype)
+        super().__init__(name, X, y, task=task, model=model, **params)
         self.posterior_ = None
 
     @property
@@ -101,21 +77,11 @@ class PCFGTree(TreeRV):
         """The task (``"classification"`` or ``"regression"``); kept under its former name."""
         return self.task
 
-    def _fit(self, key, draws, chains, progressbar):
-        data = prepare_pcfg_data(self.X_value, self.y_value, task=self.task, max_bins=self.config.max_bins)
-        result = fit_pcfg(key, data, replace(self.config, draws=draws, chains=chains))
-        self.fitted_ = PCFGFit(result, data)
+    def _after_fit(self, result, data) -> None:
         self.posterior_ = result.posterior
         self.binner_ = data.binner
         self.classes_ = data.classes
-        return pcfg_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
 
-    def _predictive(self, idata, X, key) -> dict:
-        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``.
-
-        The draws are those of ``idata``'s ``trees`` group (tree and drawn leaf parameters).
-        """
-        fit = self.fitted_
+    def _codes(self, X):
         check_X(X, allow_nan=False)
-        codes = fit.data.binner.transform(X)
-        return pcfg_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result.leaf_model)
+        return super()._codes(X)

@@ -16,36 +16,10 @@ with its leaf parameters drawn from their posterior given the tree.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-import jax
-
-from ..convert import trees_from_inferencedata
-from ..data import TrainingData, infer_task
-from ..inference.safebayes.fit import (FAMILY, SafeBayesConfig, SafeBayesResult, fit_safebayes, prepare_safebayes_data,
-                                   safebayes_inferencedata, safebayes_predictive)
-from .base import DataContainer, TreeRV
+from ..inference.safebayes import FAMILY
+from .base import TreeRV
 
 __all__ = ["SafeBayesForest"]
-
-
-@dataclass(frozen=True)
-class SafeBayesFit:
-    """What ``bt.sample`` leaves on a :class:`SafeBayesForest` (its ``fitted_``).
-
-    Attributes
-    ----------
-    result : SafeBayesResult
-        The fit: unresampled ``log_weights`` of all ``chains * draws`` trees,
-        ``effective_sample_size``, ``beta``, ``curve``, ...
-    data : TrainingData
-    chains, draws : int
-    """
-
-    result: SafeBayesResult
-    data: TrainingData
-    chains: int
-    draws: int
 
 
 class SafeBayesForest(TreeRV):
@@ -88,40 +62,10 @@ class SafeBayesForest(TreeRV):
 
     family = FAMILY
 
-    def __init__(self, name, X, y, *, task: str = "auto", split_prob=0.475, effective_sample_size="auto",
-                 alpha=1.0, leaf_prior=None, root_splits=True, max_internal=511, cv=5, validation_fraction=None,
-                 auto_criterion=None, dtype: str = "float32", model=None):
-        self.task = infer_task(y.get_value() if isinstance(y, DataContainer) else y, task)
-        self.config = SafeBayesConfig(n_trees=1, split_prob=split_prob, effective_sample_size=effective_sample_size,
-                                      alpha=alpha, leaf_prior=leaf_prior, root_splits=root_splits,
-                                      max_internal=max_internal, cv=cv, validation_fraction=validation_fraction,
-                                      auto_criterion=auto_criterion, dtype=dtype)
+    def _check(self) -> None:
         self.config.criterion(self.task)
-        super().__init__(name, X, y, model=model, task=self.task, split_prob=split_prob,
-                         effective_sample_size=effective_sample_size, alpha=alpha, leaf_prior=leaf_prior,
-                         root_splits=root_splits, max_internal=max_internal, cv=cv,
-                         validation_fraction=validation_fraction, auto_criterion=auto_criterion, dtype=dtype)
 
     @property
     def regression(self) -> bool:
         """Whether the variable is a real response (``task == "regression"``)."""
         return self.task == "regression"
-
-    def _fit(self, key, draws: int, chains: int, progressbar: bool, **kwargs):
-        if kwargs:
-            raise ValueError(f"unexpected sample() arguments for SafeBayesForest: {sorted(kwargs)}")
-        data = prepare_safebayes_data(self.X_value, self.y_value, task=self.task)
-        result = fit_safebayes(key, data, replace(self.config, n_trees=draws * chains))
-        self.fitted_ = SafeBayesFit(result, data, chains, draws)
-        return safebayes_inferencedata(jax.random.fold_in(key, 1), result, data, chains=chains, y_name=self.name,
-                                       attrs={"rv": self.name})
-
-    def _predictive(self, idata, X, key) -> dict:
-        """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``.
-
-        The draws are those of ``idata``'s ``trees`` group (resampled trees with their
-        drawn leaf parameters), so the predictions match ``idata``.
-        """
-        fit = self.fitted_
-        codes = fit.data.binner.transform(X)
-        return safebayes_predictive(key, trees_from_inferencedata(idata), codes, fit.data, fit.result)

@@ -77,7 +77,7 @@ class BETConfig:
     min_leaf_rows: int = 5
     max_trees: int = 10
     active_trees: int = 4
-    init_trees: int = 1
+    init_trees: int = 4
     alpha_leaves: float = 0.5
     leaf_prior: Any = "objective"
     draws: int = 1000
@@ -205,7 +205,7 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     return BETResult(draws, info, lm, config, shift, scale, seconds, over)
 
 
-def bet_inferencedata(result: BETResult, data: TrainingData, y_name: str = "y", extra_attrs=None):
+def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y", attrs=None):
     """The posterior contract for a BET fit (:func:`bayestrees.convert.to_inferencedata`).
 
     ``posterior``: ``n_leaves``, ``depth``, ``split_counts`` (dims ``component``[, ``feature``]),
@@ -219,12 +219,12 @@ def bet_inferencedata(result: BETResult, data: TrainingData, y_name: str = "y", 
     dr, info = result.draws, result.info
     cfg = result.config
     J = cfg.max_trees
-    attrs = {"inference": "mcmc (blocked Gibbs, slice sampler)", "alpha_dp": cfg.alpha_dp, "delta": cfg.delta,
-             "min_leaf_rows": cfg.min_leaf_rows, "max_trees": J, "max_depth": cfg.max_depth,
-             "leaf_model": type(result.leaf_model).__name__, "sampling_seconds": result.seconds,
-             "slice_overflow": result.overflow_total,
-             "mu": "cluster-specific fitted value E(theta | T_{Z_i}) at the training rows",
-             **dict(extra_attrs or {})}
+    meta = {"inference": "mcmc (blocked Gibbs, slice sampler)", "alpha_dp": cfg.alpha_dp, "delta": cfg.delta,
+            "min_leaf_rows": cfg.min_leaf_rows, "max_trees": J, "max_depth": cfg.max_depth,
+            "leaf_model": type(result.leaf_model).__name__, "sampling_seconds": result.seconds,
+            "slice_overflow": result.overflow_total,
+            "mu": "cluster-specific fitted value E(theta | T_{Z_i}) at the training rows",
+            **dict(attrs or {})}
     ss = {"log_lik_y_given_z": dr.log_lik_y_given_z, "log_lik_y_z": dr.log_lik_y_z, "lp": dr.log_lik_y_z,
           "overflow": info.overflow, "tail": info.tail, "n_accepted": info.n_accepted,
           "xi_accepted": info.xi_accepted}
@@ -235,7 +235,7 @@ def bet_inferencedata(result: BETResult, data: TrainingData, y_name: str = "y", 
         dr.tree, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=mu, log_likelihood=dr.log_lik, class_names=data.classes, n_bins=data.n_bins,
         tree_dims=("component",), posterior_extra=extra, sample_stats=ss, extra_dims=dims,
-        coords={"component": list(range(J))}, attrs=attrs)
+        coords={"component": list(range(J))}, attrs=meta)
 
 
 def _weights(w, occupied):

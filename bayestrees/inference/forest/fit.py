@@ -101,8 +101,11 @@ class ForestConfig:
         Bayesian forest, empirical Bayesian forest (every tree grown from a CART trunk with
         leaves of at least ``trunk_min_samples_leaf`` rows) or sub-sample forest (``n_blocks``
         random blocks of rows, an equal share of the trees per block).
-    n_trees : int
-        Trees, i.e. posterior draws.
+    draws : int
+        Trees per chain, i.e. posterior draws (the estimators' ``draws``).
+    chains : int
+        Independent batches of ``draws`` trees (1 in the estimators); the forest has
+        ``n_trees = draws * chains`` trees, tree ``c * draws + j`` being draw ``j`` of chain ``c``.
     weights : {"exponential", "multinomial", "none"}
         Row weights per tree: Bayesian bootstrap, classical bootstrap (random forest) or none
         (CART, extra trees).
@@ -135,7 +138,8 @@ class ForestConfig:
     """
 
     kind: str = "bf"
-    n_trees: int = 100
+    draws: int = 100
+    chains: int = 1
     weights: str = "exponential"
     criterion: str | None = None
     min_samples_leaf: int = 1
@@ -157,9 +161,12 @@ class ForestConfig:
 
         if self.kind not in KINDS:
             raise ValueError(f"kind must be 'bf', 'ebf' or 'ssf', got {self.kind!r}")
-        if int(self.n_trees) < 1:
-            raise ValueError(f"n_estimators (trees) must be >= 1, got {self.n_trees}")
-        put("n_trees", int(self.n_trees))
+        if int(self.draws) < 1:
+            raise ValueError(f"draws (trees) must be >= 1, got {self.draws}")
+        put("draws", int(self.draws))
+        if int(self.chains) < 1:
+            raise ValueError(f"chains must be >= 1, got {self.chains}")
+        put("chains", int(self.chains))
         if self.weights not in WEIGHT_KINDS:
             raise ValueError(f"weights must be one of {WEIGHT_KINDS}, got {self.weights!r}")
         if self.criterion is not None and self.criterion not in _CLASSIFICATION_CRITERIA + ("squared_error",):
@@ -187,6 +194,11 @@ class ForestConfig:
         put("n_blocks", int(self.n_blocks))
         put("dtype", check_dtype(self.dtype).name)
         put("progressbar", bool(self.progressbar))
+
+    @property
+    def n_trees(self) -> int:
+        """Trees in the forest: ``draws * chains``."""
+        return self.draws * self.chains
 
     @property
     def jax_dtype(self):
@@ -403,23 +415,21 @@ def _observed(data: TrainingData) -> np.ndarray:
     return labels.astype(str) if labels.dtype == object else labels
 
 
-def forest_inferencedata(trees: Tree, data: TrainingData, *, chains: int = 1, y_name: str = "y",
-                         packed=None, attrs: dict | None = None):
+def forest_inferencedata(result: ForestResult, data: TrainingData, *, y_name: str = "y", attrs: dict | None = None):
     """The forest as InferenceData by the posterior contract.
 
     Parameters
     ----------
-    trees : Tree with batch shape ``(T,)``: ``T = chains * draws`` trees, tree ``c * draws + j``
-        being draw ``j`` of chain ``c``
+    result : ForestResult
+        The fit: its ``draws * chains`` trees, tree ``c * draws + j`` being draw ``j`` of
+        chain ``c`` (``result.config.chains``; 1 in the estimators: ``chain=1, draw=T``).
     data : TrainingData
         The data the trees were fitted to: ``mu`` is computed at its rows.
-    chains : int
-        Chains to cut the trees into (1 for the estimators: ``chain=1, draw=T``).
     y_name : str
         The variable's name (``"y"`` in the estimators).
-    packed : optional :func:`~bayestrees.tree.pack` of ``trees``
     attrs : dict, optional
-        Extra attributes (``family`` is always ``"bayesian_forest"``).
+        Extra attributes (``family`` is always ``"bayesian_forest"``; ``kind``, ``forest``,
+        ``weights``, ``min_samples_leaf`` and ``splitter`` come from ``result.config``).
 
     Returns
     -------
@@ -430,12 +440,19 @@ def forest_inferencedata(trees: Tree, data: TrainingData, *, chains: int = 1, y_
         ``observed_data``, ``constant_data``.  There is no ``log_likelihood`` group: the
         Bayesian bootstrap defines no likelihood, so ``bt.loo`` raises a ``ValueError``.
     """
+    cfg = result.config
+    chains = cfg.chains
+    trees, packed = result.device_trees, result.packed
+    if trees is None:  # a result unpickled without its device copy
+        trees, packed = jax.tree_util.tree_map(jnp.asarray, result.trees), None
+    meta = {"kind": cfg.kind, "forest": cfg.kind_name, "weights": cfg.weights,
+            "min_samples_leaf": int(cfg.min_samples_leaf), "splitter": cfg.splitter, **dict(attrs or {})}
     miss = missing_code(np.asarray(data.codes).dtype)
     mu = _chains_draws(forest_draws(trees, data.codes, miss, data.task, packed=packed), chains)
     t = jax.tree_util.tree_map(lambda a: _chains_draws(a, chains), jax.tree_util.tree_map(np.asarray, trees))
     return to_inferencedata(t, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
                             observed=_observed(data), mu=mu, class_names=data.classes, n_bins=data.n_bins,
-                            attrs=attrs)
+                            attrs=meta)
 
 
 def forest_predictive(key, trees: Tree, codes, missing: int, task: str, *, chains: int = 1, classes=None,

@@ -90,8 +90,11 @@ class SafeBayesConfig:
 
     Parameters
     ----------
-    n_trees : int >= 1
-        Prior trees ``K`` (the estimators' ``n_estimators``; ``draws * chains`` in the model).
+    draws : int >= 1
+        Posterior draws per chain: the fit draws ``K = draws * chains`` prior trees
+        (:attr:`n_trees`) and resamples them into as many equally weighted draws.
+    chains : int >= 1
+        Chains to cut the ``K`` draws into (1 in the estimators).
     split_prob : float in (0, 0.5)
         Probability ``lam`` that a symbol of the code string is internal.
     effective_sample_size : float > 0 or "auto"
@@ -119,7 +122,8 @@ class SafeBayesConfig:
         ``jax_enable_x64``; :func:`bayestrees.data.check_dtype`).
     """
 
-    n_trees: int = 1000
+    draws: int = 1000
+    chains: int = 1
     split_prob: float = 0.475
     effective_sample_size: Any = "auto"
     alpha: float = 1.0
@@ -135,10 +139,11 @@ class SafeBayesConfig:
         def put(name, value):
             object.__setattr__(self, name, value)
 
-        nt = self.n_trees
-        if not isinstance(nt, (int, np.integer)) or isinstance(nt, bool) or int(nt) < 1:
-            raise ValueError(f"n_estimators must be a positive integer, got {nt!r}")
-        put("n_trees", int(nt))
+        for name in ("draws", "chains"):
+            nt = getattr(self, name)
+            if not isinstance(nt, (int, np.integer)) or isinstance(nt, bool) or int(nt) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {nt!r}")
+            put(name, int(nt))
         put("split_prob", _check_split_prob(self.split_prob))
         if not isinstance(self.root_splits, (bool, np.bool_)):
             raise ValueError(f"root_splits must be True or False, got {self.root_splits!r}")
@@ -194,6 +199,11 @@ class SafeBayesConfig:
         if crit is not None and crit not in known:
             raise ValueError(f"auto_criterion must be one of {known} or None, got {crit!r}")
         put("dtype", check_dtype(self.dtype).name)
+
+    @property
+    def n_trees(self) -> int:
+        """Prior trees ``K = draws * chains``."""
+        return self.draws * self.chains
 
     def criterion(self, task: str) -> str:
         """The ``auto_criterion`` for ``task`` (the task's default when None); ``ValueError`` if it does not fit."""
