@@ -26,13 +26,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from ..data import Binner, TrainingData, bucket_size, missing_code
-from ..inference.forest.cart import default_capacity
-from ..inference.forest.fit import ForestConfig, _cart_config
+from ..inference.forest.cart import CARTConfig, default_capacity
+from ..inference.forest.fit import ForestConfig, cart_config
 from ..tree import Tree
 from . import partitions as P
 from .branch_fit import BranchSpec, branch_bytes, fit_branch
@@ -40,7 +41,7 @@ from .client import worker_memory_limits
 from .graft import graft
 from .trunk import TrunkBuilder, TrunkSpec, add_histograms, choose_splits, parts_histogram
 
-__all__ = ["DaskFitResult", "fit_forest_dask", "fit_trunk_dask"]
+__all__ = ["DaskFitResult", "fit_forest_dask", "fit_trunk_dask", "BIN_SAMPLE_SEED"]
 
 
 @dataclass
@@ -80,9 +81,320 @@ def _tree_sum(client, futures, fn):
     return futs[0]
 
 
+#: seed of the random rows the bins are computed from (step 2), combined with the partition
+#: number (``np.random.default_rng([BIN_SAMPLE_SEED, p])``).  It is fixed, not derived from the
+#: forest key: the bins of a data set then do not depend on ``random_state`` (as a
+#: single-machine fit's bins do not), and fits recorded with this value keep their bins and trees.
+BIN_SAMPLE_SEED = 5807
+
+
+class _Description(NamedTuple):
+    """What step 1 (describe) finds out about the partitions."""
+
+    lens: np.ndarray  # int64 (n_parts,): rows per partition
+    offsets: np.ndarray  # global index of each partition's first row
+    n: int  # rows in the data set
+    mean: float  # the response's mean (regression; 0 for classification)
+    classes: np.ndarray | None  # sorted class labels (classification)
+
+
+def _describe(client, xs: list, ys: list, task: str, min_samples_leaf: int) -> _Description:
+    """Step 1: rows of every partition, their global offsets, and the response's mean or classes.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    xs, ys : the partitions (Dask delayed objects) of X and y
+    task : "regression" or "classification"
+    min_samples_leaf : the branch trees' ``min_samples_leaf``
+
+    Returns
+    -------
+    _Description
+
+    Raises
+    ------
+    ValueError
+        Bad partitions (found on the workers), fewer than ``2 * min_samples_leaf`` rows, one class.
+    """
+    import dask
+
+    n_parts = len(xs)
+    desc = dask.compute(*[dask.delayed(P.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
+                        scheduler=client)
+    lens = np.array([d["n"] for d in desc], np.int64)
+    n = int(lens.sum())
+    msl = min_samples_leaf
+    if n < 2 * msl:
+        raise ValueError(f"X has {n} rows (n_samples={n}), fewer than 2 * min_samples_leaf = {2 * msl}")
+    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    if task == "regression":
+        mean = float(np.sum([d["sum"] for d in desc])) / n
+        classes = None
+    else:
+        mean = 0.0
+        classes = np.unique(np.concatenate([np.asarray(d["labels"]) for d in desc]))
+        if classes.shape[0] < 2:
+            raise ValueError(f"y has only one class ({classes[0]!r}); a classifier needs at least two classes")
+    return _Description(lens, offsets, n, mean, classes)
+
+
+def _sample_and_bin(client, xs: list, ys: list, desc: _Description, task: str, sample_rows: int, max_bins: int,
+                    categorical):
+    """Step 2: a sample of at most about ``sample_rows`` rows (all rows when fewer), the bins fitted
+    to it, and the response's scale.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    xs, ys : the partitions of X and y
+    desc : _Description (step 1)
+    task : "regression" or "classification"
+    sample_rows, max_bins, categorical : as in :func:`fit_forest_dask`
+
+    Returns
+    -------
+    binner : the fitted :class:`~bayestrees.data.Binner`
+    sample : TrainingData of the sampled rows
+    scale : float, the response's standard deviation over all rows (1 when 0, and for classification)
+    """
+    import dask
+    import pandas as pd
+
+    lens, n, mean, classes = desc.lens, desc.n, desc.mean, desc.classes
+    share = np.minimum(lens, np.ceil(lens * min(1.0, sample_rows / n)).astype(np.int64))
+    samples = dask.compute(*[dask.delayed(P.sample)(xs[p], ys[p], p, int(share[p]), BIN_SAMPLE_SEED, task, mean)
+                             for p in range(len(xs))], scheduler=client)
+    Xs = pd.concat([s[0] for s in samples])
+    ys_raw = np.concatenate([s[1] for s in samples])
+    if task == "regression":
+        ys_codes = ys_raw.astype(np.float64)
+        scale = float(np.sqrt(np.sum([s[2] for s in samples]) / n))
+        scale = scale if scale > 0 else 1.0
+    else:
+        ys_codes = np.searchsorted(classes, ys_raw).astype(np.int32)
+        scale = 1.0
+    binner = Binner(max_bins=max_bins, categorical=categorical)
+    binner.fit(Xs, ys_codes, classification=task == "classification")
+    sample = TrainingData(binner.transform(Xs), ys_codes, task, binner, classes, ys_raw)
+    return binner, sample, scale
+
+
+def _code_partitions(client, xs: list, ys: list, desc: _Description, binner, task: str):
+    """Step 3: every partition coded on the cluster (kept in the workers' memory).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    xs, ys : the partitions of X and y
+    desc : _Description (step 1: the row offsets, the classes)
+    binner : the fitted Binner (step 2)
+    task : "regression" or "classification"
+
+    Returns
+    -------
+    coded : list of futures of the coded partitions (:func:`~bayestrees.distributed.partitions.code`)
+    has_missing : bool, some code is the missing code
+    """
+    import dask
+
+    b_d = dask.delayed(binner, pure=True)
+    cl_d = dask.delayed(desc.classes, pure=True)
+    coded = client.compute([dask.delayed(P.code)(xs[p], ys[p], p, int(desc.offsets[p]), b_d, task, cl_d)
+                            for p in range(len(xs))])
+    summ = client.gather(client.map(P.summary, coded))
+    has_missing = any(s["missing"] for s in summ)
+    return coded, has_missing
+
+
+def _dask_trunk(client, coded: list, config: ForestConfig, cart: CARTConfig, binner, n: int, n_classes: int,
+                say) -> Tree:
+    """Step 4 (EBF): the CART trunk of the coded partitions (unit weights, leaves of at least
+    ``config.trunk_min_samples_leaf`` rows).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    coded : futures of the coded partitions (step 3)
+    config : ForestConfig
+    cart : the branch trees' CARTConfig (its criterion and missing code)
+    binner : the fitted Binner
+    n : rows in the data set
+    n_classes : classes (0 for regression)
+    say : callable(str), the progress line
+
+    Returns
+    -------
+    Tree (NumPy, one tree)
+    """
+    tm = config.trunk_min_samples_leaf
+    spec = TrunkSpec(n_features=binner.n_features_in_, n_codes=int(binner.n_bins_.max()) + 1, missing=cart.missing,
+                     n_classes=n_classes, criterion=cart.criterion, min_samples_leaf=tm, max_depth=None,
+                     capacity=default_capacity(n, tm))
+    trunk = fit_trunk_dask(client, coded, spec)
+    client.run(release_freed_memory)  # the level histograms (over 100 MB each) are gone
+    say(f"trunk: {int(trunk.n_nodes)} nodes, {int(np.sum(trunk.left[:int(trunk.n_nodes)] == -1))} leaves")
+    return trunk
+
+
+def _groups(config: ForestConfig, trunk: Tree | None, n: int, missing: int, k_blocks):
+    """Step 5, the plan: the groups whose rows are fitted together, trunk leaves (EBF) or blocks (SSF).
+
+    Parameters
+    ----------
+    config : ForestConfig
+    trunk : the trunk (EBF) or None
+    n : rows in the data set
+    missing : the missing code
+    k_blocks : the blocks' JAX key (SSF: the blocks are a hash of each row's global index and a
+        seed drawn from it)
+
+    Returns
+    -------
+    groups : list of int, the group ids
+    group_rows : dict group -> rows (EBF), None (SSF: about ``n / n_blocks`` each)
+    split_kw : keyword arguments of :func:`~bayestrees.distributed.partitions.split_groups`
+
+    Raises
+    ------
+    ValueError
+        ``n_blocks`` outside ``[1, n / (2 min_samples_leaf)]``.
+    """
+    msl = config.min_samples_leaf
+    if config.kind == "ebf":
+        groups = [int(g) for g in np.nonzero(trunk.left == -1)[0]]
+        group_rows = {g: int(trunk.count[g]) for g in groups}
+        split_kw = dict(kind="ebf", trunk=trunk, missing=missing)
+    else:
+        k = config.n_blocks
+        if not 1 <= k <= n // (2 * msl):
+            raise ValueError(f"n_blocks must be between 1 and n / (2 min_samples_leaf) = {n // (2 * msl)}, "
+                             f"got {config.n_blocks}")
+        groups = list(range(k))
+        seed = int(np.asarray(jax.random.bits(k_blocks, (), np.uint32)))
+        split_kw = dict(kind="ssf", n_blocks=k, seed=seed)
+        group_rows = None
+    return groups, group_rows, split_kw
+
+
+def _regroup(client, coded: list, groups: list, split_kw: dict, d: int, code_dtype) -> dict:
+    """Step 5, the exchange: every coded partition cut by group, and each group's pieces.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    coded : futures of the coded partitions
+    groups, split_kw : from :func:`_groups`
+    d : features
+    code_dtype : dtype of the codes
+
+    Returns
+    -------
+    dict group -> list of futures of its pieces (one per partition)
+    """
+    splits = [client.submit(P.split_groups, c, pure=False, **split_kw) for c in coded]
+    return {g: [client.submit(P.piece, s, g, d, code_dtype, pure=False) for s in splits] for g in groups}
+
+
+def _submit_fits(client, pieces: dict, groups: list, bspec: BranchSpec, config: ForestConfig) -> dict:
+    """Step 6, submitted: one forest per group, fitted where its pieces meet.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    pieces : dict group -> futures of its pieces (:func:`_regroup`)
+    groups : the group ids
+    bspec : BranchSpec of every fit
+    config : ForestConfig (EBF: every tree in every branch; SSF: tree ``t`` in block ``t mod n_blocks``)
+
+    Returns
+    -------
+    dict group -> future of ``(Tree, rows)`` (SSF blocks with no tree have none)
+    """
+    if config.kind == "ebf":
+        return {g: client.submit(_fit_group, pieces[g], bspec, None,
+                                 key=f"bayestrees-branch-{g}-{_token(bspec.key_data)}")
+                for g in groups}
+    k = config.n_blocks
+    fits = {}
+    for g in groups:
+        trees_g = np.arange(g, config.n_trees, k)
+        if trees_g.size == 0:
+            continue
+        fits[g] = client.submit(_fit_group, pieces[g], bspec, trees_g,
+                                key=f"bayestrees-block-{g}-{_token(bspec.key_data)}")
+    return fits
+
+
+def _gather_fits(client, fits: dict, coded: list, say) -> dict:
+    """Step 6, collected: each group's trees as its fit finishes.
+
+    Empties ``fits`` and ``coded`` (the client's last references to the futures): the scheduler
+    keeps every fit's inputs (its pieces, their splits, the coded partitions) until the fit is
+    done and recomputes lost ones from their lineage, but frees each as soon as nothing pending
+    needs it; each fit's trees are freed on the worker once they are here.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    fits : dict group -> future (:func:`_submit_fits`)
+    coded : futures of the coded partitions
+    say : callable(str), the progress line
+
+    Returns
+    -------
+    dict group -> ``(Tree, rows)``
+    """
+    from distributed import as_completed
+
+    results = {}
+    group_of = {f.key: g for g, f in fits.items()}
+    n_fits = len(fits)
+    done = as_completed(list(fits.values()), with_results=True)
+    fits.clear()
+    coded.clear()
+    for fut, res in done:
+        g = group_of[fut.key]
+        results[g] = res
+        fut.release()
+        say(f"group {g} fitted ({len(results)}/{n_fits})")
+    client.run(release_freed_memory)
+    return results
+
+
+def _assemble(config: ForestConfig, trunk: Tree | None, results: dict):
+    """Step 7: the whole trees, from the groups' fits.
+
+    Parameters
+    ----------
+    config : ForestConfig
+    trunk : the trunk (EBF) or None
+    results : dict group -> ``(Tree, rows)`` (:func:`_gather_fits`)
+
+    Returns
+    -------
+    trees : Tree (NumPy), batch ``(n_trees,)``: EBF branches grafted onto the trunk; SSF trees
+        back in their order (tree ``t`` from block ``t mod n_blocks``)
+    group_rows : dict group -> rows
+    """
+    if config.kind == "ebf":
+        trees = graft(trunk, {g: r[0] for g, r in results.items()})
+        group_rows = {g: r[1] for g, r in results.items()}
+    else:
+        k = config.n_blocks
+        order = np.concatenate([np.arange(g, config.n_trees, k) for g in sorted(results)])
+        allt = _concat_trees([results[g][0] for g in sorted(results)])
+        inv = np.argsort(order)
+        trees = jax.tree_util.tree_map(lambda a: a[inv], allt)
+        group_rows = {g: r[1] for g, r in results.items()}
+    return trees, group_rows
+
+
 def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_bins: int = 1024,
                     categorical=None, sample_rows: int = 200_000, progress=None) -> DaskFitResult:
     """Fit an empirical Bayesian (``config.kind == "ebf"``) or sub-sample (``"ssf"``) forest on Dask.
+
+    The steps are those of the module's plan, one function each.
 
     Parameters
     ----------
@@ -106,145 +418,51 @@ def fit_forest_dask(client, data, config: ForestConfig, task: str, key, *, max_b
         Bad input (found on the workers: mismatched partition lengths, NaN responses), too few
         rows, a branch larger than any worker's memory limit.
     """
-    import dask
-
     say = progress or (lambda s: None)
     timings = {}
     t0 = time.perf_counter()
     xs, ys = [p[0] for p in data.parts], [p[1] for p in data.parts]
-    n_parts = len(xs)
     # 1. describe
-    desc = dask.compute(*[dask.delayed(P.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
-                        scheduler=client)
-    lens = np.array([d["n"] for d in desc], np.int64)
-    n = int(lens.sum())
-    msl = config.min_samples_leaf
-    if n < 2 * msl:
-        raise ValueError(f"X has {n} rows (n_samples={n}), fewer than 2 * min_samples_leaf = {2 * msl}")
-    offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    if task == "regression":
-        mean = float(np.sum([d["sum"] for d in desc])) / n
-        classes = None
-    else:
-        mean = 0.0
-        classes = np.unique(np.concatenate([np.asarray(d["labels"]) for d in desc]))
-        if classes.shape[0] < 2:
-            raise ValueError(f"y has only one class ({classes[0]!r}); a classifier needs at least two classes")
+    desc = _describe(client, xs, ys, task, config.min_samples_leaf)
+    n = desc.n
     timings["describe"] = time.perf_counter() - t0
-    say(f"{n:,} rows in {n_parts} partitions")
+    say(f"{n:,} rows in {len(xs)} partitions")
     # 2. sample and bins
     t1 = time.perf_counter()
-    share = np.minimum(lens, np.ceil(lens * min(1.0, sample_rows / n)).astype(np.int64))
-    samples = dask.compute(*[dask.delayed(P.sample)(xs[p], ys[p], p, int(share[p]), 5807, task, mean)
-                             for p in range(n_parts)], scheduler=client)
-    import pandas as pd
-
-    Xs = pd.concat([s[0] for s in samples])
-    ys_raw = np.concatenate([s[1] for s in samples])
-    if task == "regression":
-        ys_codes = ys_raw.astype(np.float64)
-        scale = float(np.sqrt(np.sum([s[2] for s in samples]) / n))
-        scale = scale if scale > 0 else 1.0
-    else:
-        ys_codes = np.searchsorted(classes, ys_raw).astype(np.int32)
-        scale = 1.0
-    binner = Binner(max_bins=max_bins, categorical=categorical)
-    binner.fit(Xs, ys_codes, classification=task == "classification")
-    sample = TrainingData(binner.transform(Xs), ys_codes, task, binner, classes, ys_raw)
+    binner, sample, scale = _sample_and_bin(client, xs, ys, desc, task, sample_rows, max_bins, categorical)
     timings["bins"] = time.perf_counter() - t1
     # 3. code the partitions (kept on the workers)
     t1 = time.perf_counter()
-    b_d = dask.delayed(binner, pure=True)
-    cl_d = dask.delayed(classes, pure=True)
-    coded = client.compute([dask.delayed(P.code)(xs[p], ys[p], p, int(offsets[p]), b_d, task, cl_d)
-                            for p in range(n_parts)])
-    summ = client.gather(client.map(P.summary, coded))
-    has_missing = any(s["missing"] for s in summ)
+    coded, has_missing = _code_partitions(client, xs, ys, desc, binner, task)
     timings["code"] = time.perf_counter() - t1
     d = binner.n_features_in_
     miss = missing_code(binner.dtype_)
-    n_classes = 0 if classes is None else int(classes.shape[0])
-    shift = mean if task == "regression" else 0.0
+    n_classes = 0 if desc.classes is None else int(desc.classes.shape[0])
+    shift = desc.mean if task == "regression" else 0.0
     _k_trunk, k_blocks, k_forest = jax.random.split(key, 3)
-    cart = _cart_config(config, task, n, d, n_classes, has_missing, miss)
+    cart = cart_config(config, task, n, d, n_classes, has_missing, miss)
     # 4. trunk
-    trunk = None
     t1 = time.perf_counter()
-    if config.kind == "ebf":
-        tm = config.trunk_min_samples_leaf
-        spec = TrunkSpec(n_features=d, n_codes=int(binner.n_bins_.max()) + 1, missing=miss, n_classes=n_classes,
-                         criterion=cart.criterion, min_samples_leaf=tm, max_depth=None,
-                         capacity=default_capacity(n, tm))
-        trunk = fit_trunk_dask(client, coded, spec)
-        client.run(release_freed_memory)  # the level histograms (over 100 MB each) are gone
-        say(f"trunk: {int(trunk.n_nodes)} nodes, {int(np.sum(trunk.left[:int(trunk.n_nodes)] == -1))} leaves")
+    trunk = _dask_trunk(client, coded, config, cart, binner, n, n_classes, say) if config.kind == "ebf" else None
     timings["trunk"] = time.perf_counter() - t1
     # 5. regroup
     t1 = time.perf_counter()
-    if config.kind == "ebf":
-        groups = [int(g) for g in np.nonzero(trunk.left == -1)[0]]
-        group_rows = {g: int(trunk.count[g]) for g in groups}
-        split_kw = dict(kind="ebf", trunk=trunk, missing=miss)
-    else:
-        k = config.n_blocks
-        if not 1 <= k <= n // (2 * msl):
-            raise ValueError(f"n_blocks must be between 1 and n / (2 min_samples_leaf) = {n // (2 * msl)}, "
-                             f"got {config.n_blocks}")
-        groups = list(range(k))
-        seed = int(np.asarray(jax.random.bits(k_blocks, (), np.uint32)))
-        split_kw = dict(kind="ssf", n_blocks=k, seed=seed)
-        group_rows = None
+    groups, group_rows, split_kw = _groups(config, trunk, n, miss, k_blocks)
     _check_memory(client, group_rows, d, cart.n_stats, binner.dtype_, config, n)
-    splits = [client.submit(P.split_groups, c, pure=False, **split_kw) for c in coded]
-    pieces = {g: [client.submit(P.piece, s, g, d, binner.dtype_, pure=False) for s in splits] for g in groups}
+    pieces = _regroup(client, coded, groups, split_kw, d, binner.dtype_)
     # 6. fit every group's forest where its pieces meet
     key_data = tuple(int(v) for v in np.asarray(jax.random.key_data(k_forest)).ravel())
     bspec = BranchSpec(cart=dataclasses.replace(cart, positive_weights=False), n_trees=config.n_trees,
                        weights=config.weights, key_data=key_data, y_shift=shift, y_scale=scale, dtype=config.dtype,
                        task=task, pad_to=_common_size(group_rows, n, len(groups)))
-    if config.kind == "ebf":
-        fits = {g: client.submit(_fit_group, pieces[g], bspec, None, key=f"bayestrees-branch-{g}-{_token(key_data)}")
-                for g in groups}
-    else:
-        k = config.n_blocks
-        fits = {}
-        for g in groups:
-            trees_g = np.arange(g, config.n_trees, k)
-            if trees_g.size == 0:
-                continue
-            fits[g] = client.submit(_fit_group, pieces[g], bspec, trees_g,
-                                    key=f"bayestrees-block-{g}-{_token(key_data)}")
-    results = {}
-    from distributed import as_completed
-
-    # hold only the fits: the scheduler keeps every fit's inputs (its pieces, their splits, the
-    # coded partitions) until the fit is done and recomputes lost ones from their lineage, but
-    # frees each as soon as nothing pending needs it; each fit's trees are freed on the worker
-    # once they are here
-    group_of = {f.key: g for g, f in fits.items()}
-    n_fits = len(fits)
-    done = as_completed(list(fits.values()), with_results=True)
-    del pieces, splits, fits
-    coded.clear()
-    for fut, res in done:
-        g = group_of[fut.key]
-        results[g] = res
-        fut.release()
-        say(f"group {g} fitted ({len(results)}/{n_fits})")
-    client.run(release_freed_memory)
+    fits = _submit_fits(client, pieces, groups, bspec, config)
+    del pieces  # hold only the fits (see _gather_fits)
+    results = _gather_fits(client, fits, coded, say)
     timings["branches"] = time.perf_counter() - t1
     # 7. assemble
-    if config.kind == "ebf":
-        trees = graft(trunk, {g: r[0] for g, r in results.items()})
-        group_rows = {g: r[1] for g, r in results.items()}
-    else:
-        order = np.concatenate([np.arange(g, config.n_trees, k) for g in sorted(results)])
-        allt = _concat_trees([results[g][0] for g in sorted(results)])
-        inv = np.argsort(order)
-        trees = jax.tree_util.tree_map(lambda a: a[inv], allt)
-        group_rows = {g: r[1] for g, r in results.items()}
+    trees, group_rows = _assemble(config, trunk, results)
     timings["total"] = time.perf_counter() - t0
-    return DaskFitResult(trees=trees, trunk=trunk, cart_config=cart, sample=sample, classes=classes, n_rows=n,
+    return DaskFitResult(trees=trees, trunk=trunk, cart_config=cart, sample=sample, classes=desc.classes, n_rows=n,
                          group_rows=group_rows, timings=timings)
 
 

@@ -44,7 +44,7 @@ from .bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
 from .cart import CARTConfig, default_capacity, prepare_codes
 
 __all__ = [
-    "FAMILY", "KINDS", "ForestConfig", "ForestResult", "fit_bayesian_forest", "resolve_max_features",
+    "FAMILY", "KINDS", "ForestConfig", "ForestResult", "fit_bayesian_forest", "resolve_max_features", "cart_config",
     "forest_values", "forest_draws", "forest_inferencedata", "forest_predictive",
 ]
 
@@ -256,8 +256,24 @@ class ForestResult:
     y_scale: float
 
 
-def _cart_config(config: ForestConfig, task: str, n: int, d: int, n_classes: int, has_missing: bool,
-                 missing: int) -> CARTConfig:
+def cart_config(config: ForestConfig, task: str, n: int, d: int, n_classes: int, has_missing: bool,
+                missing: int) -> CARTConfig:
+    """The CART engine's settings for a forest's trees.
+
+    Parameters
+    ----------
+    config : ForestConfig
+    task : "regression" or "classification"
+    n : rows the capacity is sized for (padded rows on one machine, all rows on Dask)
+    d : features
+    n_classes : classes (0 for regression)
+    has_missing : the codes contain the missing code
+    missing : the missing code
+
+    Returns
+    -------
+    CARTConfig
+    """
     md = config.max_depth
     cap = config.max_nodes if config.max_nodes is not None else default_capacity(n, config.min_samples_leaf, md)
     return CARTConfig(criterion=config.criterion_for(task), n_classes=n_classes,
@@ -317,7 +333,7 @@ def fit_bayesian_forest(key, data: TrainingData, config: ForestConfig) -> Forest
     miss = missing_code(codes.dtype)
     has_missing = bool((codes == miss).any())
     n_pad = bucket_size(n)
-    cfg = _cart_config(config, data.task, n_pad, d, n_classes, has_missing, miss)
+    cfg = cart_config(config, data.task, n_pad, d, n_classes, has_missing, miss)
     codes_p = pad_rows(codes, n_pad, miss)
     ytrain = pad_rows(ytrain, n_pad, 0)
     real = np.arange(n_pad) < n
