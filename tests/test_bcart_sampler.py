@@ -81,7 +81,7 @@ def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["moves", "sweep", "pgibbs"])
+@pytest.mark.parametrize("scheme", ["moves", "sweep", "pgibbs", "mixed"])
 def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 5, size=(40, 2))
@@ -90,10 +90,11 @@ def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     model = NoLikelihood()
     # as fit_bcart runs it: the config names the prior's kind (its defaults, beta = 2), the values
     # (beta = 1) come in as traced arguments
-    cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme, n_codes=5)
+    cfg = M.MCMCConfig(canonical(prior), model, max_depth, 2, scheme=scheme, n_codes=5, local_moves=5)
     data = _data(codes, np.zeros(40, np.float32), model)._replace(prior=traced_params(prior, jnp.float32))
+    whole = scheme in ("pgibbs", "mixed")
     res = run_chains(jax.random.key(0), kernel_for(cfg), args=(data,),
-                     chains=16, draws=1500 if scheme != "pgibbs" else 600, tune=300 if scheme != "pgibbs" else 20,
+                     chains=16, draws=1500 if not whole else 600, tune=300 if not whole else 20,
                      thin=4 if scheme == "moves" else 1, collect=_shape_of)
     leaves, depth = (np.asarray(a).ravel() for a in res.samples)
     tv_leaves = _tv(Counter(leaves.tolist()), Counter(d[0] for d in direct))
@@ -133,8 +134,8 @@ def _exact_pcfg_chains(codes, y, log_phi, max_depth, scheme, temperatures):
     """
     model = DirichletLeaves(2, 1.0)
     cfg = M.MCMCConfig(LeafCountPrior(log_phi), model, max_depth, codes.shape[1], scheme=scheme,
-                       temperatures=tuple(temperatures), n_codes=4)
-    pg = scheme == "pgibbs"
+                       temperatures=tuple(temperatures), n_codes=4, local_moves=5)
+    pg = scheme in ("pgibbs", "mixed")
     res = run_chains(jax.random.key(1), kernel_for(cfg), args=(_data(codes, y, model),), chains=8 if pg else 16,
                      draws=1500, tune=100 if pg else 500, thin=1 if pg else 4, collect=_tree_of)
     return jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
@@ -172,7 +173,7 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
-                                                  ("pgibbs", (1.0,))])
+                                                  ("pgibbs", (1.0,)), ("mixed", (1.0,))])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
     from bayestrees.inference.pcfg.fit import fit_posterior
 
@@ -192,7 +193,7 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, d
     # particle Gibbs and the tempered ensemble spend their time running, not compiling: they run in a
     # subprocess at XLA's default level rather than the suite's -O0 (85 s -> 39 s and 23 s -> 15 s on
     # the 2-core box; the same draws up to rounding)
-    if scheme == "pgibbs" or len(temperatures) > 1:
+    if scheme in ("pgibbs", "mixed") or len(temperatures) > 1:
         trees = _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures,
                                                  tmp_path / "trees.npz", default_xla_env)
     else:
@@ -215,7 +216,9 @@ def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
     from bayestrees.inference.bcart.schemes import SCHEME_STEPS
     from bayestrees.inference.tempering import TemperedStep
 
-    assert SCHEME_STEPS == {"moves": M.MoveStep, "sweep": M.SweepStep, "pgibbs": PGibbsStep}
+    from bayestrees.inference.pgibbs import MixedStep
+
+    assert SCHEME_STEPS == {"moves": M.MoveStep, "sweep": M.SweepStep, "pgibbs": PGibbsStep, "mixed": MixedStep}
     for scheme, step in SCHEME_STEPS.items():
         cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme=scheme, n_codes=4)
         assert type(kernel_for(cfg).step) is step

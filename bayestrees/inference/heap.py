@@ -26,7 +26,7 @@ from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
 __all__ = ["capacity", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
-           "grow_leaves", "truncate", "collapse"]
+           "grow_leaves", "with_heap_depths", "truncate", "collapse"]
 
 
 def capacity(max_depth: int) -> int:
@@ -197,6 +197,12 @@ def truncate(tree: Tree, t) -> Tree:
         n_nodes=jnp.sum(keep).astype(tree.n_nodes.dtype))
 
 
+def with_heap_depths(tree: Tree) -> Tree:
+    """``tree`` with every slot's ``depth`` its heap depth (used, leaf or free alike)."""
+    S = tree.left.shape[-1]
+    return tree._replace(depth=depth_of(jnp.arange(S)).astype(tree.depth.dtype))
+
+
 def grow_leaves(tree: Tree, split, feature, threshold, n_split=None) -> Tree:
     """Split every leaf marked in ``split`` into its heap children, all at once.
 
@@ -210,7 +216,9 @@ def grow_leaves(tree: Tree, split, feature, threshold, n_split=None) -> Tree:
     Returns
     -------
     Tree: each marked slot ``k`` internal with children ``2k+1``, ``2k+2`` made leaves; ``n_nodes``
-    counts the new slots.  The many-leaf form of :func:`bayestrees.tree.grow_leaf` with
+    counts the new slots.  The ``depth`` field is left as it is: every slot must already hold its
+    heap depth (:func:`with_heap_depths`; a tree from the root leaf of the samplers does, while
+    :func:`bayestrees.tree.prune_node` sets a freed slot's depth to 0).  The many-leaf form of :func:`bayestrees.tree.grow_leaf` with
     ``heap=True`` (particle Gibbs extends every particle's frontier in one step).
     """
     S = split.shape[0]

@@ -100,9 +100,9 @@ __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
 #: what one step does: one random move, a systematic sweep over the nodes, or a particle Gibbs update
-SCHEMES = ("moves", "sweep", "pgibbs")
+SCHEMES = ("moves", "sweep", "pgibbs", "mixed")
 #: ``Info.move`` of every kind of step: the move types, then the sweep and the particle Gibbs update
-STEP_KINDS = MOVES + ("sweep", "pgibbs")
+STEP_KINDS = MOVES + ("sweep", "pgibbs", "mixed")
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,8 @@ class MCMCConfig:
         (:mod:`bayestrees.inference.pgibbs`; at least 2)
     n_codes : number of feature codes (codes are ``0 .. n_codes - 1``), a static bound that
         ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
+    local_moves : with ``scheme="mixed"``, the local moves made before each particle Gibbs
+        regrowth in one step (:class:`bayestrees.inference.pgibbs.MixedStep`)
     """
 
     prior: Any
@@ -137,14 +139,18 @@ class MCMCConfig:
     min_leaf_rows: int = 1
     particles: int = 10
     n_codes: int = 0
+    local_moves: int = 50
 
     def __post_init__(self):
         t = tuple(float(b) for b in self.temperatures)
         if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
             raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
         if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be 'moves' (one random move per step), 'sweep' (every node per step) or "
-                             f"'pgibbs' (the whole tree regrown by conditional SMC per step), got {self.scheme!r}")
+            raise ValueError(f"scheme must be 'moves' (one random move per step), 'sweep' (every node per step), "
+                             f"'pgibbs' (the whole tree regrown by conditional SMC per step) or 'mixed' (local moves, "
+                             f"then a particle Gibbs regrowth, per step), got {self.scheme!r}")
+        if isinstance(self.local_moves, bool) or not isinstance(self.local_moves, int) or self.local_moves < 0:
+            raise ValueError(f"local_moves must be an integer >= 0, got {self.local_moves!r}")
         if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 2:
             raise ValueError(f"particles must be an integer >= 2, got {self.particles!r}")
 

@@ -61,9 +61,9 @@ from .. import random_bits
 from ..batching import scatter_add
 from ..tree import FREE, LEAF, Tree
 from . import heap as H
-from .moves import MCMCConfig, MCMCData, State, evaluate, growable, log_var_prob, whole_step_info
+from .moves import MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, whole_step_info
 
-__all__ = ["PGibbsStep", "pgibbs"]
+__all__ = ["PGibbsStep", "MixedStep", "pgibbs"]
 
 
 def _split_probs(prior, depth, dt):
@@ -258,3 +258,36 @@ class PGibbsStep:
     def __call__(self, key, state: State, data: MCMCData):
         new, changed = pgibbs(key, state, data, self.cfg)
         return new, whole_step_info("pgibbs", changed, new, self.cfg)
+
+
+@dataclass(frozen=True)
+class MixedStep:
+    """Scheme "mixed": ``cfg.local_moves`` local moves, then one particle Gibbs regrowth of the tree.
+
+    Each local move (:class:`bayestrees.inference.moves.MoveStep`) and the particle Gibbs update
+    (:func:`pgibbs`) leaves the target invariant, and the number and order of the updates do not
+    depend on the state, so their composition leaves it invariant: the step is an exact MCMC
+    kernel.  The local moves are cheap and refine a tree; the regrowth proposes whole new trees
+    and so leaves the modes that local moves cannot (an overgrown tree that only a chain of
+    unlikely prunes would undo).
+
+    Info: ``move`` is "mixed", ``accepted`` whether the tree changed in the step.
+    """
+
+    cfg: MCMCConfig
+
+    def __call__(self, key, state: State, data: MCMCData):
+        cfg = self.cfg
+        k_moves, k_pg = jax.random.split(key)
+        move = MoveStep(cfg)
+
+        def body(i, carry):
+            st, acc = carry
+            st, info = move(random_bits.fold_in(k_moves, i), st, data)
+            return st, acc | info.accepted
+
+        st, moved = jax.lax.fori_loop(0, cfg.local_moves, body, (state, jnp.array(False)))
+        # pruning frees slots with depth 0; the regrowth writes into free slots and keeps their depth
+        st = st._replace(tree=H.with_heap_depths(st.tree))
+        new, changed = pgibbs(k_pg, st, data, cfg)
+        return new, whole_step_info("mixed", moved | changed, new, cfg)

@@ -9,6 +9,7 @@ scheme    one step                                                         step
 moves     one grow, prune, change or swap move drawn with ``move_probs``   :class:`~bayestrees.inference.moves.MoveStep`
 sweep     a systematic Metropolis-Hastings sweep over the nodes            :class:`~bayestrees.inference.moves.SweepStep`
 pgibbs    a particle Gibbs regrowth of the whole tree                      :class:`~bayestrees.inference.pgibbs.PGibbsStep`
+mixed     ``local_moves`` local moves, then a particle Gibbs regrowth      :class:`~bayestrees.inference.pgibbs.MixedStep`
 ========  ===============================================================  ===========================
 
 :func:`kernel_for` builds the kernel of a config, tempered over ``cfg.temperatures`` when it has
@@ -21,12 +22,12 @@ import jax.numpy as jnp
 
 from ..loop import Kernel
 from ..moves import MCMCConfig, MoveStep, SweepStep, make_kernel
-from ..pgibbs import PGibbsStep
+from ..pgibbs import MixedStep, PGibbsStep
 
 __all__ = ["SCHEME_STEPS", "kernel_for"]
 
 #: scheme name -> one-chain step class (constructed with the sampler's config)
-SCHEME_STEPS = {"moves": MoveStep, "sweep": SweepStep, "pgibbs": PGibbsStep}
+SCHEME_STEPS = {"moves": MoveStep, "sweep": SweepStep, "pgibbs": PGibbsStep, "mixed": MixedStep}
 
 
 def kernel_for(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
