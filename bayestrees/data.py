@@ -66,6 +66,7 @@ __all__ = [
     "check_probability",
     "check_alpha",
     "check_max_bins",
+    "observed_response",
 ]
 
 
@@ -813,7 +814,8 @@ class TrainingData:
     task : "regression" or "classification"
     binner : the fitted :class:`Binner` (codes new rows the same way)
     classes : (C,) labels (classification) or None
-    y_observed : (n,) the response as given (labels or values), for ``observed_data``
+    y_observed : (n,) the response for ``observed_data`` (:func:`observed_response`: float64 values,
+        or the class labels with object labels as strings)
     """
 
     codes: np.ndarray
@@ -872,4 +874,26 @@ def prepare_data(X, y, *, task: str = "auto", max_bins: int = 255, categorical=N
         yy, classes = check_y_classification(y, n)
     binner = Binner(max_bins=max_bins, categorical=categorical)
     binner.fit(X, yy if order_categories_by_response else None, classification=task == "classification")
-    return TrainingData(binner.transform(X), yy, task, binner, classes, np.asarray(y))
+    return TrainingData(binner.transform(X), yy, task, binner, classes, observed_response(yy, task, classes))
+
+
+def observed_response(y, task: str, classes=None) -> np.ndarray:
+    """The response as every family's ``observed_data`` stores it (:attr:`TrainingData.y_observed`).
+
+    Parameters
+    ----------
+    y : (n,)
+        The checked response: values (regression) or int class codes (classification).
+    task : {"regression", "classification"}
+    classes : (C,) labels, for classification
+
+    Returns
+    -------
+    ndarray (n,)
+        float64 values, or the class labels (object labels as strings, so that the
+        InferenceData can be written to netCDF).
+    """
+    if task == "regression":
+        return np.asarray(y, np.float64)
+    labels = np.asarray(classes)[np.asarray(y)]
+    return labels.astype(str) if labels.dtype == object else labels

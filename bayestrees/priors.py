@@ -32,20 +32,13 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
 
+from .data import check_finite, check_probability
 from .tree import Tree
 
 __all__ = ["ChipmanPrior", "DepthDecayPrior", "CodeStringPrior", "LeafCountPrior", "TreePrior"]
-
-
-def _finite(name, v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {v!r}") from None
-    if not math.isfinite(f):
-        raise ValueError(f"{name} must be finite, got {v!r}")
-    return f
 
 
 class _Base:
@@ -100,7 +93,7 @@ class ChipmanPrior(_Base):
     rule_in_prior: ClassVar[bool] = True
 
     def check(self) -> "ChipmanPrior":
-        a, b = _finite("alpha", self.alpha), _finite("beta", self.beta)
+        a, b = check_finite("alpha", self.alpha), check_finite("beta", self.beta)
         if not 0.0 < a < 1.0:
             raise ValueError(f"ChipmanPrior alpha must be in (0, 1), got {self.alpha!r}")
         if b < 0:
@@ -131,7 +124,7 @@ class DepthDecayPrior(_Base):
     rule_in_prior: ClassVar[bool] = True
 
     def check(self) -> "DepthDecayPrior":
-        if _finite("delta", self.delta) <= 0:
+        if check_finite("delta", self.delta) <= 0:
             raise ValueError(f"DepthDecayPrior delta must be > 0, got {self.delta!r}")
         return self
 
@@ -151,6 +144,14 @@ class CodeStringPrior(_Base):
     the root always splits.  Variables are uniform over all features and cuts
     uniform on the probability-integral transform, independent of the data.
 
+    A code string with ``k`` internal nodes has prior probability
+    ``lam^k (1 - lam)^(k + 1)`` (``lam^(k - 1) (1 - lam)^(k + 1)`` when the root always splits):
+    what :meth:`log_prior` gives every tree with ``k`` internal nodes.  There are ``Catalan(k)``
+    such strings, so the number of internal nodes ``I`` has ``P(I = k) = Catalan(k)`` times
+    that (:meth:`n_internal_log_prob`), a proper distribution for ``lam < 1/2``.  The
+    safe-Bayes prior-tree sampler (:mod:`bayestrees.inference.safebayes.prior_trees`) draws
+    ``k`` from it and then a uniform string.
+
     Parameters
     ----------
     split_prob : float in (0, 0.5)
@@ -163,10 +164,45 @@ class CodeStringPrior(_Base):
     rule_in_prior: ClassVar[bool] = True
 
     def check(self) -> "CodeStringPrior":
-        p = _finite("split_prob", self.split_prob)
-        if not 0.0 < p < 0.5:
-            raise ValueError(f"CodeStringPrior split_prob must be in (0, 0.5), got {self.split_prob!r}")
+        check_probability("split_prob", self.split_prob, 0.0, 0.5,
+                          hint="; at 0.5 or above the code-string prior has infinite expected size "
+                               "(the paper uses 0.475)")
         return self
+
+    def n_internal_log_prob(self, k):
+        """``log P(I = k)``, the number of internal nodes of a tree: float32 array of the shape of ``k``.
+
+        ``log Catalan(k) + k log(lam) + (k + 1) log(1 - lam)``, less ``log(lam)`` for ``k >= 1``
+        and ``-inf`` at ``k = 0`` when the root always splits.
+        """
+        k = jnp.asarray(k, jnp.float32)
+        lam = self.split_prob
+        log_catalan = gammaln(2 * k + 1) - gammaln(k + 1) - gammaln(k + 2)
+        lp = log_catalan + k * jnp.log(lam) + (k + 1) * jnp.log1p(-lam)
+        if self.root_splits:
+            lp = jnp.where(k >= 1, lp - jnp.log(lam), -jnp.inf)
+        return lp
+
+    def n_internal_log_prob_np(self, max_internal: int) -> np.ndarray:
+        """:meth:`n_internal_log_prob` in float64 (NumPy, SciPy) for ``k = 0..max_internal``."""
+        from scipy.special import gammaln as sgammaln
+
+        lam = float(self.split_prob)
+        k = np.arange(int(max_internal) + 1, dtype=np.float64)
+        lp = sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2) + k * np.log(lam) + (k + 1) * np.log1p(-lam)
+        if self.root_splits:
+            lp = np.where(k >= 1, lp - np.log(lam), -np.inf)
+        return lp
+
+    def mean_n_internal(self) -> float:
+        """Mean number of internal nodes: ``lam / (1 - 2 lam)``, or ``1 / (1 - 2 lam)`` when the root splits."""
+        lam = float(self.split_prob)
+        return (1.0 if self.root_splits else lam) / (1.0 - 2.0 * lam)
+
+    def truncated_mass(self, max_internal: int) -> float:
+        """``P(I > max_internal)`` in float64: ``1 - sum_{k <= max_internal} P(I = k)`` (the full sum is 1)."""
+        lp = self.n_internal_log_prob_np(max_internal)
+        return float(max(0.0, 1.0 - np.exp(lp).sum()))
 
     def log_split(self, depth):
         d = jnp.asarray(depth)
@@ -198,7 +234,7 @@ class LeafCountPrior(_Base):
     rule_in_prior: ClassVar[bool] = False
 
     def check(self) -> "LeafCountPrior":
-        _finite("log_phi", self.log_phi)
+        check_finite("log_phi", self.log_phi)
         return self
 
     def log_split(self, depth):

@@ -423,14 +423,6 @@ def _chains_draws(a: np.ndarray, chains: int) -> np.ndarray:
     return a.reshape((chains, a.shape[0] // chains) + a.shape[1:])
 
 
-def _observed(data: TrainingData) -> np.ndarray:
-    """The response as given: values (regression) or labels (classification; objects as strings)."""
-    if data.task == "regression":
-        return np.asarray(data.y, np.float64)
-    labels = np.asarray(data.classes)[np.asarray(data.y)]
-    return labels.astype(str) if labels.dtype == object else labels
-
-
 def forest_inferencedata(result: ForestResult, data: TrainingData, *, y_name: str = "y", attrs: dict | None = None):
     """The forest as InferenceData by the posterior contract.
 
@@ -467,7 +459,7 @@ def forest_inferencedata(result: ForestResult, data: TrainingData, *, y_name: st
     mu = _chains_draws(forest_draws(trees, data.codes, miss, data.task, packed=packed), chains)
     t = jax.tree_util.tree_map(lambda a: _chains_draws(a, chains), jax.tree_util.tree_map(np.asarray, trees))
     return to_inferencedata(t, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
-                            observed=_observed(data), mu=mu, class_names=data.classes, n_bins=data.n_bins,
+                            observed=data.y_observed, mu=mu, class_names=data.classes, n_bins=data.n_bins,
                             attrs=meta)
 
 

@@ -200,7 +200,8 @@ def log_leaf_marginals(stats, kind: str, alpha=1.0, prior: NIGPrior | None = Non
     float[M + 2] with the dtype of ``stats`` (``alpha`` and ``prior`` are cast to it):
     :func:`symbol_log_marginals` of ``DirichletLeaves(K, alpha)`` or ``NormalLeaves(prior)``.
     """
-    return symbol_log_marginals(make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior), stats)
+    lm = make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior)
+    return symbol_log_marginals(lm, stats)
 
 
 def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
@@ -208,7 +209,8 @@ def leaf_values(stats, kind: str, alpha=1.0, prior: NIGPrior | None = None):
 
     The result has the dtype of ``stats`` (:func:`symbol_values` of the leaf model).
     """
-    return symbol_values(make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior), stats)
+    lm = make_leaf_model(kind, n_classes=int(stats.shape[-1]), alpha=alpha, prior=prior)
+    return symbol_values(lm, stats)
 
 
 def _safe_lse(v, axis):

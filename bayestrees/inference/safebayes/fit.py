@@ -57,11 +57,13 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, bucket_size, check_dtype, check_X, pad_rows, prepare_data, standardize_response
+from ...data import (TrainingData, bucket_size, check_dtype, check_int, check_positive, check_X, pad_rows, prepare_data,
+                     standardize_response)
 from ...leaves import LeafDraw, NIGPrior, default_nig_prior, draws_at_rows, make_leaf_model, sigma_at_rows
+from ...priors import CodeStringPrior
 from ...tree import LEAF, Tree, apply, predict
 from . import importance as imp
-from .prior_trees import PriorForest, _check_split_prob, cached_prior_forest, truncated_mass
+from .prior_trees import PriorForest, cached_prior_forest
 from ..resample import systematic_resample
 
 __all__ = [
@@ -144,26 +146,20 @@ class SafeBayesConfig:
             if not isinstance(nt, (int, np.integer)) or isinstance(nt, bool) or int(nt) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {nt!r}")
             put(name, int(nt))
-        put("split_prob", _check_split_prob(self.split_prob))
+        put("split_prob", float(CodeStringPrior(self.split_prob).split_prob))
         if not isinstance(self.root_splits, (bool, np.bool_)):
             raise ValueError(f"root_splits must be True or False, got {self.root_splits!r}")
         put("root_splits", bool(self.root_splits))
         low = 1 if self.root_splits else 0
-        mi = self.max_internal
-        if not isinstance(mi, (int, np.integer)) or isinstance(mi, bool) or int(mi) < low:
-            raise ValueError(f"max_internal must be an integer >= {low} (root_splits={self.root_splits}), "
-                             f"got {mi!r}")
-        put("max_internal", int(mi))
+        put("max_internal", check_int("max_internal", self.max_internal, low,
+                                      hint=f" (root_splits={self.root_splits})"))
         vf = self.validation_fraction
         if vf is not None:
             if isinstance(vf, bool) or not (isinstance(vf, (int, float, np.floating, np.integer))
                                             and 0.0 <= float(vf) < 1.0):
                 raise ValueError(f"validation_fraction must be None or in [0, 1), got {vf!r}")
             put("validation_fraction", float(vf))
-        cv = self.cv
-        if not isinstance(cv, (int, np.integer)) or isinstance(cv, bool) or int(cv) < 2:
-            raise ValueError(f"cv must be an integer >= 2 (number of cross-validation folds), got {cv!r}")
-        put("cv", int(cv))
+        put("cv", check_int("cv", self.cv, 2, hint=" (number of cross-validation folds)"))
         m = self.effective_sample_size
         msg = (f"effective_sample_size must be a positive number (m = N is Bayesian model averaging, m > N "
                f"sharpens towards the best tree) or 'auto', got {m!r}")
@@ -178,13 +174,7 @@ class SafeBayesConfig:
             if isinstance(m, bool) or not np.isfinite(mf) or mf <= 0:
                 raise ValueError(msg)
             put("effective_sample_size", mf)
-        try:
-            af = float(self.alpha)
-        except (TypeError, ValueError):
-            raise ValueError(f"alpha must be a positive number, got {self.alpha!r}") from None
-        if not np.isfinite(af) or af <= 0:
-            raise ValueError(f"alpha must be a positive number (Dirichlet concentration), got {self.alpha!r}")
-        put("alpha", af)
+        put("alpha", check_positive("alpha", self.alpha))
         if self.leaf_prior is not None:
             try:
                 lp = NIGPrior(*[float(v) for v in self.leaf_prior])
@@ -211,6 +201,11 @@ class SafeBayesConfig:
         if crit not in _CRITERIA[task]:
             raise ValueError(f"auto_criterion must be one of {_CRITERIA[task]} for {task}, got {crit!r}")
         return crit
+
+    @property
+    def tree_prior(self) -> CodeStringPrior:
+        """The code-string prior of the trees: ``CodeStringPrior(split_prob, root_splits)``."""
+        return CodeStringPrior(self.split_prob, self.root_splits)
 
 
 @dataclass(frozen=True)
@@ -575,7 +570,7 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
     log_weights = np.asarray(lw, np.float64) - n * np.log(scale)
     return SafeBayesResult(
         config=config, task=data.task, classes=data.classes, n_train=int(n), prior=prior,
-        truncated_mass=truncated_mass(config.split_prob, config.max_internal, config.root_splits),
+        truncated_mass=config.tree_prior.truncated_mass(config.max_internal),
         leaf_model=leaf_model, leaf_prior=leaf_prior, y_loc=float(loc), y_scale=float(scale), fit_tree=tree,
         trees=trees, stats=stats, fit_log_weight=lw, log_weights=log_weights, effective_sample_size=m_val,
         beta=float(beta), curve=curve)
@@ -785,14 +780,6 @@ def _rows_of_draws(leaf_model, trees: Tree, leaf_draw: LeafDraw, codes, y):
     return draws_at_rows(leaf_model, apply(trees, codes), leaf_draw, y)
 
 
-def _observed(data: TrainingData) -> np.ndarray:
-    """The response as given: values (regression) or labels (classification; objects as strings)."""
-    if data.task == "regression":
-        return np.asarray(data.y, np.float64)
-    labels = np.asarray(data.classes)[np.asarray(data.y)]
-    return labels.astype(str) if labels.dtype == object else labels
-
-
 def _chains_draws(a, chains: int) -> np.ndarray:
     a = np.asarray(a)
     if a.shape[0] % chains:
@@ -867,7 +854,7 @@ def safebayes_inferencedata(key, result: SafeBayesResult, data: TrainingData, *,
                     "tree_index": _chains_draws(idx.astype(np.int64), chains)}
     trees = jax.tree_util.tree_map(lambda a: _chains_draws(a, chains), jax.tree_util.tree_map(np.asarray, drawn))
     return to_inferencedata(trees, family=FAMILY, task=result.task, feature_names=data.feature_names, y_name=y_name,
-                            observed=_observed(data), mu=_chains_draws(mu, chains),
+                            observed=data.y_observed, mu=_chains_draws(mu, chains),
                             log_likelihood=_chains_draws(ll, chains), class_names=data.classes, n_bins=data.n_bins,
                             sample_stats=sample_stats, attrs=meta)
 

@@ -80,8 +80,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
+from ...priors import CodeStringPrior
 from ...tree import Tree, mark_unused
 
 __all__ = [
@@ -133,18 +133,10 @@ class PriorForest(NamedTuple):
         return int(self.internal.shape[-1])
 
 
-def _check_split_prob(split_prob) -> float:
-    lam = float(split_prob)
-    if not np.isfinite(lam) or lam <= 0.0 or lam >= 0.5:
-        raise ValueError(
-            f"split_prob must be in (0, 0.5), got {split_prob}; at 0.5 or above the code-string prior "
-            "has infinite expected size (the paper uses 0.475)"
-        )
-    return lam
-
-
 def n_internal_log_prob(k, split_prob, root_splits: bool = True):
     """log P(I = k), the number of internal nodes under the code-string prior.
+
+    :meth:`bayestrees.priors.CodeStringPrior.n_internal_log_prob` of ``CodeStringPrior(split_prob, root_splits)``.
 
     Parameters
     ----------
@@ -161,24 +153,12 @@ def n_internal_log_prob(k, split_prob, root_splits: bool = True):
     -------
     float array of the shape of ``k``.
     """
-    k = jnp.asarray(k, jnp.float32)
-    lam = split_prob
-    log_catalan = gammaln(2 * k + 1) - gammaln(k + 1) - gammaln(k + 2)
-    lp = log_catalan + k * jnp.log(lam) + (k + 1) * jnp.log1p(-lam)
-    if root_splits:
-        lp = jnp.where(k >= 1, lp - jnp.log(lam), -jnp.inf)
-    return lp
+    return CodeStringPrior(split_prob, root_splits).n_internal_log_prob(k)
 
 
 def _n_internal_log_prob_np(lam: float, max_internal: int, root_splits: bool = True) -> np.ndarray:
-    """float64 ``log P(I = k)`` for ``k = 0..max_internal`` (see :func:`n_internal_log_prob`)."""
-    from scipy.special import gammaln as sgammaln
-
-    k = np.arange(int(max_internal) + 1, dtype=np.float64)
-    lp = sgammaln(2 * k + 1) - sgammaln(k + 1) - sgammaln(k + 2) + k * np.log(lam) + (k + 1) * np.log1p(-lam)
-    if root_splits:
-        lp = np.where(k >= 1, lp - np.log(lam), -np.inf)
-    return lp
+    """float64 ``log P(I = k)`` for ``k = 0..max_internal`` (:meth:`CodeStringPrior.n_internal_log_prob_np`)."""
+    return CodeStringPrior(lam, root_splits).n_internal_log_prob_np(max_internal)
 
 
 def mean_n_internal(split_prob: float, root_splits: bool = True) -> float:
@@ -188,8 +168,7 @@ def mean_n_internal(split_prob: float, root_splits: bool = True) -> float:
     ``root_splits=True`` (``E[I | I >= 1] = E[I] / P(I >= 1)``, ``P(I >= 1) = lam``;
     equivalently ``1 + 2 E[I]`` for the root and two independent subtrees).
     """
-    lam = _check_split_prob(split_prob)
-    return (1.0 if root_splits else lam) / (1.0 - 2.0 * lam)
+    return CodeStringPrior(split_prob, root_splits).mean_n_internal()
 
 
 def truncated_mass(split_prob: float, max_internal: int, root_splits: bool = True) -> float:
@@ -199,9 +178,7 @@ def truncated_mass(split_prob: float, max_internal: int, root_splits: bool = Tru
     space; the untruncated sum is exactly 1 for ``lam < 1/2``.  With
     ``root_splits=True`` it is the ``root_splits=False`` value divided by ``lam``.
     """
-    lam = _check_split_prob(split_prob)
-    lp = _n_internal_log_prob_np(lam, max_internal, root_splits)
-    return float(max(0.0, 1.0 - np.exp(lp).sum()))
+    return CodeStringPrior(split_prob, root_splits).truncated_mass(max_internal)
 
 
 def sample_n_internal(key, split_prob, max_internal: int, logits=None, root_splits: bool = True):
@@ -213,7 +190,7 @@ def sample_n_internal(key, split_prob, max_internal: int, logits=None, root_spli
     concrete ``split_prob`` and ``root_splits``.
     """
     if logits is None:
-        logits = jnp.asarray(_n_internal_log_prob_np(float(split_prob), int(max_internal), root_splits),
+        logits = jnp.asarray(CodeStringPrior(float(split_prob), root_splits).n_internal_log_prob_np(max_internal),
                              jnp.float32)
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
@@ -349,7 +326,7 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
     -------
     PriorForest with leading axis ``n_trees``.
     """
-    lam = _check_split_prob(split_prob)
+    prior = CodeStringPrior(float(split_prob), bool(root_splits))
     if int(n_trees) < 1:
         raise ValueError(f"n_trees must be >= 1, got {n_trees}")
     if int(n_features) < 1:
@@ -357,7 +334,7 @@ def sample_prior_forest(key, n_trees: int, n_features: int, split_prob: float = 
     if int(max_internal) < (1 if root_splits else 0):
         raise ValueError(f"max_internal must be >= {1 if root_splits else 0} (root_splits={bool(root_splits)}), "
                          f"got {max_internal}")
-    logits = jnp.asarray(_n_internal_log_prob_np(lam, int(max_internal), bool(root_splits)), jnp.float32)
+    logits = jnp.asarray(prior.n_internal_log_prob_np(int(max_internal)), jnp.float32)
     return _sample_forest_jit(key, logits, jnp.int32(n_features), int(n_trees), int(max_internal))
 
 
