@@ -4,6 +4,7 @@ from . import tree
 from . import leaves
 from . import convert
 from . import priors  # noqa: E402
+from . import families  # noqa: E402  (the registry of families: bt.families.REGISTRY)
 from .diagnostics import compare, loo  # noqa: E402
 from .models import Data, Model, set_data, sample, sample_posterior_predictive  # noqa: E402
 from .estimators.base import load  # noqa: E402
@@ -32,7 +33,7 @@ from .estimators.bet import BETClassifier, BETRegressor  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "data", "tree", "leaves", "convert", "priors", "posterior", "plots", "load", "loo", "compare",
+    "data", "tree", "leaves", "convert", "priors", "families", "posterior", "plots", "load", "loo", "compare",
     "Model", "Data", "set_data", "sample", "sample_posterior_predictive",
     "BayesianForest", "BayesianForestRegressor", "BayesianForestClassifier",
     "EmpiricalBayesianForestRegressor", "EmpiricalBayesianForestClassifier",

@@ -14,32 +14,58 @@ from pathlib import Path
 
 import numpy as np
 
+from .inference.family import renamed_params
+
+
 class CLIError(Exception):
     """A user error reported as one line (``error: ...``) with exit status 2."""
 
 
-MODELS = {
-    "bf": "Bayesian forest (Bayesian-bootstrap weighted CART)",
-    "ebf": "empirical Bayesian forest (CART trunk + Bayesian forest per trunk leaf)",
-    "ssf": "sub-sample forest (a forest per random block of rows)",
-    "rf": "random forest (multinomial bootstrap weights)",
-    "dt": "single CART tree",
-    "et": "extra trees (random thresholds, no bootstrap)",
-    "pcfg": "BCART-PCFG: exact posterior over trees (small feature counts)",
-    "safebayes": "safe-Bayesian random forest (prior trees, importance weights)",
-    "bcart": "Bayesian CART by MCMC (grow/prune/change/swap moves, vmapped chains)",
-    "bet": "BET: Dirichlet-process mixture of trees (slice sampler)",
-}
+def _models() -> dict:
+    """``{model name: (family, title, config params)}``: every family's presets (:mod:`bayestrees.families`)."""
+    from .families import presets
+
+    return presets()
+
+
+#: ``{model name: one line}`` for every ``--model`` choice, read from the families' registry
+MODELS = {name: title for name, (_, title, _) in _models().items()}
+
+#: config fields that are not command-line options: set by the model name, by ``--quiet`` or given as
+#: Python objects
+_NOT_OPTIONS = {"kind", "progressbar", "prior", "leaf_model", "leaf_prior", "move_probs", "temperatures"}
 
 
 def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def make_estimator(model: str, task: str, n_estimators: int | None = None, min_samples_leaf: int = 1,
-                   seed: int | None = None, trunk_min_samples_leaf: int = 1000, n_blocks: int = 5,
-                   progressbar: bool = True, n_jobs: int | None = None, draws: int | None = None,
-                   tune: int | None = None, chains: int | None = None):
+def _estimators(family) -> list:
+    """The public estimator classes of ``family`` (subclasses of ``FamilyEstimator`` naming it)."""
+    from .estimators.base import FamilyEstimator
+
+    stack, found = [FamilyEstimator], []
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if not cls.__name__.startswith("_") and getattr(cls, "_family", None) is family and cls not in found:
+            found.append(cls)
+    return found
+
+
+def _estimator_class(family, task: str, preset: dict):
+    """The estimator of ``family`` for ``task`` whose fixed parameters (a forest's kind) match ``preset``."""
+    from .inference.family import config_defaults
+
+    defaults = config_defaults(family.config)
+    found = [cls for cls in _estimators(family) if cls._task == task
+             and all(preset.get(k, defaults.get(k)) == v for k, v in cls._fixed_params().items())]
+    if len(found) != 1:
+        raise ValueError(f"no single {task} estimator for the {family.name} family with {preset}: {found}")
+    return found[0]
+
+
+def make_estimator(model: str, task: str, *, random_state: int | None = None, progressbar: bool = True, **params):
     """The estimator for a ``--model`` choice and a task ("regression"/"classification").
 
     Parameters
@@ -47,52 +73,74 @@ def make_estimator(model: str, task: str, n_estimators: int | None = None, min_s
     model : str
         A key of :data:`MODELS`.
     task : {"regression", "classification"}
-    n_estimators : int, optional
-        Trees of a forest (default 100) or prior trees of the safe-Bayes forest (its default).
-    min_samples_leaf, trunk_min_samples_leaf, n_blocks, n_jobs : forest settings
-    seed : int, optional
+    random_state : int, optional
+        The estimator's ``random_state`` (``seed``, its former name here, warns).
     progressbar : bool
-    draws, tune, chains : int, optional
-        Bayesian CART: kept draws and tuning steps per chain, chains (defaults 1000, 1000, 4);
-        BET: the same (defaults 1000, 1000, 1).
-        PCFG: ``draws`` exact posterior trees stored (default 100).
+        Where the estimator has a progress bar.
+    **params
+        Hyperparameters by their estimator names (``draws``, ``min_samples_leaf``, ``tune``, ...);
+        None or a name the chosen estimator does not take is left out, so the estimator's own
+        default (its family config's) applies.  The model name's own settings (``dt``: one tree
+        without weights) take precedence.
 
     Returns
     -------
     an unfitted estimator
     """
-    import bayestrees as bt
+    params = renamed_params(params, {"seed": "random_state"}, "make_estimator")
+    random_state = params.pop("random_state", random_state)
+    models = _models()
+    if model not in models:
+        raise ValueError(f"unknown model {model!r}; choose one of {sorted(models)}")
+    family, _, preset = models[model]
+    cls = _estimator_class(family, task, preset)
+    names = set(cls._get_param_names())
+    kw = {k: v for k, v in params.items() if v is not None and k in names}
+    kw.update({k: v for k, v in preset.items() if k in names})
+    if "random_state" in names:
+        kw["random_state"] = random_state
+    if "progressbar" in names:
+        kw["progressbar"] = progressbar
+    return cls(**kw)
 
-    reg = task == "regression"
-    n_trees = 100 if n_estimators is None else n_estimators
-    common = dict(min_samples_leaf=min_samples_leaf, random_state=seed, progressbar=progressbar, n_jobs=n_jobs)
-    if model in ("bf", "rf", "dt", "et"):
-        cls = bt.BayesianForestRegressor if reg else bt.BayesianForestClassifier
-        kw = {"bf": dict(weights="exponential"), "rf": dict(weights="multinomial"),
-              "dt": dict(weights="none"), "et": dict(weights="none", splitter="random")}[model]
-        return cls(n_estimators=1 if model == "dt" else n_trees, **kw, **common)
-    if model == "ebf":
-        cls = bt.EmpiricalBayesianForestRegressor if reg else bt.EmpiricalBayesianForestClassifier
-        return cls(n_estimators=n_trees, trunk_min_samples_leaf=trunk_min_samples_leaf, **common)
-    if model == "ssf":
-        cls = bt.SubSampleForestRegressor if reg else bt.SubSampleForestClassifier
-        return cls(n_estimators=n_trees, n_blocks=n_blocks, **common)
-    if model == "pcfg":
-        kw = {} if draws is None else dict(n_samples=draws)
-        return bt.PCFGTreeRegressor(random_state=seed, **kw) if reg else bt.PCFGTreeClassifier(random_state=seed, **kw)
-    if model == "safebayes":
-        cls = bt.SafeBayesForestRegressor if reg else bt.SafeBayesForestClassifier
-        kw = {} if n_estimators is None else dict(n_estimators=n_estimators)
-        return cls(random_state=seed, **kw)
-    if model == "bcart":
-        cls = bt.BayesianCARTRegressor if reg else bt.BayesianCARTClassifier
-        return cls(draws=1000 if draws is None else draws, tune=1000 if tune is None else tune,
-                   chains=4 if chains is None else chains, random_state=seed, progressbar=progressbar)
-    if model == "bet":
-        cls = bt.BETRegressor if reg else bt.BETClassifier
-        kw = {k: v for k, v in dict(draws=draws, tune=tune, chains=chains).items() if v is not None}
-        return cls(random_state=seed, progressbar=progressbar, **kw)
-    raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
+
+def _auto(text: str):
+    """A command-line value as a Python one: an int, a float, None, True/False or the string."""
+    low = text.strip().lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _options() -> dict:
+    """``{option name: help}``: the fields of every family's config that the command line sets.
+
+    Help texts and defaults are read from the config dataclasses (:func:`~bayestrees.inference.family.config_help`,
+    :func:`~bayestrees.inference.family.config_defaults`); an option shared by several families lists
+    each family's default.
+    """
+    from .families import REGISTRY
+    from .inference.family import config_defaults, config_help
+
+    texts, defaults = {}, {}
+    for fam in REGISTRY.values():
+        helps = config_help(fam.config)
+        fields = dict(config_defaults(fam.config), max_bins=fam.max_bins)
+        helps.setdefault("max_bins", "bins per feature")
+        params = {p for cls in _estimators(fam) for p in cls._get_param_names()}
+        for name, default in fields.items():
+            if name in _NOT_OPTIONS or name not in params:
+                continue
+            texts.setdefault(name, helps.get(name, name.replace("_", " ")))
+            defaults.setdefault(name, []).append(f"{fam.name} {default!r}")
+    return {name: f"{texts[name]} (default: {'; '.join(defaults[name])})".replace("%", "%%") for name in texts}
 
 
 def _rmse(a, b) -> float:
@@ -114,10 +162,10 @@ def cmd_demo(args) -> int:
     X, y = load_mcycle()
     _say(f"\n[1/6] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
     t0 = time.perf_counter()
-    bf = bt.BayesianForestRegressor(n_estimators=args.trees, min_samples_leaf=3, random_state=args.seed,
+    bf = bt.BayesianForestRegressor(draws=args.trees, min_samples_leaf=3, random_state=args.seed,
                                     progressbar=True).fit(X, y)
-    cart = bt.BayesianForestRegressor(n_estimators=1, weights="none", min_samples_leaf=3).fit(X, y)
-    ebf = bt.EmpiricalBayesianForestRegressor(n_estimators=args.trees, trunk_min_samples_leaf=30,
+    cart = bt.BayesianForestRegressor(draws=1, weights="none", min_samples_leaf=3).fit(X, y)
+    ebf = bt.EmpiricalBayesianForestRegressor(draws=args.trees, trunk_min_samples_leaf=30,
                                               min_samples_leaf=3, random_state=args.seed).fit(X, y)
     _say(f"      fitted {args.trees} trees in {time.perf_counter() - t0:.1f}s (includes JIT compilation); "
          f"leaves per tree: {bf.n_leaves_.mean():.1f} on average")
@@ -136,7 +184,7 @@ def cmd_demo(args) -> int:
     perm = rng.permutation(len(yc))
     tr, te = perm[:230], perm[230:]
     _say(f"\n[2/6] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
-    bfc = bt.BayesianForestClassifier(n_estimators=args.trees, min_samples_leaf=5,
+    bfc = bt.BayesianForestClassifier(draws=args.trees, min_samples_leaf=5,
                                       random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      Bayesian forest accuracy: {np.mean(bfc.predict(Xc[te]) == yc[te]):.3f}")
     _say("\n[3/6] BCART-PCFG: exact posterior over trees (5 bins per feature)")
@@ -165,7 +213,8 @@ def cmd_demo(args) -> int:
     ranking = ", ".join(f"{nm} {v:.2f}" for nm, v in zip(names, np.asarray(bet.xi_bar_)))
     _say(f"      fitted in {time.perf_counter() - t0:.1f}s (includes JIT compilation); accuracy (ensemble "
          f"estimator): {np.mean(bet.predict(Xc[te]) == yc[te]):.3f}")
-    _say(f"      occupied trees per draw (share of draws): {share}; variable ranking (xi bar): {ranking}")
+    _say(f"      trees per draw (components of at least min_leaf_rows rows; share of draws): {share}; "
+         f"variable ranking (xi bar): {ranking}")
     try:
         cmp = bt.compare({"PCFG": pc.idata_, "Bayesian CART": bc.idata_, "BET": bet.idata_})
         _say("      LOO comparison (bt.compare):\n" + "\n".join(
@@ -248,9 +297,8 @@ def cmd_fit(args) -> int:
 
     task = infer_task(y, args.task)  # the library's one task-inference rule
     yv = y.to_numpy()
-    est = make_estimator(args.model, task, args.n_estimators, args.min_samples_leaf, args.seed,
-                         args.trunk_min_samples_leaf, args.n_blocks, progressbar=not args.quiet, n_jobs=args.n_jobs,
-                         draws=args.draws, tune=args.tune, chains=args.chains)
+    est = make_estimator(args.model, task, random_state=args.random_state, progressbar=not args.quiet,
+                         **{name: getattr(args, name) for name in _options()})
     _say(f"fitting {args.model} ({MODELS[args.model]}) for {task} on {len(df)} rows x {df.shape[1]} features")
     t0 = time.perf_counter()
     est.fit(df, yv)
@@ -357,7 +405,11 @@ def cmd_predict(args) -> int:
 
 
 # -- summary ----------------------------------------------------------------------------------------
-_MCMC_FAMILIES = ("bayesian_cart", "bet")
+def _family(idata):
+    """The file's family from the registry (None for a family it does not know)."""
+    from .families import REGISTRY
+
+    return REGISTRY.get(str(idata.posterior.attrs.get("family", "")))
 
 
 def _read_idata(path: Path):
@@ -405,7 +457,8 @@ def cmd_summary(args) -> int:
     family = str(post.attrs.get("family", "unknown"))
     task = str(post.attrs.get("task", "unknown"))
     nc, nd = post.sizes.get("chain", 1), post.sizes.get("draw", 0)
-    mcmc = family in _MCMC_FAMILIES
+    fam = _family(idata)
+    mcmc = fam is not None and fam.mcmc
     _say(f"file: {args.posterior}")
     _say(f"family: {family}, task: {task}, {nc} chain(s) x {nd} draw(s); groups: {', '.join(idata.groups())}")
     names = _summary_vars(idata, args.var_names)
@@ -421,11 +474,8 @@ def cmd_summary(args) -> int:
             _say(f"\nlargest R-hat: {worst:.3f}" + ("  (above 1.01: run longer or more chains)" if worst > 1.01 else ""))
             _say(f"smallest bulk ESS: {table['ess_bulk'].min():.0f} over {nc * nd} draws")
     else:
-        why = {"bayesian_forest": "each draw is a tree fitted to independent Bayesian-bootstrap weights",
-               "pcfg": "the draws are exact independent samples of the posterior",
-               "safe_bayes": "the draws are prior trees resampled by their importance weights"}.get(family, "")
-        if why:
-            _say(f"\nno R-hat/ESS: {why}.")
+        if fam is not None and fam.draws_are:
+            _say(f"\nno R-hat/ESS: {fam.draws_are}.")
     acc = {k: v for k, v in post.attrs.items() if k.startswith("acceptance_")}
     if acc:
         _say("acceptance rates: " + ", ".join(f"{k[len('acceptance_'):]} {float(v):.3f}" for k, v in acc.items()))
@@ -434,9 +484,9 @@ def cmd_summary(args) -> int:
         for v in ss.data_vars:
             if "accept" in v and (np.issubdtype(ss[v].dtype, np.number) or ss[v].dtype == bool):
                 _say(f"sample_stats.{v}: mean {float(np.mean(ss[v].values)):.3f}")
-    if family == "safe_bayes":
-        keys = ("effective_sample_size", "beta", "distinct_trees", "weights_ess")
-        _say("safe-Bayes: " + ", ".join(
+    keys = fam.summary_attrs if fam is not None else ()
+    if any(k in post.attrs for k in keys):
+        _say(f"{family}: " + ", ".join(
             f"{k} {post.attrs[k]:.4g}" if isinstance(post.attrs[k], (float, np.floating)) else f"{k} {post.attrs[k]}"
             for k in keys if k in post.attrs))
     if "log_likelihood" in idata.groups():
@@ -492,7 +542,8 @@ def cmd_plot(args) -> int:
         save(ax.figure, "tree.png")
     trace_vars = [v for v in ("n_leaves", "depth", "sigma", "n_trees")
                   if v in post and set(post[v].dims) <= {"chain", "draw"}]  # not a mixture's per-component ones
-    if family in _MCMC_FAMILIES and trace_vars:
+    fam = _family(idata)
+    if fam is not None and fam.mcmc and trace_vars:
         axes = az.plot_trace(idata, var_names=trace_vars, compact=True, backend_kwargs={"layout": "constrained"})
         save(np.asarray(axes).ravel()[0].figure, "trace.png")
     if "n_trees" in post:
@@ -550,19 +601,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--task", default="auto", choices=["auto", "regression", "classification"],
                    help="auto: labels, and whole numbers with at most 20 distinct values, are classification")
     f.add_argument("--features", nargs="+", help="feature columns (default: every other column)")
-    f.add_argument("--n-estimators", type=int, default=None,
-                   help="trees (posterior draws) of a forest (default 100); prior trees of safebayes (default 1000)")
-    f.add_argument("--min-samples-leaf", type=int, default=1, help="minimum rows per leaf (forests)")
-    f.add_argument("--trunk-min-samples-leaf", type=int, default=1000, help="EBF trunk leaf size")
-    f.add_argument("--n-blocks", type=int, default=5, help="SSF blocks")
-    f.add_argument("--draws", type=int, default=None,
-                   help="kept draws per chain (bcart, bet: default 1000); exact trees stored (pcfg, default 100)")
-    f.add_argument("--tune", type=int, default=None,
-                   help="discarded tuning steps per chain (bcart, bet: default 1000)")
-    f.add_argument("--chains", type=int, default=None, help="chains, run vmapped (bcart: default 4; bet: default 1)")
-    f.add_argument("--seed", type=int, default=0, help="random seed")
-    f.add_argument("--n-jobs", type=int, default=1,
-                   help="trees fitted at the same time by forests (-1: one per CPU core; default 1)")
+    f.add_argument("--random-state", "--seed", dest="random_state", type=int, default=0,
+                   help="the estimator's random_state (default 0; --seed is its former name)")
+    g = f.add_argument_group("hyperparameters", "read from the families' configs; an option that the chosen "
+                             "model does not take is ignored, one not given keeps the model's default")
+    for name, text in _options().items():
+        flags = ["--" + name.replace("_", "-")] + (["--n-estimators"] if name == "draws" else [])
+        g.add_argument(*flags, dest=name, type=_auto, default=None, metavar="VALUE", help=text)
     f.add_argument("--out", default="bayestrees-fit", help="output folder")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=cmd_fit)

@@ -62,9 +62,9 @@ def main():
         rh = az.rhat(idata, var_names=["n_leaves", "sigma"])
         rh_lp = az.rhat(az.convert_to_dataset(idata.sample_stats[["lp"]]))
         ess = float(az.ess(idata, var_names=["n_leaves"])["n_leaves"])
-        cart = bt.BayesianForestRegressor(n_estimators=1, weights="none", min_samples_leaf=5).fit(X, y)
-        bf = bt.BayesianForestRegressor(n_estimators=100, min_samples_leaf=5, random_state=r).fit(X, y)
-        rf = bt.BayesianForestRegressor(n_estimators=100, weights="multinomial", min_samples_leaf=5,
+        cart = bt.BayesianForestRegressor(draws=1, weights="none", min_samples_leaf=5).fit(X, y)
+        bf = bt.BayesianForestRegressor(draws=100, min_samples_leaf=5, random_state=r).fit(X, y)
+        rf = bt.BayesianForestRegressor(draws=100, weights="multinomial", min_samples_leaf=5,
                                         max_features=0.33, random_state=r).fit(X, y)
         row = {"repeat": r, "rmse_bcart": rmse(bc.predict(Xt), ft), "rmse_cart": rmse(cart.predict(Xt), ft),
                "rmse_bf": rmse(bf.predict(Xt), ft), "rmse_rf": rmse(rf.predict(Xt), ft),

@@ -36,9 +36,9 @@ t0 = time.perf_counter()
 rng = np.random.default_rng(0)
 for n, d in [(50, 3), (100, 5)]:
     X = rng.normal(size=(n, d)); y = rng.normal(size=n); yc = (X[:, 0] > 0).astype(int)
-    bt.BayesianForestRegressor(n_estimators=3, random_state=0).fit(X, y).predict(X)
-    bt.BayesianForestClassifier(n_estimators=3, random_state=0).fit(X, yc).predict_proba(X)
-    bt.SubSampleForestRegressor(n_estimators=4, n_blocks=2, random_state=0).fit(X, y).predict(X)
+    bt.BayesianForestRegressor(draws=3, random_state=0).fit(X, y).predict(X)
+    bt.BayesianForestClassifier(draws=3, random_state=0).fit(X, yc).predict_proba(X)
+    bt.SubSampleForestRegressor(draws=4, n_blocks=2, random_state=0).fit(X, y).predict(X)
 X = rng.normal(size=(40, 2)); y = X[:, 0] + rng.normal(size=40) * 0.3
 bt.BayesianCARTRegressor(draws=20, tune=20, chains=2, random_state=0).fit(X, y).predict(X)
 bt.BETRegressor(draws=10, tune=10, chains=1, random_state=0).fit(X, y).predict(X)

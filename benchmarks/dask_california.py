@@ -44,7 +44,7 @@ def main(argv=None):
     df = pd.read_csv(Path(a.data_dir) / "california_housing.csv")
     y = df.pop("medianHouseValue")
     trees = 10 if a.quick else a.trees
-    kw = dict(n_estimators=trees, trunk_min_samples_leaf=a.trunk_leaf, min_samples_leaf=a.min_leaf,
+    kw = dict(draws=trees, trunk_min_samples_leaf=a.trunk_leaf, min_samples_leaf=a.min_leaf,
               random_state=a.seed, dtype="float64")
     t0 = time.perf_counter()
     ref = bt.EmpiricalBayesianForestRegressor(**kw, n_jobs=2).fit(df, y)

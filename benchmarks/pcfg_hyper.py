@@ -41,12 +41,12 @@ def run(name, repeats, steps):
                            "ev_fixed", "ev_learnt")}
     for r in range(repeats):
         for tr, te in StratifiedKFold(10, shuffle=True, random_state=r).split(X, y):
-            fixed = bt.PCFGTreeClassifier(max_bins=bins, n_samples=5, random_state=r).fit(X[tr], y[tr])
+            fixed = bt.PCFGTreeClassifier(max_bins=bins, draws=5, random_state=r).fit(X[tr], y[tr])
             post = fixed.posterior_
             fit = P.fit_hyperparameters(post.ds, post.root, log_phi0=2.0, alpha0=1.0, steps=steps,
                                         learning_rate=0.05)
-            learnt = bt.PCFGTreeClassifier(max_bins=bins, n_samples=5, random_state=r, log_phi=fit["log_phi"],
-                                           alpha=fit["alpha"]).fit(X[tr], y[tr])
+            learnt = bt.PCFGTreeClassifier(max_bins=bins, draws=5, random_state=r, log_phi=fit["log_phi"],
+                                           leaf_concentration=fit["alpha"]).fit(X[tr], y[tr])
             for tag, clf in (("fixed", fixed), ("learnt", learnt)):
                 acc[f"map_{tag}"].append(clf.score(X[te], y[te]))
                 clf.set_params(predict_with="posterior")

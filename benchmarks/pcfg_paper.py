@@ -105,7 +105,7 @@ def cv_real(name, repeats, binning="equal-width", dtype="float32"):
             else:                       # the library's quantile Binner
                 Btr, Bte = X[tr], X[te]
             t0 = time.perf_counter()
-            clf = bt.PCFGTreeClassifier(max_bins=bins, n_samples=10, random_state=r, dtype=dtype).fit(Btr, y[tr])
+            clf = bt.PCFGTreeClassifier(max_bins=bins, draws=10, random_state=r, dtype=dtype).fit(Btr, y[tr])
             res["fit_s"].append(time.perf_counter() - t0)
             res["map"].append(clf.score(Bte, y[te]))
             clf.set_params(predict_with="posterior")
@@ -135,7 +135,7 @@ def run_xor(n, repeats, dtype="float32"):
         X, y = xor_data(n, rng)
         Xt, yt = xor_data(2000, rng)
         t0 = time.perf_counter()
-        clf = bt.PCFGTreeClassifier(method="row", n_samples=10, random_state=r, dtype=dtype).fit(X, y)
+        clf = bt.PCFGTreeClassifier(method="row", draws=10, random_state=r, dtype=dtype).fit(X, y)
         res["fit_s"].append(time.perf_counter() - t0)
         res["symbols"].append(clf.posterior_.structure.n_symbols)
         res["map"].append(clf.score(Xt, yt))

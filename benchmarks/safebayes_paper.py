@@ -115,7 +115,7 @@ def run(names, repeats, n_trees, seed, root_splits=True, suffix="", first_split=
         curves = []
         for r in range(first_split, first_split + repeats):
             Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, random_state=r, stratify=y)
-            clf = bt.SafeBayesForestClassifier(n_trees, split_prob=0.475, effective_sample_size=5, alpha=1.0,
+            clf = bt.SafeBayesForestClassifier(n_trees, split_prob=0.475, effective_sample_size=5, leaf_concentration=1.0,
                                                root_splits=root_splits, random_state=seed)
             if r == first_split:  # warm-up: compile for this shape bucket (and draw/cache the prior trees)
                 clf.fit(Xa, ya).predict_proba(Xb)

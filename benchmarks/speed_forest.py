@@ -82,7 +82,7 @@ def friedman(n: int, seed: int = 0):
 def ours_fit(X, y, n_trees, msl, seed=0, n_jobs=2):
     from bayestrees import BayesianForestRegressor
 
-    return BayesianForestRegressor(n_estimators=n_trees, min_samples_leaf=msl, n_jobs=n_jobs,
+    return BayesianForestRegressor(draws=n_trees, min_samples_leaf=msl, n_jobs=n_jobs,
                                    random_state=seed).fit(X, y)
 
 

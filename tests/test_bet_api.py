@@ -62,9 +62,12 @@ def test_classifier_outputs_and_posterior_names(tmp_path):
     assert post["xi"].dims == ("chain", "draw", "component", "feature")
     assert post["xi_bar"].dims == ("chain", "draw", "feature")
     assert idata.trees["split_feature"].dims == ("chain", "draw", "component", "node")
-    w, Z, nt = post["w"].values, post["Z"].values, post["n_trees"].values
+    w, Z, nc = post["w"].values, post["Z"].values, post["n_components"].values
     assert np.all(w.sum(-1) <= 1 + 1e-5) and np.all((Z >= 0) & (Z < J))
-    np.testing.assert_array_equal(nt, [[len(np.unique(z)) for z in zc] for zc in Z])
+    np.testing.assert_array_equal(nc, [[len(np.unique(z)) for z in zc] for zc in Z])
+    q = clf.min_leaf_rows  # the model's trees: components of at least q rows
+    np.testing.assert_array_equal(post["n_trees"].values,
+                                  [[int(np.sum(np.bincount(z) >= q)) for z in zc] for zc in Z])
     np.testing.assert_allclose(post["xi_bar"].values.sum(-1), 1.0, atol=1e-5)
     ss = idata.sample_stats
     assert {"log_lik_y_given_z", "log_lik_y_z", "overflow"} <= set(ss.data_vars)
@@ -74,7 +77,8 @@ def test_classifier_outputs_and_posterior_names(tmp_path):
     assert np.isfinite(bt.loo(idata).elpd_loo)
     best = clf.best_ensemble_
     assert np.isclose(best["log_lik_y_z"], ss["log_lik_y_z"].values.max())
-    assert best["trees"].feature.shape[0] == J and best["n_trees"] == int(best["occupied"].sum())
+    assert best["trees"].feature.shape[0] == J and best["n_components"] == int(best["occupied"].sum())
+    assert best["n_trees"] == int(np.sum(np.bincount(Z[best["chain"], best["draw"]]) >= q))
     # every row's training label counts in its own tree: the root of an occupied tree holds its rows
     assert int(np.sum(best["trees"].count[:, 0][best["occupied"]])) == len(y)
     path = tmp_path / "bet.pkl"

@@ -99,11 +99,28 @@ def test_fit_bcart_from_the_command_line(tmp_path, capsys):
 def test_every_model_choice_builds_its_estimator():
     for model in MODELS:
         for task in ("regression", "classification"):
-            est = make_estimator(model, task, draws=7, tune=3, chains=2, seed=1)
+            est = make_estimator(model, task, draws=7, tune=3, chains=2, random_state=1)
             assert hasattr(est, "fit") and hasattr(est, "predict")
     bet = make_estimator("bet", "classification", draws=7, tune=3, chains=2)
     assert type(bet) is bt.BETClassifier and (bet.draws, bet.tune, bet.chains) == (7, 3, 2)
-    assert make_estimator("pcfg", "regression", draws=7).n_samples == 7
+    assert make_estimator("pcfg", "regression", draws=7).draws == 7
+    with pytest.warns(FutureWarning, match="'seed' is renamed 'random_state'"):
+        assert make_estimator("bf", "regression", seed=3).random_state == 3
+    # the model names of a family pick its estimator and settings; the rest keeps the config's defaults
+    assert type(make_estimator("ebf", "regression")) is bt.EmpiricalBayesianForestRegressor
+    dt = make_estimator("dt", "classification", draws=50, min_samples_leaf=3)
+    assert (dt.draws, dt.weights, dt.min_samples_leaf) == (1, "none", 3)
+
+
+def test_fit_help_reads_the_configs():
+    """Every hyperparameter option's help and defaults come from the families' config dataclasses."""
+    from bayestrees.families import REGISTRY
+    from bayestrees.inference.family import config_defaults
+
+    text = build_parser()._subparsers._group_actions[0].choices["fit"].format_help()
+    for name in ("--draws", "--leaf-concentration", "--min-samples-leaf", "--alpha-dp", "--log-phi", "--tune"):
+        assert name in text, name
+    assert f"bet {config_defaults(REGISTRY['bet'].config)['leaf_concentration']!r}" in " ".join(text.split())
     with pytest.raises(ValueError, match="unknown model"):
         make_estimator("gbm", "regression")
 
@@ -130,6 +147,6 @@ def test_demo_runs_every_family(tmp_path, capsys):
     out = capsys.readouterr().out
     for part in ("[1/6]", "[2/6]", "[3/6]", "[4/6]", "[5/6]", "[6/6]", "LOO comparison", "figure written"):
         assert part in out
-    assert "occupied trees per draw" in out and "BET" in out.split("LOO comparison")[1]
+    assert "trees per draw (components of at least min_leaf_rows rows" in out and "BET" in out.split("LOO comparison")[1]
     assert (tmp_path / "demo_mcycle.png").stat().st_size > 1000
     assert (tmp_path / "mcycle_bayesian_forest.nc").exists()

@@ -21,14 +21,14 @@ def _reg_data(n=90, seed=1):
 
 
 FAMILIES = {
-    "forest": dict(clf=lambda: bt.BayesianForestClassifier(n_estimators=8, min_samples_leaf=3, random_state=0),
-                   reg=lambda: bt.BayesianForestRegressor(n_estimators=8, min_samples_leaf=3, random_state=0),
+    "forest": dict(clf=lambda: bt.BayesianForestClassifier(draws=8, min_samples_leaf=3, random_state=0),
+                   reg=lambda: bt.BayesianForestRegressor(draws=8, min_samples_leaf=3, random_state=0),
                    likelihood=False, sigma=False),
-    "pcfg": dict(clf=lambda: bt.PCFGTreeClassifier(max_bins=5, n_samples=40, random_state=0),
-                 reg=lambda: bt.PCFGTreeRegressor(max_bins=5, n_samples=40, random_state=0),
+    "pcfg": dict(clf=lambda: bt.PCFGTreeClassifier(max_bins=5, draws=40, random_state=0),
+                 reg=lambda: bt.PCFGTreeRegressor(max_bins=5, draws=40, random_state=0),
                  likelihood=True, sigma=False),
-    "safebayes": dict(clf=lambda: bt.SafeBayesForestClassifier(n_estimators=200, random_state=0),
-                      reg=lambda: bt.SafeBayesForestRegressor(n_estimators=200, random_state=0),
+    "safebayes": dict(clf=lambda: bt.SafeBayesForestClassifier(draws=200, random_state=0),
+                      reg=lambda: bt.SafeBayesForestRegressor(draws=200, random_state=0),
                       likelihood=True, sigma=False),
     "bcart": dict(clf=lambda: bt.BayesianCARTClassifier(draws=40, tune=200, chains=2, max_depth=3, max_bins=5,
                                                         random_state=0),
@@ -37,7 +37,7 @@ FAMILIES = {
                   likelihood=True, sigma=True),
     "bet": dict(clf=lambda: bt.BETClassifier(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
                 reg=lambda: bt.BETRegressor(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
-                likelihood=True, sigma=False, extra={"n_trees", "w", "Z", "xi", "xi_bar"}),
+                likelihood=True, sigma=False, extra={"n_trees", "n_components", "w", "Z", "xi", "xi_bar"}),
 }
 
 _FITS = {}

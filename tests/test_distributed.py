@@ -29,7 +29,7 @@ from bayestrees.inference.forest.cart import CARTConfig, default_capacity, fit_t
 from bayestrees.inference.forest.chunk import draw_weights  # noqa: E402
 
 N_ROWS, N_PARTS = 1200, 3
-EBF_KW = dict(n_estimators=3, trunk_min_samples_leaf=150, min_samples_leaf=5, random_state=11, dtype="float64")
+EBF_KW = dict(draws=3, trunk_min_samples_leaf=150, min_samples_leaf=5, random_state=11, dtype="float64")
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +236,7 @@ def test_sub_sample_forest_on_the_cluster_from_parquet(client, tmp_path):
     # sized so that its blocks share the compiled program of the EBF fixture's branches
     X, y = _data(660, seed=4)
     dd.from_pandas(X.assign(y=y), npartitions=3).to_parquet(tmp_path / "pq")
-    ssf = bt.SubSampleForestRegressor(n_estimators=6, n_blocks=2, min_samples_leaf=5, random_state=0, dtype="float64")
+    ssf = bt.SubSampleForestRegressor(draws=6, n_blocks=2, min_samples_leaf=5, random_state=0, dtype="float64")
     ssf.fit(str(tmp_path / "pq"), target="y", client=client)
     roots = np.asarray(ssf.trees_.count)[:, 0]
     # tree t fits block t % 2 only: the two blocks' roots hold every row once

@@ -19,7 +19,7 @@ def reg_data():
 @pytest.fixture(scope="module")
 def bf(reg_data):
     X, y = reg_data
-    return bt.BayesianForestRegressor(n_estimators=24, min_samples_leaf=3, random_state=0).fit(X, y)
+    return bt.BayesianForestRegressor(draws=24, min_samples_leaf=3, random_state=0).fit(X, y)
 
 
 def test_bayesian_forest_predicts_well_and_draws_vary(bf, reg_data):

@@ -20,7 +20,7 @@ def xy():
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_bad_inputs_regression(cls, xy):
     X, y = xy
-    m = cls(n_estimators=2, min_samples_leaf=2, random_state=0)
+    m = cls(draws=2, min_samples_leaf=2, random_state=0)
     with pytest.raises(ValueError, match="empty"):
         m.fit(np.zeros((0, 3)), np.zeros(0))
     with pytest.raises(ValueError, match="match"):
@@ -34,7 +34,7 @@ def test_bad_inputs_regression(cls, xy):
     with pytest.raises(ValueError, match="numeric"):
         m.fit(X, np.array(["a"] * 40))
     with pytest.raises(ValueError, match="min_samples_leaf"):
-        cls(n_estimators=2, min_samples_leaf=21).fit(X, y)
+        cls(draws=2, min_samples_leaf=21).fit(X, y)
     with pytest.raises(NotFittedError):
         cls().predict(X)
     m.fit(X, y)
@@ -54,7 +54,7 @@ def test_bad_inputs_classification(xy):
 
 def test_bad_parameters(xy):
     X, y = xy
-    for kw, msg in [(dict(weights="poisson"), "weights"), (dict(n_estimators=0), "n_estimators"),
+    for kw, msg in [(dict(weights="poisson"), "weights"), (dict(draws=0), "draws"),
                     (dict(splitter="worst"), "splitter"), (dict(max_features=1.5), "max_features"),
                     (dict(min_weight_fraction_leaf=0.7), "min_weight_fraction_leaf"), (dict(dtype="int8"), "dtype")]:
         with pytest.raises(ValueError, match=msg):

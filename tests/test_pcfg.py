@@ -398,9 +398,9 @@ out["jnp_float64"] = fit_posterior(codes, nb, np.array(inp["y_clf"]), kind="clas
 
 # the public API: estimators and the model-context variable (X = the codes as numbers: exact binning)
 X, Xq = codes.astype(float), queries.astype(float)
-clf = bt.PCFGTreeClassifier(log_phi=log_phi, alpha=inp["alpha"], predict_with="posterior", n_samples=5,
+clf = bt.PCFGTreeClassifier(log_phi=log_phi, leaf_concentration=inp["alpha"], predict_with="posterior", draws=5,
                             dtype="float64", random_state=0).fit(X, np.array(inp["y_clf"]))
-reg = bt.PCFGTreeRegressor(log_phi=log_phi, predict_with="posterior", n_samples=5, dtype="float64",
+reg = bt.PCFGTreeRegressor(log_phi=log_phi, predict_with="posterior", draws=5, dtype="float64",
                            random_state=0).fit(X, np.array(inp["y_reg"]))
 with bt.Model():
     t = bt.PCFGTree("t", bt.Data("X", X), np.array(inp["y_reg"]), log_phi=log_phi, kind="regression",
@@ -522,5 +522,5 @@ def test_dtype_default_float32_and_float64_needs_x64():
                 fit_posterior(codes, nb, y, kind="classification", n_classes=2, dtype=bad)
         with pytest.raises(ValueError, match="dtype must be one of"):
             bt.PCFGTreeClassifier(dtype="float16").fit(X, y)
-        clf = bt.PCFGTreeClassifier(n_samples=3, random_state=0).fit(X, y)
+        clf = bt.PCFGTreeClassifier(draws=3, random_state=0).fit(X, y)
         assert clf.get_params()["dtype"] == "float32" and clf.posterior_.dtype == np.float32

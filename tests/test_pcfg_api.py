@@ -23,7 +23,7 @@ def iris_split():
 @pytest.fixture(scope="module")
 def iris_clf(iris_split):
     X, y, _, _ = iris_split
-    return bt.PCFGTreeClassifier(max_bins=5, n_samples=50, random_state=0).fit(X, y)
+    return bt.PCFGTreeClassifier(max_bins=5, draws=50, random_state=0).fit(X, y)
 
 
 def test_classifier_fit_predict(iris_split, iris_clf):
@@ -65,7 +65,7 @@ def test_regressor_fit_predict():
     rng = np.random.default_rng(1)
     X = np.column_stack([rng.integers(0, 4, 80), rng.uniform(size=80)])   # feature 0 binned exactly
     y = np.where(X[:, 0] >= 2, 3.0, -1.0) + 0.1 * rng.normal(size=80)
-    reg = bt.PCFGTreeRegressor(max_bins=4, n_samples=20, random_state=0).fit(X, y)
+    reg = bt.PCFGTreeRegressor(max_bins=4, draws=20, random_state=0).fit(X, y)
     for pw in ("map", "posterior", "samples"):
         reg.set_params(predict_with=pw)
         assert reg.score(X, y) > 0.95
@@ -76,9 +76,9 @@ def test_regressor_fit_predict():
     (dict(phi=0.0), "phi must be"),
     (dict(phi=-1.0), "phi must be"),
     (dict(log_phi=float("nan")), "log_phi"),
-    (dict(alpha=0.0), "alpha must be > 0"),
-    (dict(alpha=[1.0, -1.0, 1.0]), "alpha must be > 0"),
-    (dict(alpha=[1.0, 1.0]), "one value per class"),
+    (dict(leaf_concentration=0.0), "alpha must be > 0"),
+    (dict(leaf_concentration=[1.0, -1.0, 1.0]), "alpha must be > 0"),
+    (dict(leaf_concentration=[1.0, 1.0]), "one value per class"),
     (dict(predict_with="mean"), "predict_with"),
 ])
 def test_bad_hyperparameters(iris_split, kwargs, match):
@@ -101,7 +101,7 @@ def test_bad_data():
         bt.PCFGTreeClassifier(max_bins=3).fit(Xc, y)
     with pytest.raises(ValueError, match="one class"):
         bt.PCFGTreeClassifier(max_bins=3).fit(X, np.zeros(20))
-    clf = bt.PCFGTreeClassifier(max_bins=3, n_samples=5).fit(X, y)
+    clf = bt.PCFGTreeClassifier(max_bins=3, draws=5).fit(X, y)
     with pytest.raises(ValueError, match="NaN"):
         clf.predict(Xn)
 
@@ -153,7 +153,7 @@ def test_row_method_hidden_xor():
     yt = Xt[:, :3].sum(1) % 2
     with pytest.raises(ValueError, match="10 features"):
         bt.PCFGTreeClassifier(memory_budget=10**6).fit(X, y)      # 3**10 boxes: over a 1 MB budget
-    clf = bt.PCFGTreeClassifier(method="row", n_samples=10, random_state=0).fit(X, y)
+    clf = bt.PCFGTreeClassifier(method="row", draws=10, random_state=0).fit(X, y)
     assert clf.posterior_.structure.method == "row"
     assert clf.score(Xt, yt) == 1.0
     assert int(n_leaves(clf.map_tree_)) == 8
@@ -171,7 +171,7 @@ def _reg_data(n=80, seed=1):
 @pytest.fixture(scope="module")
 def iris_reg():
     X, y = _reg_data()
-    return X, y, bt.PCFGTreeRegressor(max_bins=4, n_samples=200, random_state=0).fit(X, y)
+    return X, y, bt.PCFGTreeRegressor(max_bins=4, draws=200, random_state=0).fit(X, y)
 
 
 def _summary_names(idata):
@@ -266,7 +266,7 @@ def test_trees_group_netcdf_round_trip(tmp_path, iris_clf):
 def test_model_variable_and_estimator_share_one_fit(iris_split):
     """Same seed, data and hyperparameters: bt.PCFGTree and the classifier give the same draws."""
     X, y, _, _ = iris_split
-    clf = bt.PCFGTreeClassifier(max_bins=4, n_samples=20, random_state=3).fit(X, y)
+    clf = bt.PCFGTreeClassifier(max_bins=4, draws=20, random_state=3).fit(X, y)
     with bt.Model():
         bt.PCFGTree("t", bt.Data("X", X), y, max_bins=4)
         idata = bt.sample(draws=20, chains=1, random_seed=3)
@@ -353,10 +353,10 @@ def test_fit_pcfg_checks_prepared_data_and_config():
     with pytest.raises(ValueError, match=r"features \['x0'\] are constant"):
         fit_pcfg(make_key(0), prepare_data(Xc, y, max_bins=4), PCFGConfig())
     with pytest.raises(ValueError, match="one value per class"):
-        fit_pcfg(make_key(0), prepare_data(X, y, max_bins=4), PCFGConfig(alpha=[1.0, 2.0, 3.0]))
+        fit_pcfg(make_key(0), prepare_data(X, y, max_bins=4), PCFGConfig(leaf_concentration=[1.0, 2.0, 3.0]))
     for bad, match in ((dict(draws=0), "draws"), (dict(chains=1.5), "chains"), (dict(method="dense"), "method"),
                        (dict(max_bins=1), "max_bins"), (dict(memory_budget=-1), "memory_budget"),
-                       (dict(alpha=[[1.0]]), "alpha"), (dict(dtype="float16"), "dtype must be one of")):
+                       (dict(leaf_concentration=[[1.0]]), "alpha"), (dict(dtype="float16"), "dtype must be one of")):
         with pytest.raises(ValueError, match=match):
             PCFGConfig(**bad)
     res = fit_pcfg(make_key(0), prepare_data(X, y, max_bins=4), PCFGConfig(draws=4, chains=2))

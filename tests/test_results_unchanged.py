@@ -35,7 +35,12 @@ RECORD = Path(__file__).with_name("results_digests.json")
 GROUPS = ("posterior", "trees", "sample_stats", "log_likelihood", "observed_data", "constant_data")
 
 #: ``{fit name: {"group/new": "group/recorded"}}``: variables renamed on purpose since the record
-RENAMED: dict[str, dict[str, str]] = {}
+RENAMED: dict[str, dict[str, str]] = {
+    # BET: n_trees now counts the model's trees (components of at least q = min_leaf_rows rows); the
+    # former n_trees, every occupied component, is n_components
+    "bet_reg": {"posterior/n_components": "posterior/n_trees"},
+    "bet_clf": {"posterior/n_components": "posterior/n_trees"},
+}
 
 #: sample_stats variables that measure time, not results
 TIMING = {"sampling_time", "time", "elapsed"}
@@ -55,19 +60,19 @@ def _fits():
     """``{name: (task, estimator factory)}``: the fixed list, every family and task."""
     mcmc = dict(draws=30, tune=30, chains=2, random_state=0)
     return {
-        "bf_reg": ("regression", lambda: bt.BayesianForestRegressor(n_estimators=6, random_state=0, n_jobs=1)),
-        "bf_clf": ("classification", lambda: bt.BayesianForestClassifier(n_estimators=6, random_state=1, n_jobs=1)),
+        "bf_reg": ("regression", lambda: bt.BayesianForestRegressor(draws=6, random_state=0, n_jobs=1)),
+        "bf_clf": ("classification", lambda: bt.BayesianForestClassifier(draws=6, random_state=1, n_jobs=1)),
         "ebf_reg": ("regression", lambda: bt.EmpiricalBayesianForestRegressor(
-            n_estimators=6, trunk_min_samples_leaf=20, random_state=2, n_jobs=1)),
+            draws=6, trunk_min_samples_leaf=20, random_state=2, n_jobs=1)),
         "ssf_clf": ("classification", lambda: bt.SubSampleForestClassifier(
-            n_estimators=6, n_blocks=2, random_state=3, n_jobs=1)),
-        "pcfg_reg": ("regression", lambda: bt.PCFGTreeRegressor(max_bins=6, n_samples=20, random_state=0)),
-        "pcfg_clf": ("classification", lambda: bt.PCFGTreeClassifier(max_bins=6, n_samples=20, random_state=1,
+            draws=6, n_blocks=2, random_state=3, n_jobs=1)),
+        "pcfg_reg": ("regression", lambda: bt.PCFGTreeRegressor(max_bins=6, draws=20, random_state=0)),
+        "pcfg_clf": ("classification", lambda: bt.PCFGTreeClassifier(max_bins=6, draws=20, random_state=1,
                                                                      predict_with="samples")),
         "safebayes_reg": ("regression", lambda: bt.SafeBayesForestRegressor(
-            n_estimators=200, effective_sample_size=30, random_state=0)),
+            draws=200, effective_sample_size=30, random_state=0)),
         "safebayes_clf": ("classification", lambda: bt.SafeBayesForestClassifier(
-            n_estimators=200, effective_sample_size=30, random_state=1)),
+            draws=200, effective_sample_size=30, random_state=1)),
         "bcart_reg": ("regression", lambda: bt.BayesianCARTRegressor(**mcmc)),
         "bcart_clf": ("classification", lambda: bt.BayesianCARTClassifier(**mcmc)),
         "bcart_pgibbs": ("regression", lambda: bt.BayesianCARTRegressor(scheme="pgibbs", particles=4, **mcmc)),
@@ -137,7 +142,8 @@ def test_fit_outputs_are_bit_identical_to_the_record(name):
         pytest.skip(f"no digests recorded for this toolchain ({toolchain()}); see the module docstring")
     want = record[name]
     renamed = RENAMED.get(name, {})
-    got = {renamed.get(k, k): v for k, v in got.items()}
+    # a recorded name that a renamed variable now holds is compared under it, not under its new meaning
+    got = {renamed.get(k, k): v for k, v in got.items() if k in renamed or k not in renamed.values()}
     missing = sorted(set(want) - set(got))
     changed = sorted(k for k in want if k in got and got[k] != want[k])
     assert not missing, f"{name}: outputs no longer produced: {missing}"

@@ -258,7 +258,7 @@ def test_class_weights_and_predictions_against_direct_numpy():
     y = (X[:, 0] + 0.5 * rng.normal(size=45) > 0).astype(int)
     Xt = X[:7] + 0.0  # training rows: PIT comparison is exact for them
     alpha = 0.7
-    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, alpha=alpha, max_internal=KMAX,
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=9, leaf_concentration=alpha, max_internal=KMAX,
                                        random_state=1).fit(X, y)
     prior = pt.PriorForest(*[np.asarray(a) for a in clf.prior_trees_])
     u = _pit(X)
@@ -356,7 +356,7 @@ def test_bma_beta_one_matches_exact_model_average(root_splits):
     x = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]])
     y = np.array([0, 0, 1, 1, 0])
     kmax, alpha = KMAX, 1.0
-    clf = bt.SafeBayesForestClassifier(20000, split_prob=0.4, effective_sample_size=5, alpha=alpha,
+    clf = bt.SafeBayesForestClassifier(20000, split_prob=0.4, effective_sample_size=5, leaf_concentration=alpha,
                                        root_splits=root_splits, max_internal=kmax, random_state=0).fit(x, y)
     p = clf.predict_proba(x, "bma")
     assert clf.beta_ == 1.0
@@ -541,7 +541,7 @@ def test_regressor_targets_of_any_scale(scale):
     y = np.sin(4 * X[:, 0]) + 2.0 + 0.2 * rng.normal(size=60)
     Xt = rng.uniform(size=(9, 2))
     yt = np.sin(4 * Xt[:, 0]) + 2.0
-    kw = dict(n_estimators=K, max_internal=KMAX, random_state=1)
+    kw = dict(draws=K, max_internal=KMAX, random_state=1)
     ref = bt.SafeBayesForestRegressor(**kw).fit(X, y)
     big = bt.SafeBayesForestRegressor(**kw).fit(X, y * scale)
     assert big.effective_sample_size_ == ref.effective_sample_size_
@@ -684,7 +684,7 @@ def test_leaf_draws_follow_the_conjugate_posterior():
     key = jax.random.key(5)
     n_draws = 4000
     X, y = _class_data()
-    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=1e7, alpha=0.5, max_internal=KMAX,
+    clf = bt.SafeBayesForestClassifier(K, effective_sample_size=1e7, leaf_concentration=0.5, max_internal=KMAX,
                                        random_state=1).fit(X, y)
     draws = sb.posterior_draws(key, clf._result, n_draws)
     best = int(np.argmax(clf.log_weights_))
@@ -784,7 +784,7 @@ def test_compare_with_pcfg_classifier(sb_clf):
     import arviz as az
 
     X, y, clf = sb_clf
-    pc = bt.PCFGTreeClassifier(max_bins=4, n_samples=K, random_state=0).fit(X, y)
+    pc = bt.PCFGTreeClassifier(max_bins=4, draws=K, random_state=0).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cmp = bt.compare({"safe_bayes": clf.idata_, "pcfg": pc.idata_})
@@ -933,7 +933,7 @@ def test_dtype_float64():
     """dtype="float64" is refused without x64 (never switched on behind the user's back); with x64 on,
     the weights agree with the float32 fit and the outputs are float64."""
     X, y = _class_data()
-    kw = dict(n_estimators=K, effective_sample_size=20, max_internal=KMAX, random_state=0)
+    kw = dict(draws=K, effective_sample_size=20, max_internal=KMAX, random_state=0)
     with pytest.raises(ValueError, match="jax_enable_x64"):
         bt.SafeBayesForestClassifier(dtype="float64", **kw).fit(X, y)
     with bt.Model():
@@ -996,10 +996,10 @@ def test_bad_input():
         C(10, split_prob=0.5).fit(X, y)
     with pytest.raises(ValueError, match="split_prob"):
         C(10, split_prob=0.7).fit(X, y)
-    with pytest.raises(ValueError, match="alpha"):
-        C(10, alpha=0.0).fit(X, y)
-    with pytest.raises(ValueError, match="alpha"):
-        C(10, alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="leaf_concentration"):
+        C(10, leaf_concentration=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="leaf_concentration"):
+        C(10, leaf_concentration=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="effective_sample_size"):
         C(10, effective_sample_size=0).fit(X, y)
     with pytest.raises(ValueError, match="effective_sample_size"):

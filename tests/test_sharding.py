@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent("""
 
     # a forest: trees of one compiled chunk
     X = codes.astype(float) + rng.random((n, 2)) * 0.1
-    f = bt.BayesianForestRegressor(n_estimators=8, random_state=0).fit(X, y)
+    f = bt.BayesianForestRegressor(draws=8, random_state=0).fit(X, y)
     out["forest_draws"] = np.asarray(f.predict_draws(X[:10])).ravel().tolist()
 
     # exact PCFG draws

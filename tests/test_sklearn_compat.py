@@ -4,12 +4,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import bayestrees as bt
 
 _ESTIMATORS = [
-    bt.BayesianForestRegressor(n_estimators=3, random_state=0),
-    bt.BayesianForestClassifier(n_estimators=3, random_state=0),
-    bt.EmpiricalBayesianForestRegressor(n_estimators=3, trunk_min_samples_leaf=20, random_state=0),
-    bt.EmpiricalBayesianForestClassifier(n_estimators=3, trunk_min_samples_leaf=20, random_state=0),
-    bt.SubSampleForestRegressor(n_estimators=4, n_blocks=2, random_state=0),
-    bt.SubSampleForestClassifier(n_estimators=4, n_blocks=2, random_state=0),
+    bt.BayesianForestRegressor(draws=3, random_state=0),
+    bt.BayesianForestClassifier(draws=3, random_state=0),
+    bt.EmpiricalBayesianForestRegressor(draws=3, trunk_min_samples_leaf=20, random_state=0),
+    bt.EmpiricalBayesianForestClassifier(draws=3, trunk_min_samples_leaf=20, random_state=0),
+    bt.SubSampleForestRegressor(draws=4, n_blocks=2, random_state=0),
+    bt.SubSampleForestClassifier(draws=4, n_blocks=2, random_state=0),
 ]
 
 

@@ -43,8 +43,8 @@ def test_worker_processes_give_the_same_trees(data, kind, kw):
     """The weights and seeds are drawn in the calling process, so n_jobs does not change the forest."""
     X, y = data
     est = getattr(bt, kind)
-    one = est(n_estimators=6, chunk_size=1, random_state=5, **kw).fit(X, y)
-    two = est(n_estimators=6, chunk_size=1, random_state=5, n_jobs=2, **kw).fit(X, y)
+    one = est(draws=6, chunk_size=1, random_state=5, **kw).fit(X, y)
+    two = est(draws=6, chunk_size=1, random_state=5, n_jobs=2, **kw).fit(X, y)
     running = workers.default_pool().workers
     assert len(running) >= 2 and all(w.proc.poll() is None for w in running)
     assert _same_trees(one, two)
@@ -54,8 +54,8 @@ def test_worker_processes_give_the_same_trees(data, kind, kw):
 def test_worker_processes_classifier(data):
     X, y = data
     labels = np.where(y > 0, "hi", "lo")
-    one = bt.BayesianForestClassifier(n_estimators=4, chunk_size=1, criterion="entropy", random_state=2).fit(X, labels)
-    two = bt.BayesianForestClassifier(n_estimators=4, chunk_size=1, criterion="entropy", random_state=2,
+    one = bt.BayesianForestClassifier(draws=4, chunk_size=1, criterion="entropy", random_state=2).fit(X, labels)
+    two = bt.BayesianForestClassifier(draws=4, chunk_size=1, criterion="entropy", random_state=2,
                                       n_jobs=2).fit(X, labels)
     assert _same_trees(one, two)
     np.testing.assert_array_equal(one.predict_proba(X), two.predict_proba(X))
@@ -64,9 +64,9 @@ def test_worker_processes_classifier(data):
 def test_worker_errors_reach_the_caller(data):
     X, y = data
     with pytest.raises(CapacityError, match="capacity=7"):
-        bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, max_nodes=7, n_jobs=2, random_state=0).fit(X, y)
+        bt.BayesianForestRegressor(draws=4, chunk_size=1, max_nodes=7, n_jobs=2, random_state=0).fit(X, y)
     # the workers survive an error raised inside them
-    bt.BayesianForestRegressor(n_estimators=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    bt.BayesianForestRegressor(draws=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
 
 
 def test_a_dead_worker_is_reported_and_replaced(data):
@@ -80,7 +80,7 @@ def test_a_dead_worker_is_reported_and_replaced(data):
     assert all(w.proc.poll() is None for w in fresh)
     if len(workers.available_cpus()) >= 2:
         assert len({w.cpu for w in fresh}) == 2  # the new one takes the free core
-    bt.BayesianForestRegressor(n_estimators=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    bt.BayesianForestRegressor(draws=2, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
 
 
 def test_n_jobs_convention():
@@ -111,13 +111,13 @@ def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     flaky = _InterruptedOnce(workers.pickle.load)
     monkeypatch.setattr(workers.pickle, "load", flaky)
     with pytest.raises(KeyboardInterrupt):
-        bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+        bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     monkeypatch.undo()
     assert flaky.calls >= 1
     # the worker whose reply went unread (the first one, at the set-up message) was stopped; the other is kept
     assert _wait(pool[0]) and pool[1].proc.poll() is None
-    one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
-    two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    one = bt.BayesianForestRegressor(draws=4, chunk_size=1, random_state=0).fit(X, y)
+    two = bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     assert _same_trees(one, two)
 
 
@@ -131,14 +131,14 @@ def test_workers_share_a_compilation_cache_that_shutdown_removes(data, monkeypat
     # the test suite's own cache (tests/conftest.py) is set aside: new workers make and share theirs
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     workers.shutdown()
-    bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     folder = workers.default_pool().cache_dir
     assert os.path.isdir(folder) and os.listdir(folder)  # the compiled programs, written by one worker
     workers.shutdown()
     assert not os.path.exists(folder) and not workers.default_pool().workers
     assert workers.default_pool().cache_dir is None
-    one = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, random_state=0).fit(X, y)
-    two = bt.BayesianForestRegressor(n_estimators=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    one = bt.BayesianForestRegressor(draws=4, chunk_size=1, random_state=0).fit(X, y)
+    two = bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     assert _same_trees(one, two)
 
 

@@ -61,8 +61,8 @@ p = clf.predict_proba(Xte)
 idx = np.searchsorted(clf.classes_, yte)
 print(f"test accuracy {np.mean(clf.predict(Xte) == yte):.3f}, mean log predictive "
       f"{np.mean(np.log(p[np.arange(len(yte)), idx])):.3f} (majority class: {np.mean(yte == 1):.3f})")
-print(f"occupied trees per draw: {clf.n_trees_.mean():.2f} on average; best ensemble: "
-      f"{clf.best_ensemble_['n_trees']} trees")
+print(f"trees (components of at least min_leaf_rows rows) per draw: {clf.n_trees_.mean():.2f} on average "
+      f"({clf.n_components_.mean():.2f} occupied components); best ensemble: {clf.best_ensemble_['n_trees']} trees")
 
 # %% [markdown]
 # Convergence of the number of trees and of `ξ̄` (R-hat and ESS), and the

@@ -51,11 +51,11 @@ Xtr, Xte, ytr, yte = X[~test], X[test], y[~test], y[test]
 print(f"{len(ytr)} training rows, {len(yte)} test rows, features {names}")
 
 models = {
-    "Bayesian forest": bt.BayesianForestClassifier(n_estimators=8 if QUICK else 200, min_samples_leaf=5,
+    "Bayesian forest": bt.BayesianForestClassifier(draws=8 if QUICK else 200, min_samples_leaf=5,
                                                    random_state=0),
-    "BCART-PCFG": bt.PCFGTreeClassifier(log_phi=2.0, max_bins=5 if QUICK else 10, n_samples=50 if QUICK else 500,
+    "BCART-PCFG": bt.PCFGTreeClassifier(log_phi=2.0, max_bins=5 if QUICK else 10, draws=50 if QUICK else 500,
                                         predict_with="posterior", random_state=0),
-    "safe-Bayes": bt.SafeBayesForestClassifier(n_estimators=100 if QUICK else 1000, max_internal=63 if QUICK else 511,
+    "safe-Bayes": bt.SafeBayesForestClassifier(draws=100 if QUICK else 1000, max_internal=63 if QUICK else 511,
                                               random_state=0),
     "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 1000, tune=40 if QUICK else 1000,
                                                chains=2 if QUICK else 4, random_state=0),

@@ -56,10 +56,10 @@ def save(fig, name):
 X, y = load_mcycle()
 X = pd.DataFrame({"time_ms": X[:, 0]})
 t0 = time.perf_counter()
-bf = bt.BayesianForestRegressor(n_estimators=N_TREES, min_samples_leaf=3, random_state=0).fit(X, y)
-cart = bt.BayesianForestRegressor(n_estimators=1, weights="none", min_samples_leaf=3).fit(X, y)
+bf = bt.BayesianForestRegressor(draws=N_TREES, min_samples_leaf=3, random_state=0).fit(X, y)
+cart = bt.BayesianForestRegressor(draws=1, weights="none", min_samples_leaf=3).fit(X, y)
 # the random forest is left out of the quick mode (one compilation less)
-rf = None if QUICK else bt.BayesianForestRegressor(n_estimators=N_TREES, weights="multinomial", min_samples_leaf=3,
+rf = None if QUICK else bt.BayesianForestRegressor(draws=N_TREES, weights="multinomial", min_samples_leaf=3,
                                                    random_state=0).fit(X, y)
 print(f"fitted {N_TREES} trees in {time.perf_counter() - t0:.1f}s (first run: mostly JIT compilation)")
 print(f"leaves per tree: {bf.n_leaves_.mean():.1f} on average, depth {bf.depth_.mean():.1f}")
@@ -120,18 +120,18 @@ rng = np.random.default_rng(0)
 test = rng.uniform(size=len(cal)) < 0.2
 Xtr, Xte, ytr, yte = cal[~test], cal[test], yc[~test], yc[test]
 trunk = 300 if QUICK else 3000
-models = {} if QUICK else {"CART": bt.BayesianForestRegressor(n_estimators=1, weights="none", min_samples_leaf=5)}
+models = {} if QUICK else {"CART": bt.BayesianForestRegressor(draws=1, weights="none", min_samples_leaf=5)}
 models |= {
-    "Bayesian forest": bt.BayesianForestRegressor(n_estimators=N_TREES, min_samples_leaf=5, random_state=0),
+    "Bayesian forest": bt.BayesianForestRegressor(draws=N_TREES, min_samples_leaf=5, random_state=0),
     f"EBF (trunk leaves >= {trunk})": bt.EmpiricalBayesianForestRegressor(
-        n_estimators=N_TREES, trunk_min_samples_leaf=trunk, min_samples_leaf=5, random_state=0),
+        draws=N_TREES, trunk_min_samples_leaf=trunk, min_samples_leaf=5, random_state=0),
 }
 rows = []
 for name, est in models.items():
     t0 = time.perf_counter()
     est.fit(Xtr, ytr)
     sec = time.perf_counter() - t0
-    iv = est.predict_interval(Xte) if est.n_estimators > 1 else None
+    iv = est.predict_interval(Xte) if est.draws > 1 else None
     cover = np.mean((yte >= iv[:, 0]) & (yte <= iv[:, 1])) if iv is not None else np.nan
     rows.append({"model": name, "test RMSE ($)": np.sqrt(np.mean((est.predict(Xte) - yte) ** 2)),
                  "fit s": sec, "90% interval covers y": cover})

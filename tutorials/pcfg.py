@@ -50,7 +50,7 @@ X = pd.DataFrame(X, columns=names)
 rng = np.random.default_rng(0)
 test = rng.uniform(size=len(y)) < 0.25
 Xtr, Xte, ytr, yte = X[~test], X[test], y[~test], y[test]
-clf = bt.PCFGTreeClassifier(log_phi=2.0, max_bins=MAX_BINS, n_samples=N_SAMPLES, random_state=0).fit(Xtr, ytr)
+clf = bt.PCFGTreeClassifier(log_phi=2.0, max_bins=MAX_BINS, draws=N_SAMPLES, random_state=0).fit(Xtr, ytr)
 print(f"log evidence log p(y | X) = {float(clf.log_evidence_):.2f}")
 print(f"MAP tree: {int(bt.tree.n_leaves(clf.map_tree_))} leaves, log posterior probability "
       f"{float(clf.map_log_prob_):.2f}")
@@ -96,7 +96,7 @@ clf.set_params(predict_with="map")
 # %%
 rows = []
 for log_phi in ((1.0, 3.0) if QUICK else (0.5, 1.0, 2.0, 3.0, 5.0)):
-    c = bt.PCFGTreeClassifier(log_phi=log_phi, max_bins=MAX_BINS, n_samples=N_SAMPLES, random_state=0).fit(Xtr, ytr)
+    c = bt.PCFGTreeClassifier(log_phi=log_phi, max_bins=MAX_BINS, draws=N_SAMPLES, random_state=0).fit(Xtr, ytr)
     rows.append({"log_phi": log_phi, "log evidence": float(c.log_evidence_),
                  "mean leaves": float(c.idata_.posterior.n_leaves.mean()),
                  "test accuracy (MAP)": np.mean(c.predict(Xte) == yte)})

@@ -48,7 +48,7 @@ X = pd.DataFrame(X, columns=names)
 rng = np.random.default_rng(0)
 test = rng.uniform(size=len(y)) < 0.25
 Xtr, Xte, ytr, yte = X[~test], X[test], y[~test], y[test]
-clf = bt.SafeBayesForestClassifier(n_estimators=N_TREES, max_internal=MAX_INTERNAL, random_state=0).fit(Xtr, ytr)
+clf = bt.SafeBayesForestClassifier(draws=N_TREES, max_internal=MAX_INTERNAL, random_state=0).fit(Xtr, ytr)
 print(f"{N_TREES} prior trees; chosen m = {clf.effective_sample_size_:.3g} (beta = {clf.beta_:.3g}) "
       f"on the {clf.operating_curve_['on']} curve")
 

@@ -202,13 +202,23 @@ class FamilyEstimator:
     #: defaults to :data:`RENAMED` and, when given, is used with a ``FutureWarning`` at ``fit``
     _renamed: dict = {}
 
+    @classmethod
+    def _fixed_params(cls) -> dict:
+        """Config parameters the class itself fixes (a forest class's ``kind``)."""
+        return {}
+
     def _params(self) -> dict:
         """The estimator's parameters, former names mapped to the new ones (``FutureWarning``)."""
-        params = {k: getattr(self, k) for k in self._get_param_names()}
+        defaults = {k: p.default for k, p in inspect.signature(type(self).__init__).parameters.items()}
+        # a parameter missing from a model saved by an older version has its default
+        params = {k: getattr(self, k, defaults.get(k)) for k in self._get_param_names()}
         given = {k: v for k, v in params.items() if k not in self._renamed}
         old = {k: params[k] for k in self._renamed if k in params and not _is_renamed(params[k])}
-        for k in old:  # the new name holds its default: the old one's value replaces it
-            given.pop(self._renamed[k], None)
+        for k in old:  # the old name's value replaces the new name's default; both set is an error
+            new = self._renamed[k]
+            if new in given and not _same(given[new], defaults.get(new)):
+                raise TypeError(f"{type(self).__name__}: give {new!r} only ({k!r} is its former name)")
+            given.pop(new, None)
         return renamed_params({**given, **old}, self._renamed, type(self).__name__, stacklevel=4)
 
     def _config_params(self, params: dict) -> dict:
@@ -270,6 +280,13 @@ class FamilyEstimator:
                                  "of bayestrees); fit it again to build idata_")
             self._idata = self._family.to_inferencedata(self._output_result(), data, y_name="y")
         return self._idata
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a is b or a == b)
+    except (TypeError, ValueError):  # arrays
+        return False
 
 
 def _is_renamed(v) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..inference.bcart import FAMILY, acceptance_rates
 from ..priors import ChipmanPrior
-from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BayesianCARTRegressor", "BayesianCARTClassifier"]
 
@@ -119,18 +119,23 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
 
     Parameters as :class:`BayesianCARTRegressor`, with ``leaf_model`` "auto"/"dirichlet" and
 
-    alpha_leaves : float, default 1.0
+    leaf_concentration : float, default 1.0
         Concentration of the symmetric Dirichlet prior of the leaf class probabilities.
+    alpha_leaves : float
+        The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
     """
 
     _task = "classification"
 
-    def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, alpha_leaves=1.0, draws=1000,
+    _renamed = {"alpha_leaves": "leaf_concentration"}
+
+    def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, leaf_concentration=1.0, draws=1000,
                  tune=1000, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
                  scheme="moves", particles=10, temperatures=(1.0,), random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto"):
+                 progressbar=False, chain_method="auto", alpha_leaves=RENAMED):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
               scheme, particles, temperatures, random_state, dtype, progressbar, chain_method)
+        self.leaf_concentration = leaf_concentration
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bet import FAMILY, best_ensemble
-from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from ..inference.bet import FAMILY, best_ensemble, component_rows
+from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BETRegressor", "BETClassifier"]
 
@@ -29,13 +29,24 @@ class _BETMixin(DrawsMixin, FamilyEstimator):
     @property
     def best_ensemble_(self) -> dict:
         """The draw with the highest ``[Y, Z | T]``: ``trees`` (J,), ``w``, ``occupied``, ``xi``, ``chain``,
-        ``draw``, ``log_lik_y_z``, ``n_trees``."""
+        ``draw``, ``log_lik_y_z``, ``n_trees`` (components of at least ``min_leaf_rows`` rows) and
+        ``n_components`` (occupied components)."""
         self._check_fitted()
-        return best_ensemble(self.result_)
+        best = best_ensemble(self.result_)
+        best["n_components"] = best["n_trees"]
+        best["n_trees"] = int(self.n_trees_[best["chain"], best["draw"]])
+        return best
 
     @property
     def n_trees_(self) -> np.ndarray:
-        """Occupied trees per draw: ``(chains, draws)``."""
+        """Trees per draw, the components holding at least ``min_leaf_rows`` rows: ``(chains, draws)``."""
+        self._check_fitted()
+        rows = component_rows(self.result_.draws.z, self.result_.config.max_trees)
+        return (rows >= self.result_.config.min_leaf_rows).sum(-1)
+
+    @property
+    def n_components_(self) -> np.ndarray:
+        """Occupied components per draw (any number of rows): ``(chains, draws)``."""
         self._check_fitted()
         return np.asarray(self.result_.draws.n_trees)
 
@@ -97,7 +108,8 @@ class BETRegressor(_BETMixin, RegressorBase):
     trees_ : Tree (chains, draws, max_trees)
     idata_ : arviz.InferenceData
     best_ensemble_ : dict, the draw with the highest ``[Y, Z | T]``
-    n_trees_ : (chains, draws) occupied trees
+    n_trees_ : (chains, draws) trees (components of at least ``min_leaf_rows`` rows)
+    n_components_ : (chains, draws) occupied components
     xi_bar_ : (n_features,) posterior mean of ``xi_bar``
     """
 
@@ -120,23 +132,27 @@ class BETRegressor(_BETMixin, RegressorBase):
 
 
 class BETClassifier(_BETMixin, ClassifierBase):
-    """BET classifier: a Dirichlet-process mixture of classification trees (Dirichlet(alpha_leaves) leaves).
+    """BET classifier: a Dirichlet-process mixture of classification trees (Dirichlet(leaf_concentration) leaves).
 
     Parameters as :class:`BETRegressor`, with
 
-    alpha_leaves : float > 0, default 0.5
+    leaf_concentration : float > 0, default 0.5
         Concentration of the symmetric Dirichlet prior of the leaf class probabilities (the paper: 0.5).
+    alpha_leaves : float
+        The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
     """
 
     _task = "classification"
 
+    _renamed = {"alpha_leaves": "leaf_concentration"}
+
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
-                 alpha_leaves=0.5,
-                 draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32, random_state=None,
-                 dtype="float32", progressbar=False, chain_method="auto"):
+                 leaf_concentration=0.5, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
+                 random_state=None, dtype="float32", progressbar=False, chain_method="auto", alpha_leaves=RENAMED):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
               max_bins, random_state, dtype, progressbar, chain_method)
-        self.alpha_leaves, self.init_trees = alpha_leaves, init_trees
+        self.leaf_concentration, self.init_trees = leaf_concentration, init_trees
+        self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:
         """Ensemble class probabilities at ``X``, averaged over draws: ``(n, C)``."""

@@ -3,7 +3,7 @@
 The classical baselines are parameter settings of the same estimators:
 
 * random forest: ``BayesianForestRegressor(weights="multinomial")``
-* single CART: ``BayesianForestRegressor(n_estimators=1, weights="none")``
+* single CART: ``BayesianForestRegressor(draws=1, weights="none")``
 * extra trees: ``BayesianForestRegressor(weights="none", splitter="random")``
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..inference.forest import FAMILY, ForestResult
 from ..tree import Tree, index_tree, max_depth, n_leaves
-from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = [
     "BayesianForestRegressor", "BayesianForestClassifier",
@@ -37,11 +37,16 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
     _family = FAMILY
     _kind = "bf"  # "bf", "ebf" or "ssf"
 
+    _renamed = {"n_estimators": "draws"}
+
+    @classmethod
+    def _fixed_params(cls) -> dict:
+        return {"kind": cls._kind}
+
     def _config_params(self, params: dict) -> dict:
-        """The config's parameters: the class's ``kind``; ``n_estimators`` is ``draws``."""
+        """The config's parameters, with the class's ``kind``."""
         out = super()._config_params(params)
         out["kind"] = self._kind
-        out["draws"] = params["n_estimators"]
         return out
 
     def _forest_config(self):
@@ -113,8 +118,8 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
         Returns
         -------
         np.ndarray
-            ``(n_estimators, n_samples)`` for regressors and ``(n_estimators, n_samples,
-            n_classes)`` class probabilities for classifiers.
+            ``(draws, n_samples)`` for regressors and ``(draws, n_samples, n_classes)`` class
+            probabilities for classifiers.
         """
         return super().predict_draws(X)
 
@@ -123,7 +128,7 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
     def idata_(self):
         """The posterior as ArviZ InferenceData (built on first access).
 
-        One draw per tree (``chain=1, draw=n_estimators``).  ``posterior`` holds ``n_leaves``,
+        One draw per tree (``chain=1, draw=draws``).  ``posterior`` holds ``n_leaves``,
         ``depth``, ``split_counts`` and ``mu``, each tree's prediction at the training rows
         (``(chain, draw, obs)`` in the response's units for regressors, ``(chain, draw, obs,
         class)`` class probabilities for classifiers); the tree arrays are in the ``trees``
@@ -135,12 +140,12 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
 
     @property
     def n_leaves_(self) -> np.ndarray:
-        """Leaves of every tree, shape (n_estimators,)."""
+        """Leaves of every tree, shape (draws,)."""
         return np.asarray(n_leaves(self.trees_))
 
     @property
     def depth_(self) -> np.ndarray:
-        """Depth of the deepest leaf of every tree, shape (n_estimators,)."""
+        """Depth of the deepest leaf of every tree, shape (draws,)."""
         return np.asarray(max_depth(self.trees_))
 
     def tree(self, i: int = 0) -> Tree:
@@ -152,8 +157,8 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
 _COMMON_DOC = """
     Parameters
     ----------
-    n_estimators : int, default 100
-        Trees, i.e. posterior draws.
+    draws : int, default 100
+        Trees, i.e. posterior draws (formerly ``n_estimators``).
     weights : {"exponential", "multinomial", "none"}, default "exponential"
         Row weights per draw: Bayesian bootstrap, classical bootstrap, or none.
     min_samples_leaf : int, default 1
@@ -186,13 +191,15 @@ _COMMON_DOC = """
         warm for later fits (see :mod:`bayestrees.inference.forest.workers`).
     random_state : int, numpy Generator or None
     progressbar : bool
+    n_estimators : int
+        The former name of ``draws`` (``FutureWarning``; removed in the next release).
 """
 
 
-def _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+def _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                  splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                 progressbar):
-    self.n_estimators = n_estimators
+                 progressbar, n_estimators):
+    self.draws = draws
     self.weights = weights
     self.min_samples_leaf = min_samples_leaf
     self.max_depth = max_depth
@@ -207,6 +214,7 @@ def _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_f
     self.n_jobs = n_jobs
     self.random_state = random_state
     self.progressbar = progressbar
+    self.n_estimators = n_estimators
 
 
 class _RegressorForest(_ForestMixin, RegressorBase):
@@ -245,13 +253,13 @@ class BayesianForestRegressor(_RegressorForest):
 
     _kind = "bf"
 
-    def __init__(self, n_estimators=100, *, weights="exponential", min_samples_leaf=1, max_depth=None,
+    def __init__(self, draws=100, *, weights="exponential", min_samples_leaf=1, max_depth=None,
                  max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
-                 random_state=None, progressbar=False):
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+                 random_state=None, progressbar=False, n_estimators=RENAMED):
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)
 
 
 class BayesianForestClassifier(_ClassifierForest):
@@ -260,14 +268,14 @@ class BayesianForestClassifier(_ClassifierForest):
 
     _kind = "bf"
 
-    def __init__(self, n_estimators=100, *, criterion="gini", weights="exponential", min_samples_leaf=1,
+    def __init__(self, draws=100, *, criterion="gini", weights="exponential", min_samples_leaf=1,
                  max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
-                 random_state=None, progressbar=False):
+                 random_state=None, progressbar=False, n_estimators=RENAMED):
         self.criterion = criterion
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)
 
 
 class EmpiricalBayesianForestRegressor(_RegressorForest):
@@ -277,14 +285,14 @@ class EmpiricalBayesianForestRegressor(_RegressorForest):
 
     _kind = "ebf"
 
-    def __init__(self, n_estimators=100, *, trunk_min_samples_leaf=1000, weights="exponential", min_samples_leaf=1,
+    def __init__(self, draws=100, *, trunk_min_samples_leaf=1000, weights="exponential", min_samples_leaf=1,
                  max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
-                 random_state=None, progressbar=False):
+                 random_state=None, progressbar=False, n_estimators=RENAMED):
         self.trunk_min_samples_leaf = trunk_min_samples_leaf
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)
 
 
 class EmpiricalBayesianForestClassifier(_ClassifierForest):
@@ -293,15 +301,15 @@ class EmpiricalBayesianForestClassifier(_ClassifierForest):
 
     _kind = "ebf"
 
-    def __init__(self, n_estimators=100, *, trunk_min_samples_leaf=1000, criterion="gini", weights="exponential",
+    def __init__(self, draws=100, *, trunk_min_samples_leaf=1000, criterion="gini", weights="exponential",
                  min_samples_leaf=1, max_depth=None, max_features=None, min_weight_fraction_leaf=0.0,
                  splitter="best", max_bins=1024, categorical_features=None, max_nodes=None, dtype="float32",
-                 chunk_size=None, n_jobs=None, random_state=None, progressbar=False):
+                 chunk_size=None, n_jobs=None, random_state=None, progressbar=False, n_estimators=RENAMED):
         self.trunk_min_samples_leaf = trunk_min_samples_leaf
         self.criterion = criterion
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)
 
 
 class SubSampleForestRegressor(_RegressorForest):
@@ -310,14 +318,14 @@ class SubSampleForestRegressor(_RegressorForest):
 
     _kind = "ssf"
 
-    def __init__(self, n_estimators=100, *, n_blocks=5, weights="exponential", min_samples_leaf=1, max_depth=None,
+    def __init__(self, draws=100, *, n_blocks=5, weights="exponential", min_samples_leaf=1, max_depth=None,
                  max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
-                 random_state=None, progressbar=False):
+                 random_state=None, progressbar=False, n_estimators=RENAMED):
         self.n_blocks = n_blocks
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)
 
 
 class SubSampleForestClassifier(_ClassifierForest):
@@ -326,12 +334,12 @@ class SubSampleForestClassifier(_ClassifierForest):
 
     _kind = "ssf"
 
-    def __init__(self, n_estimators=100, *, n_blocks=5, criterion="gini", weights="exponential", min_samples_leaf=1,
+    def __init__(self, draws=100, *, n_blocks=5, criterion="gini", weights="exponential", min_samples_leaf=1,
                  max_depth=None, max_features=None, min_weight_fraction_leaf=0.0, splitter="best", max_bins=1024,
                  categorical_features=None, max_nodes=None, dtype="float32", chunk_size=None, n_jobs=None,
-                 random_state=None, progressbar=False):
+                 random_state=None, progressbar=False, n_estimators=RENAMED):
         self.n_blocks = n_blocks
         self.criterion = criterion
-        _init_common(self, n_estimators, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
+        _init_common(self, draws, weights, min_samples_leaf, max_depth, max_features, min_weight_fraction_leaf,
                      splitter, max_bins, categorical_features, max_nodes, dtype, chunk_size, n_jobs, random_state,
-                     progressbar)
+                     progressbar, n_estimators)

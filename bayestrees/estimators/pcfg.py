@@ -1,13 +1,13 @@
 """scikit-learn style BCART-PCFG estimators (exact Bayesian decision trees).
 
->>> clf = bt.PCFGTreeClassifier(log_phi=2.0, alpha=1.0, max_bins=10).fit(X, y)
+>>> clf = bt.PCFGTreeClassifier(log_phi=2.0, leaf_concentration=1.0, max_bins=10).fit(X, y)
 >>> clf.predict(X_test)                     # MAP tree
 >>> clf.set_params(predict_with="posterior").predict_proba(X_test)   # exact average over all trees
 >>> clf.map_tree_, clf.log_evidence_, clf.idata_
 
 Both estimators call :func:`bayestrees.inference.pcfg.fit.fit_pcfg` (as
 ``bt.PCFGTree`` does) and write ``idata_`` by the posterior contract
-(:func:`~bayestrees.inference.pcfg.fit.pcfg_inferencedata`): ``n_samples``
+(:func:`~bayestrees.inference.pcfg.fit.pcfg_inferencedata`): ``draws``
 exact trees, each with its leaf parameters drawn from their posterior given the
 tree; ``posterior["mu"]`` is those parameters at the training rows,
 ``log_likelihood["y"]`` the pointwise log-likelihood (so ``bt.loo`` works),
@@ -27,7 +27,7 @@ from ..inference.pcfg import FAMILY
 from ..inference.pcfg.fit import phi_to_log
 from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
-from .base import ClassifierBase, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, FamilyEstimator, RegressorBase
 
 __all__ = ["PCFGTreeClassifier", "PCFGTreeRegressor"]
 
@@ -37,14 +37,15 @@ _PREDICT_WITH = ("map", "posterior", "samples")
 class _PCFGBase(FamilyEstimator):
     _family = FAMILY
 
+    _renamed = {"n_samples": "draws", "alpha": "leaf_concentration"}
+
     def _config_params(self, params: dict) -> dict:
-        """The config's parameters: ``phi`` (when given) sets ``log_phi``; ``n_samples`` is ``draws``."""
+        """The config's parameters: ``phi`` (when given) sets ``log_phi``."""
         if self.predict_with not in _PREDICT_WITH:
             raise ValueError(f"predict_with must be one of {_PREDICT_WITH}, got {self.predict_with!r}")
         out = super()._config_params(params)
         if params.get("phi") is not None:
             out["log_phi"] = phi_to_log(params["phi"])
-        out["draws"] = params["n_samples"]
         return out
 
     def _fitted(self) -> None:
@@ -102,15 +103,15 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
     ----------
     log_phi : float, default 2.0
         log of the prior's leaf penalty: ``Pr[T] ∝ phi^-leaves``.
-    alpha : float or array of shape (n_classes,), default 1.0
+    leaf_concentration : float or array of shape (n_classes,), default 1.0
         Dirichlet concentration of the leaves (> 0).
     max_bins : int, default 10
         Bins per feature (exact binning when a feature has at most this many values).
     predict_with : {"map", "posterior", "samples"}, default "map"
         MAP tree, exact posterior average over all trees, or average over the
-        ``n_samples`` sampled trees (each tree's leaves predict their posterior
+        ``draws`` sampled trees (each tree's leaves predict their posterior
         predictive, the leaf parameters integrated out).
-    n_samples : int, default 100
+    draws : int, default 100
         Exact posterior trees stored in ``idata_`` (with drawn leaf parameters).
     method : {"box", "row"}, default "box"
         Dense programme over boxes, or over reachable row sets (binary or
@@ -125,6 +126,9 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         needs ``jax.config.update("jax_enable_x64", True)`` before any array
         is made (``ValueError`` at ``fit`` otherwise).
     random_state : int, optional
+    alpha, n_samples
+        The former names of ``leaf_concentration`` and ``draws`` (``FutureWarning``; removed
+        in the next release).
 
     Attributes
     ----------
@@ -143,12 +147,15 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
 
     _task = "classification"
 
-    def __init__(self, log_phi=2.0, alpha=1.0, max_bins=10, predict_with="map", n_samples=100, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
+    def __init__(self, log_phi=2.0, leaf_concentration=1.0, max_bins=10, predict_with="map", draws=100, method="box",
+                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None, *,
+                 alpha=RENAMED, n_samples=RENAMED):
         self.log_phi = log_phi
-        self.alpha = alpha
+        self.leaf_concentration = leaf_concentration
         self.max_bins = max_bins
         self.predict_with = predict_with
+        self.draws = draws
+        self.alpha = alpha
         self.n_samples = n_samples
         self.method = method
         self.memory_budget = memory_budget
@@ -183,7 +190,7 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
 class PCFGTreeRegressor(_PCFGBase, RegressorBase):
     """Exact Bayesian decision tree regressor (BCART-PCFG, Normal-inverse-gamma leaves).
 
-    Parameters as :class:`PCFGTreeClassifier` except ``alpha``; the leaf prior
+    Parameters as :class:`PCFGTreeClassifier` except ``leaf_concentration``; the leaf prior
     (a mean and a variance per leaf, :class:`~bayestrees.leaves.NormalLeaves`) is
     :func:`bayestrees.leaves.default_nig_prior` of the training targets.
     Predictions are posterior means of the response.
@@ -195,11 +202,15 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
 
     _task = "regression"
 
-    def __init__(self, log_phi=2.0, max_bins=10, predict_with="map", n_samples=100, method="box",
-                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None):
+    _renamed = {"n_samples": "draws"}
+
+    def __init__(self, log_phi=2.0, max_bins=10, predict_with="map", draws=100, method="box",
+                 memory_budget=DEFAULT_MEMORY_BUDGET, phi=None, dtype="float32", random_state=None, *,
+                 n_samples=RENAMED):
         self.log_phi = log_phi
         self.max_bins = max_bins
         self.predict_with = predict_with
+        self.draws = draws
         self.n_samples = n_samples
         self.method = method
         self.memory_budget = memory_budget

@@ -1,6 +1,6 @@
 """scikit-learn style safe-Bayesian random forests (Quadrianto & Ghahramani 2015).
 
->>> clf = bt.SafeBayesForestClassifier(n_estimators=1000, random_state=0).fit(X, y)
+>>> clf = bt.SafeBayesForestClassifier(draws=1000, random_state=0).fit(X, y)
 >>> clf.predict_proba(X_test)              # w_k^beta-weighted, beta = m / N (m chosen by cross-validation)
 >>> clf.predict(X_test, method="bma")      # beta = 1
 >>> clf.log_weights_, clf.operating_curve_, clf.idata_
@@ -47,7 +47,7 @@ import numpy as np
 from ..inference.safebayes import FAMILY
 from ..inference.safebayes import importance as imp
 from ..inference.safebayes import fit as sb
-from .base import ClassifierBase, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, FamilyEstimator, RegressorBase
 
 __all__ = ["SafeBayesForestClassifier", "SafeBayesForestRegressor"]
 
@@ -65,12 +65,6 @@ class _SafeBayesBase(FamilyEstimator):
 
     _family = FAMILY
     _task = ""
-
-    def _config_params(self, params: dict) -> dict:
-        """The config's parameters (``n_estimators`` is ``draws``), checked against the task."""
-        out = super()._config_params(params)
-        out["draws"] = params["n_estimators"]
-        return out
 
     def _config(self, params=None):
         config = super()._config(params)
@@ -130,7 +124,7 @@ class _SafeBayesBase(FamilyEstimator):
     def idata_(self):
         """The posterior as ArviZ InferenceData by the posterior contract (built on first access).
 
-        Equally weighted draws (``chain=1, draw=n_estimators``): the prior trees
+        Equally weighted draws (``chain=1, draw=draws``): the prior trees
         resampled by their tempered weights ``w^beta`` (``beta = m / N``, what the
         forest predicts with; ``attrs["draws"]`` says so), each with its leaf
         parameters drawn from their posterior given the tree.  ``posterior``:
@@ -149,8 +143,8 @@ class _SafeBayesBase(FamilyEstimator):
 
 
 _COMMON_PARAMS_DOC = """
-    n_estimators : int, default 1000
-        Number of prior trees ``K``.
+    draws : int, default 1000
+        Number of prior trees ``K``, resampled into as many posterior draws (formerly ``n_estimators``).
     split_prob : float in (0, 0.5), default 0.475
         Probability ``lam`` that a node of the code string is internal.
     effective_sample_size : float > 0 or "auto", default "auto"
@@ -176,20 +170,22 @@ _COMMON_PARAMS_DOC = """
         Precision of the weights and leaf statistics; "float64" needs
         ``jax.config.update("jax_enable_x64", True)`` first (``ValueError`` otherwise).
     random_state : int, numpy Generator, JAX key or None
+    n_estimators : int
+        The former name of ``draws`` (``FutureWarning``; removed in the next release).
 """
 
 
 class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
     __doc__ = """Safe-Bayesian random forest classifier (Quadrianto & Ghahramani 2015).
 
-    ``n_estimators`` trees are drawn from the data-independent code-string
+    ``draws`` trees are drawn from the data-independent code-string
     prior, weighted by their Dirichlet-multinomial marginal likelihood
     ``w_k = p(Y | X, T_k)`` and combined with the tempered weights
     ``w_k^beta``, ``beta = m / N``.
 
     Parameters
-    ----------""" + _COMMON_PARAMS_DOC + """    alpha : float > 0, default 1.0
-        Symmetric Dirichlet concentration of the leaves.
+    ----------""" + _COMMON_PARAMS_DOC + """    leaf_concentration : float > 0, default 1.0
+        Symmetric Dirichlet concentration of the leaves (formerly ``alpha``).
     auto_criterion : "accuracy" or "log_predictive", default "accuracy"
         What ``"auto"`` maximises on the held-out curve: accuracy (what
         :meth:`predict` is scored by; ties broken by the mean log predictive,
@@ -210,12 +206,16 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
 
     _task = "classification"
 
-    def __init__(self, n_estimators=1000, split_prob=0.475, effective_sample_size="auto", alpha=1.0, *,
+    _renamed = {"n_estimators": "draws", "alpha": "leaf_concentration"}
+
+    def __init__(self, draws=1000, split_prob=0.475, effective_sample_size="auto", leaf_concentration=1.0, *,
                  root_splits=True, max_internal=511, cv=5, validation_fraction=None, auto_criterion="accuracy",
-                 dtype="float32", random_state=None):
-        self.n_estimators = n_estimators
+                 dtype="float32", random_state=None, n_estimators=RENAMED, alpha=RENAMED):
+        self.draws = draws
         self.split_prob = split_prob
         self.effective_sample_size = effective_sample_size
+        self.leaf_concentration = leaf_concentration
+        self.n_estimators = n_estimators
         self.alpha = alpha
         self.root_splits = root_splits
         self.max_internal = max_internal
@@ -300,9 +300,12 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
 
     _task = "regression"
 
-    def __init__(self, n_estimators=1000, split_prob=0.475, effective_sample_size="auto", *, leaf_prior=None,
+    _renamed = {"n_estimators": "draws"}
+
+    def __init__(self, draws=1000, split_prob=0.475, effective_sample_size="auto", *, leaf_prior=None,
                  root_splits=True, max_internal=511, cv=5, validation_fraction=None,
-                 auto_criterion="log_predictive", dtype="float32", random_state=None):
+                 auto_criterion="log_predictive", dtype="float32", random_state=None, n_estimators=RENAMED):
+        self.draws = draws
         self.n_estimators = n_estimators
         self.split_prob = split_prob
         self.effective_sample_size = effective_sample_size

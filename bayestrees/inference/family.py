@@ -149,8 +149,9 @@ _ENTRY = re.compile(r"^(\w+(?:\s*,\s*\w+)*)\s*:\s*(.*)$")
 def config_help(config: type) -> dict[str, str]:
     """One line of help per field, read from the config's NumPy-style ``Parameters`` section.
 
-    Both layouts in use are read: ``name : type`` followed by an indented description (the
-    description is the help), and ``name : description`` on one line.  A line naming several
+    Both layouts in use are read: ``name : type`` followed by an indented description (the help
+    is ``type: description``), and ``name : description`` on one line (and the lines below it).
+    Sphinx roles and double backquotes are dropped.  A line naming several
     fields (``draws, tune, chains, thin : ...``) gives each of them the same text.
     """
     doc = config.__doc__ or ""
@@ -179,8 +180,10 @@ def config_help(config: type) -> dict[str, str]:
             current.append(s.strip())
     help_ = {}
     for name, parts in out.items():
-        text = parts[1:] if len(parts) > 1 else parts
-        help_[name] = " ".join(text).strip()
+        head, rest = parts[0], " ".join(parts[1:]).strip()
+        typed = len(head.split()) <= 6 and not head.endswith(("(", ","))  # ``name : type`` then a description
+        text = (f"{head}: {rest}" if typed else f"{head} {rest}") if head and rest else head or rest
+        help_[name] = re.sub(r":\w+:`~?([\w.]+)`", r"\1", text).replace("``", "")
     return help_
 
 

@@ -32,7 +32,9 @@ class BayesianCART(TreeRV):
     task : {"auto", "regression", "classification"}  ("auto": :func:`bayestrees.data.infer_task`)
     max_depth : int, default 6
     max_bins : int, default 32
-    alpha_leaves, move_probs, scheme, particles, dtype : as for :class:`bayestrees.BayesianCARTRegressor`
+    leaf_concentration, move_probs, scheme, particles, temperatures, dtype :
+        as for :class:`bayestrees.BayesianCARTRegressor` / :class:`bayestrees.BayesianCARTClassifier`
+        (``alpha_leaves``, the former name of ``leaf_concentration``, warns)
 
     Notes
     -----
@@ -44,6 +46,7 @@ class BayesianCART(TreeRV):
     """
 
     family = FAMILY
+    _renamed = {"alpha_leaves": "leaf_concentration"}
 
     def _config_params(self, params: dict) -> dict:
         """``prior=None`` is the config's default prior, ``ChipmanPrior(0.95, 2.0)``."""

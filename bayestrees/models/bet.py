@@ -25,8 +25,11 @@ class BETMixture(TreeRV):
     name : str
     X : bt.Data or array (n_samples, n_features), no missing values
     y : array (n_samples,)
-    alpha_dp, delta, min_leaf_rows, max_trees, active_trees, alpha_leaves, leaf_prior, max_depth, dtype :
-        as for :class:`bayestrees.BETRegressor` / :class:`bayestrees.BETClassifier`
+    **params
+        The fields of :class:`~bayestrees.inference.bet.fit.BETConfig` (``alpha_dp``, ``delta``,
+        ``min_leaf_rows``, ``max_trees``, ``active_trees``, ``init_trees``, ``leaf_concentration``,
+        ``leaf_prior``, ``max_depth``, ``dtype``, ...), as for :class:`bayestrees.BETRegressor` /
+        :class:`bayestrees.BETClassifier`
     task : {"auto", "regression", "classification"}
     max_bins : int, default 32
 
@@ -40,3 +43,4 @@ class BETMixture(TreeRV):
     """
 
     family = FAMILY
+    _renamed = {"alpha_leaves": "leaf_concentration"}

@@ -2,7 +2,7 @@
 
 >>> with bt.Model():
 ...     X = bt.Data("X", X_train)
-...     t = bt.PCFGTree("t", X, y_train, log_phi=2.0, alpha=1.0, max_bins=10)
+...     t = bt.PCFGTree("t", X, y_train, log_phi=2.0, leaf_concentration=1.0, max_bins=10)
 ...     idata = bt.sample(draws=500, random_seed=0)      # exact independent posterior trees
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
@@ -15,6 +15,8 @@ scikit-learn style estimators do; it never builds an estimator.  The task is
 exact posterior (MAP tree, evidence, exact predictive).
 """
 from __future__ import annotations
+
+import warnings
 
 from ..data import check_X
 from ..inference.pcfg import FAMILY
@@ -36,14 +38,17 @@ class PCFGTree(TreeRV):
     y : array (n,)
     log_phi : float, default 2.0
         log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)``.
-    alpha : float or array (n_classes,), default 1.0
-        Dirichlet concentration of the class leaves.
+    leaf_concentration : float or array (n_classes,), default 1.0
+        Dirichlet concentration of the class leaves (formerly ``alpha``, which warns).
+    leaf_prior : NIGPrior or None, default None
+        Normal-inverse-gamma leaf prior of a regression on the scale of ``y`` (formerly
+        ``nig_prior``); None: :func:`bayestrees.leaves.default_nig_prior` of the training responses.
     max_bins : int, default 10
     task : {"auto", "classification", "regression"}, default "auto"
         "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with
         at most 20 distinct values, are classes; other numbers regression).
     kind : {"classification", "regression", None}, default None
-        The former name of ``task``; when given it is used instead.
+        The former name of ``task``; when given it is used instead (``FutureWarning``).
     method : {"box", "row"}, default "box"
     memory_budget : int or None, default 4 GB
     dtype : {"float32", "float64"}, default "float32"
@@ -63,11 +68,14 @@ class PCFGTree(TreeRV):
     """
 
     family = FAMILY
+    _renamed = {"alpha": "leaf_concentration", "nig_prior": "leaf_prior"}
 
     def __init__(self, name, X, y, *, task="auto", kind=None, model=None, **params):
         if kind is not None:
             if kind not in ("classification", "regression"):
                 raise ValueError(f"kind must be 'classification', 'regression' or None, got {kind!r}")
+            warnings.warn("PCFGTree: 'kind' is renamed 'task'; the old name will be removed in the next release",
+                          FutureWarning, stacklevel=2)
             task = kind
         super().__init__(name, X, y, task=task, model=model, **params)
         self.posterior_ = None

@@ -35,17 +35,15 @@ class SafeBayesForest(TreeRV):
     task : {"auto", "classification", "regression"}, default "auto"
         "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with at
         most 20 distinct values, are classes; other numbers regression).
-    split_prob, effective_sample_size, alpha, leaf_prior, root_splits, max_internal, cv, validation_fraction
-        As for :class:`bayestrees.SafeBayesForestClassifier` / ``Regressor``, with
-        the same defaults (``effective_sample_size="auto"``: ``m`` by 5-fold
-        cross-validation); ``alpha`` is used for classes only, ``leaf_prior`` for
-        regression only.
-    auto_criterion : str or None, default None
-        The task's default (``"accuracy"`` for classes, ``"log_predictive"`` for
-        regression), or one of the estimators' choices.
-    dtype : {"float32", "float64"}, default "float32"
-        Precision of the fit; "float64" needs ``jax.config.update("jax_enable_x64", True)``
-        first (``ValueError`` otherwise).
+    **params
+        The fields of :class:`~bayestrees.inference.safebayes.fit.SafeBayesConfig` (``split_prob``,
+        ``effective_sample_size``, ``leaf_concentration``, ``leaf_prior``, ``root_splits``,
+        ``max_internal``, ``cv``, ``validation_fraction``, ``auto_criterion``, ``dtype``), as for
+        :class:`bayestrees.SafeBayesForestClassifier` / ``Regressor``, with the same defaults
+        (``effective_sample_size="auto"``: ``m`` by 5-fold cross-validation);
+        ``leaf_concentration`` is used for classes only, ``leaf_prior`` for regression only;
+        ``auto_criterion=None`` is the task's default (``"accuracy"`` for classes,
+        ``"log_predictive"`` for regression).
 
     Notes
     -----
@@ -61,6 +59,7 @@ class SafeBayesForest(TreeRV):
     """
 
     family = FAMILY
+    _renamed = {"alpha": "leaf_concentration"}
 
     def _check(self) -> None:
         self.config.criterion(self.task)

@@ -67,7 +67,7 @@ class BCARTConfig:
     prior : a :mod:`bayestrees.priors` object (ChipmanPrior, LeafCountPrior, DepthDecayPrior)
     leaf_model : "auto", "common_variance", "normal" (mean and variance per leaf) or "dirichlet";
         or a :mod:`bayestrees.leaves` model object (its prior on the standardised response)
-    alpha_leaves : Dirichlet concentration of the class leaves
+    leaf_concentration : Dirichlet concentration of the class leaves
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
@@ -85,7 +85,7 @@ class BCARTConfig:
 
     prior: Any = ChipmanPrior()
     leaf_model: Any = "auto"
-    alpha_leaves: float = 1.0
+    leaf_concentration: float = 1.0
     draws: int = 1000
     tune: int = 1000
     chains: int = 4
@@ -114,7 +114,7 @@ class BCARTConfig:
         if self.scheme not in M.SCHEMES:
             raise ValueError(f"scheme must be one of {M.SCHEMES}, got {self.scheme!r}")
         check_int("particles", self.particles, 2)
-        check_positive("alpha_leaves", self.alpha_leaves)
+        check_positive("leaf_concentration", self.leaf_concentration)
         check_dtype(self.dtype)
         check_chain_method(self.chain_method)
 
@@ -123,7 +123,7 @@ class BCARTConfig:
         kind = self.leaf_model
         if kind == "auto":
             kind = "dirichlet" if task == "classification" else "common_variance"
-        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.alpha_leaves,
+        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.leaf_concentration,
                                prior=default_leaf_prior())
 
 

@@ -10,10 +10,11 @@ import numpy as np
 
 from ...tree import apply
 from ..family import Family, prepare_complete_data
-from .fit import FAMILY as NAME, BETConfig, BETResult, best_ensemble, bet_inferencedata, bet_values, fit_bet
+from .fit import (FAMILY as NAME, BETConfig, BETResult, best_ensemble, bet_inferencedata, bet_values, component_rows,
+                  fit_bet)
 
 __all__ = ["FAMILY", "NAME", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values",
-           "best_ensemble"]
+           "best_ensemble", "component_rows"]
 
 
 def values(result: BETResult, codes) -> np.ndarray:

@@ -34,7 +34,7 @@ from .. import moves as M
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
-           "MAX_ROWS", "MAX_TREES"]
+           "component_rows", "MAX_ROWS", "MAX_TREES"]
 
 FAMILY = "bet"
 
@@ -59,7 +59,7 @@ class BETConfig:
     init_trees : int >= 1  the chain starts with the rows spread at random over this many trees
     active_trees : int >= 1  occupied trees swept per step (all of them when at most this many are
         occupied, else this many chosen at random; unoccupied ones are drawn from the prior)
-    alpha_leaves : float  Dirichlet concentration of class leaves (the paper: 0.5)
+    leaf_concentration : float  Dirichlet concentration of class leaves (the paper: 0.5)
     leaf_prior : "objective" (``p(mu, s2) ∝ 1/s2``, the paper) or a ``NIGPrior`` (proper, on the
         standardised response) for regression
     draws, tune, chains, thin : chain lengths (per chain)
@@ -78,7 +78,7 @@ class BETConfig:
     max_trees: int = 10
     active_trees: int = 4
     init_trees: int = 4
-    alpha_leaves: float = 0.5
+    leaf_concentration: float = 0.5
     leaf_prior: Any = "objective"
     draws: int = 1000
     tune: int = 1000
@@ -98,7 +98,7 @@ class BETConfig:
         check_int("max_trees", self.max_trees, 1, MAX_TREES)
         check_int("active_trees", self.active_trees, 1)
         check_int("init_trees", self.init_trees, 1)
-        check_positive("alpha_leaves", self.alpha_leaves)
+        check_positive("leaf_concentration", self.leaf_concentration)
         check_int("draws", self.draws, 1)
         check_int("tune", self.tune, 0)
         check_int("chains", self.chains, 1)
@@ -116,7 +116,7 @@ class BETConfig:
         """The leaf model for the task: :func:`bayestrees.leaves.make_leaf_model`."""
         kind = "dirichlet" if task == "classification" else (
             "normal" if isinstance(self.leaf_prior, NIGPrior) else "objective")
-        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.alpha_leaves,
+        return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.leaf_concentration,
                                prior=self.leaf_prior if kind == "normal" else None)
 
     def kernel_config(self, task: str, n_classes: int, d: int) -> K.KernelConfig:
@@ -209,9 +209,10 @@ def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y
     """The posterior contract for a BET fit (:func:`bayestrees.convert.to_inferencedata`).
 
     ``posterior``: ``n_leaves``, ``depth``, ``split_counts`` (dims ``component``[, ``feature``]),
-    ``mu`` (the cluster-specific fitted value at the training rows), ``n_trees`` (occupied trees),
-    ``w`` (dim ``component``), ``Z`` (dim ``obs``), ``xi`` (dims ``component, feature``), ``xi_bar``
-    (dim ``feature``); ``trees`` with a ``component`` dim; ``sample_stats``: ``log_lik_y_given_z``
+    ``mu`` (the cluster-specific fitted value at the training rows), ``n_trees`` (the model's trees:
+    components holding at least ``q = min_leaf_rows`` rows), ``n_components`` (every occupied
+    component), ``w`` (dim ``component``), ``Z`` (dim ``obs``), ``xi`` (dims ``component, feature``),
+    ``xi_bar`` (dim ``feature``); ``trees`` with a ``component`` dim; ``sample_stats``: ``log_lik_y_given_z``
     ([Y | Z, T]), ``log_lik_y_z`` ([Y, Z | T]), ``lp`` (= ``log_lik_y_z``), ``overflow``, ``tail``,
     ``n_accepted``, ``xi_accepted``; ``log_likelihood``: the mixture density
     ``log sum_j w_j p(y_i | T_j, theta_j)``.
@@ -229,13 +230,37 @@ def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y
           "overflow": info.overflow, "tail": info.tail, "n_accepted": info.n_accepted,
           "xi_accepted": info.xi_accepted}
     mu = dr.mu[..., 0] if data.task == "regression" else dr.mu
-    extra = {"n_trees": dr.n_trees, "w": dr.w, "Z": dr.z, "xi": dr.xi, "xi_bar": dr.xi_bar}
-    dims = {"n_trees": [], "w": ["component"], "Z": ["obs"], "xi": ["component", "feature"], "xi_bar": ["feature"]}
+    n_trees = (component_rows(dr.z, J) >= cfg.min_leaf_rows).sum(-1).astype(np.asarray(dr.n_trees).dtype)
+    extra = {"n_trees": n_trees, "n_components": dr.n_trees, "w": dr.w, "Z": dr.z, "xi": dr.xi, "xi_bar": dr.xi_bar}
+    dims = {"n_trees": [], "n_components": [], "w": ["component"], "Z": ["obs"], "xi": ["component", "feature"],
+            "xi_bar": ["feature"]}
     return to_inferencedata(
         dr.tree, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=mu, log_likelihood=dr.log_lik, class_names=data.classes, n_bins=data.n_bins,
         tree_dims=("component",), posterior_extra=extra, sample_stats=ss, extra_dims=dims,
         coords={"component": list(range(J))}, attrs=meta)
+
+
+def component_rows(z, n_components: int) -> np.ndarray:
+    """Rows in each component of every draw.
+
+    Parameters
+    ----------
+    z : int array ``(..., n)``
+        The component of every row (``Z``).
+    n_components : int
+        ``J``, the number of component slots.
+
+    Returns
+    -------
+    np.ndarray ``(..., J)``
+        Row counts; the model's trees are the components with at least ``min_leaf_rows``.
+    """
+    z = np.asarray(z)
+    batch, n = z.shape[:-1], z.shape[-1]
+    m = int(np.prod(batch))
+    flat = (np.arange(m)[:, None] * n_components + z.reshape(m, n)).ravel()
+    return np.bincount(flat, minlength=m * n_components).reshape(batch + (n_components,))
 
 
 def _weights(w, occupied):

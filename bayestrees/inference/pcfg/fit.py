@@ -142,7 +142,7 @@ class PCFGConfig:
     ----------
     log_phi : float, default 2.0
         log of the prior's leaf penalty: ``Pr[T | X] ∝ phi^-(leaves)`` (``prior.log_phi``).
-    alpha : float or sequence of float, default 1.0
+    leaf_concentration : float or sequence of float, default 1.0
         Dirichlet concentration of the class leaves (> 0), one value or one per
         class (stored as a float or a tuple); unused for regression.
     max_bins : int, default 10
@@ -156,9 +156,9 @@ class PCFGConfig:
         float64 needs ``jax_enable_x64`` on.
     draws, chains : int, default 100 and 1
         Exact posterior draws per chain, and chains (independent batches).
-    nig_prior : NIGPrior or None, default None
-        Leaf prior of a regression; None: :func:`~bayestrees.leaves.default_nig_prior`
-        of the training responses.
+    leaf_prior : NIGPrior or None, default None
+        Normal-inverse-gamma leaf prior of a regression, on the scale of the response;
+        None: :func:`~bayestrees.leaves.default_nig_prior` of the training responses.
     prior : bt.priors.LeafCountPrior or None, default None
         The tree prior; None: ``LeafCountPrior(log_phi)``.  After validation ``prior`` is
         always set and ``log_phi == prior.log_phi``: where only one of the two was moved
@@ -172,14 +172,14 @@ class PCFGConfig:
     """
 
     log_phi: float = 2.0
-    alpha: float | tuple = 1.0
+    leaf_concentration: float | tuple = 1.0
     max_bins: int = 10
     method: str = "box"
     memory_budget: int | None = DEFAULT_MEMORY_BUDGET
     dtype: str = "float32"
     draws: int = 100
     chains: int = 1
-    nig_prior: NIGPrior | None = None
+    leaf_prior: NIGPrior | None = None
     prior: LeafCountPrior | None = None
 
     def __post_init__(self):
@@ -187,8 +187,8 @@ class PCFGConfig:
         tree_prior = leaf_count_prior(self.log_phi, self.prior)
         set_("prior", tree_prior)
         set_("log_phi", tree_prior.log_phi)
-        a = check_alpha(self.alpha)
-        set_("alpha", float(a) if a.ndim == 0 else tuple(float(v) for v in a))
+        a = check_alpha(self.leaf_concentration)
+        set_("leaf_concentration", float(a) if a.ndim == 0 else tuple(float(v) for v in a))
         set_("max_bins", check_int("max_bins", self.max_bins, 2, whole_floats=True))
         if self.method not in _METHODS:
             raise ValueError(f"method must be 'box' or 'row', got {self.method!r}")
@@ -200,11 +200,11 @@ class PCFGConfig:
         set_("dtype", P.resolve_dtype(self.dtype).name)
         set_("draws", check_int("draws", self.draws, 1, whole_floats=True))
         set_("chains", check_int("chains", self.chains, 1, whole_floats=True))
-        if self.nig_prior is not None:
-            pr = NIGPrior(*(float(v) for v in self.nig_prior))
+        if self.leaf_prior is not None:
+            pr = NIGPrior(*(float(v) for v in self.leaf_prior))
             if not (all(np.isfinite(pr)) and pr.kappa0 > 0 and pr.a0 > 0 and pr.b0 > 0):
-                raise ValueError(f"nig_prior needs finite m0 and kappa0, a0, b0 > 0, got {self.nig_prior!r}")
-            set_("nig_prior", pr)
+                raise ValueError(f"leaf_prior needs finite m0 and kappa0, a0, b0 > 0, got {self.leaf_prior!r}")
+            set_("leaf_prior", pr)
 
 
 @dataclass
@@ -587,9 +587,9 @@ def fit_pcfg(key, data: TrainingData, config: PCFGConfig) -> PCFGResult:
     check_pcfg_data(data)
     k_trees, k_leaves = jax.random.split(key)
     codes = np.asarray(data.codes, np.int32)
-    post = fit_posterior(codes, data.n_bins, data.y, kind=data.task, tree_prior=config.prior, alpha=config.alpha,
-                         n_classes=data.n_classes or None, prior=config.nig_prior, method=config.method,
-                         memory_budget=config.memory_budget, dtype=config.dtype)
+    post = fit_posterior(codes, data.n_bins, data.y, kind=data.task, tree_prior=config.prior,
+                         alpha=config.leaf_concentration, n_classes=data.n_classes or None, prior=config.leaf_prior,
+                         method=config.method, memory_budget=config.memory_budget, dtype=config.dtype)
     c, d = config.chains, config.draws
     trees, logp = post.sample(k_trees, c * d)
     drawn, sigma, mu, ll = draw_leaf_parameters(k_leaves, trees, codes, data.y, post.leaf_model, config.dtype)

@@ -102,7 +102,7 @@ class SafeBayesConfig:
     effective_sample_size : float > 0 or "auto"
         ``m`` (``beta = m / N``); ``"auto"`` chooses it by cross-validation on the
         training rows (:func:`fit_safebayes`).
-    alpha : float > 0
+    leaf_concentration : float > 0
         Symmetric Dirichlet concentration of the class leaves (classification).
     leaf_prior : NIGPrior, 4 numbers or None
         Normal-inverse-gamma leaf prior on the response's scale (regression); None:
@@ -128,7 +128,7 @@ class SafeBayesConfig:
     chains: int = 1
     split_prob: float = 0.475
     effective_sample_size: Any = "auto"
-    alpha: float = 1.0
+    leaf_concentration: float = 1.0
     leaf_prior: Any = None
     root_splits: bool = True
     max_internal: int = 511
@@ -142,7 +142,10 @@ class SafeBayesConfig:
             object.__setattr__(self, name, value)
 
         for name in ("draws", "chains"):
-            put(name, check_int(name, getattr(self, name), 1))
+            nt = getattr(self, name)
+            if not isinstance(nt, (int, np.integer)) or isinstance(nt, bool) or int(nt) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {nt!r}")
+            put(name, int(nt))
         put("split_prob", float(CodeStringPrior(self.split_prob).split_prob))
         if not isinstance(self.root_splits, (bool, np.bool_)):
             raise ValueError(f"root_splits must be True or False, got {self.root_splits!r}")
@@ -171,7 +174,7 @@ class SafeBayesConfig:
             if isinstance(m, bool) or not np.isfinite(mf) or mf <= 0:
                 raise ValueError(msg)
             put("effective_sample_size", mf)
-        put("alpha", check_positive("alpha", self.alpha))
+        put("leaf_concentration", check_positive("leaf_concentration", self.leaf_concentration))
         if self.leaf_prior is not None:
             try:
                 lp = NIGPrior(*[float(v) for v in self.leaf_prior])
@@ -544,7 +547,7 @@ def fit_safebayes(key, data: TrainingData, config: SafeBayesConfig) -> SafeBayes
     n_bins = data.n_bins
     if data.task == "classification":
         loc, scale, leaf_prior = 0.0, 1.0, None
-        leaf_model = make_leaf_model("classification", n_classes=data.n_classes, alpha=config.alpha)
+        leaf_model = make_leaf_model("classification", n_classes=data.n_classes, alpha=config.leaf_concentration)
         y_int = np.asarray(data.y, np.int32)
     else:
         y_int, loc, scale = standardize_response(data.y, overflow_safe=True)
@@ -844,7 +847,8 @@ def safebayes_inferencedata(key, result: SafeBayesResult, data: TrainingData, *,
             "truncated_mass": float(result.truncated_mass), "distinct_trees": int(np.unique(idx).size),
             "weights_ess": float(1.0 / np.sum(w * w)), "dtype": cfg.dtype,
             "leaf_model": type(result.leaf_model).__name__,
-            "leaf_prior": repr(cfg.alpha if result.task == "classification" else tuple(result.leaf_prior)),
+            "leaf_prior": repr(cfg.leaf_concentration if result.task == "classification"
+                               else tuple(result.leaf_prior)),
             **dict(attrs or {})}
     sample_stats = {"log_weight": _chains_draws(result.log_weights[idx], chains),
                     "tempered_log_weight": _chains_draws(tlw[idx], chains),
