@@ -142,10 +142,7 @@ class SafeBayesConfig:
             object.__setattr__(self, name, value)
 
         for name in ("draws", "chains"):
-            nt = getattr(self, name)
-            if not isinstance(nt, (int, np.integer)) or isinstance(nt, bool) or int(nt) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {nt!r}")
-            put(name, int(nt))
+            put(name, check_int(name, getattr(self, name), 1))
         put("split_prob", float(CodeStringPrior(self.split_prob).split_prob))
         if not isinstance(self.root_splits, (bool, np.bool_)):
             raise ValueError(f"root_splits must be True or False, got {self.root_splits!r}")
