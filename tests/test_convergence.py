@@ -1,0 +1,71 @@
+"""The convergence table and warning of MCMC fits (bayestrees.convergence)."""
+from __future__ import annotations
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pytest
+
+from bayestrees.convergence import ConvergenceWarning, check_convergence, warn_convergence
+
+
+def _idata(post: dict, lp=None):
+    groups = {"posterior": post}
+    if lp is not None:
+        groups["sample_stats"] = {"lp": lp}
+    idata = az.from_dict(**groups)
+    idata.posterior.attrs["family"] = "bayesian_cart"
+    return idata
+
+
+def test_agreeing_chains_pass_and_disagreeing_chains_are_named():
+    rng = np.random.default_rng(0)
+    good = rng.normal(size=(4, 1000))
+    report = check_convergence(_idata({"sigma": good}, lp=rng.normal(size=(4, 1000))))
+    assert report.ok, report.problems
+    assert report.table["sigma"]["status"] == "ok" and report.table["sigma"]["rhat"] < 1.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_convergence(report)  # nothing to say: no warning
+
+    shifted = good + np.array([0.0, 0.0, 0.0, 3.0])[:, None]  # one chain in another mode
+    report = check_convergence(_idata({"sigma": shifted, "n_leaves": good}))
+    assert not report.ok
+    assert report.table["sigma"]["status"].startswith("rhat") and report.table["sigma"]["rhat"] > 1.5
+    assert report.table["n_leaves"]["status"] == "ok"
+    with pytest.warns(ConvergenceWarning, match=r"R-hat of sigma \d\.\d{3}.*longer chains"):
+        warn_convergence(report)
+
+
+def test_a_stuck_chain_is_named_not_shown_as_a_huge_rhat():
+    rng = np.random.default_rng(1)
+    depth = rng.integers(2, 5, size=(4, 500)).astype(float)
+    depth[2] = 3.0  # chain 2 never changed depth
+    report = check_convergence(_idata({"depth": depth}))
+    assert report.table["depth"]["status"] == "stuck"
+    assert not np.isfinite(report.table["depth"]["rhat"])
+    assert report.problems == ["depth never moved in chain [2]"]
+    assert "stuck" in str(report)
+
+
+def test_constant_everywhere_is_not_a_problem_and_low_ess_is():
+    rng = np.random.default_rng(2)
+    walk = np.cumsum(rng.normal(size=(4, 400)), axis=1)  # a random walk: tiny ESS
+    report = check_convergence(_idata({"depth": np.full((4, 400), 2.0), "x": walk}))
+    assert report.table["depth"]["status"] == "constant"
+    assert "ess" in report.table["x"]["status"]
+    assert any("bulk ESS of x" in p for p in report.problems)
+    assert not any("depth" in p for p in report.problems)
+
+
+def test_one_chain_has_no_rhat_but_still_an_ess_check():
+    rng = np.random.default_rng(3)
+    report = check_convergence(_idata({"sigma": rng.normal(size=(1, 1000))}))
+    assert report.ok and not np.isfinite(report.table["sigma"]["rhat"])
+    assert report.to_dataframe().loc["sigma", "status"] == "ok"
+
+
+def test_unknown_variable_is_refused():
+    with pytest.raises(ValueError, match="no scalar variable"):
+        check_convergence(_idata({"sigma": np.zeros((2, 10))}), var_names=["mu"])
