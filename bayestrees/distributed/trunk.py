@@ -28,9 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ..tree import FREE, LEAF, Tree
+from ..data import bucket_size, pad_rows
+from ..tree import FREE, LEAF, Tree, apply
 
 __all__ = ["TrunkSpec", "route", "partition_histogram", "parts_histogram", "choose_splits", "TrunkBuilder"]
 
@@ -66,7 +69,9 @@ class TrunkSpec:
 
 
 def route(tree: Tree, codes: np.ndarray, missing: int) -> np.ndarray:
-    """Node of every row after walking ``tree`` from the root until a leaf (NumPy; trunks are shallow).
+    """Leaf slot of every row of one partition: :func:`bayestrees.tree.apply`, the one routing of
+    the package, on the rows padded to a coarse bucket (one compilation per bucket size, not per
+    partition size; the padding rows are dropped).
 
     Parameters
     ----------
@@ -80,19 +85,10 @@ def route(tree: Tree, codes: np.ndarray, missing: int) -> np.ndarray:
     """
     codes = np.asarray(codes)
     m = codes.shape[0]
-    node = np.zeros(m, np.int32)
-    left, right = np.asarray(tree.left), np.asarray(tree.right)
-    feature, threshold, mleft = np.asarray(tree.feature), np.asarray(tree.threshold), np.asarray(tree.missing_left)
-    rows = np.arange(m)
-    active = left[node] >= 0
-    while active.any():
-        idx = rows[active]
-        nd = node[idx]
-        c = codes[idx, feature[nd]].astype(np.int64)
-        go_left = np.where(c == missing, mleft[nd], c <= threshold[nd])
-        node[idx] = np.where(go_left, left[nd], right[nd])
-        active = left[node] >= 0
-    return node
+    if m == 0:
+        return np.zeros(0, np.int32)
+    padded = pad_rows(codes, bucket_size(m, coarse=True), missing)
+    return np.asarray(apply(jax.tree_util.tree_map(jnp.asarray, tree), padded, missing))[:m].astype(np.int32)
 
 
 def partition_histogram(part: dict, tree: Tree, open_nodes: np.ndarray, spec: TrunkSpec):
