@@ -71,9 +71,11 @@ class BCARTConfig:
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
-    scheme : "moves" (one random move per step), "sweep" (every node per step) or "pgibbs" (the
-        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.bcart.pgibbs`)
-    particles : particles of the "pgibbs" update (at least 2)
+    scheme : "moves" (one random move per step), "sweep" (every node per step), "pgibbs" (the
+        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.pgibbs`) or
+        "mixed" (``local_moves`` local moves, then a regrowth, per step)
+    particles : particles of the "pgibbs" and "mixed" regrowth (at least 2)
+    local_moves : local moves before each regrowth of scheme "mixed"
     temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
         (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica
     dtype : "float32" or "float64"
@@ -94,6 +96,7 @@ class BCARTConfig:
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     scheme: str = "moves"
     particles: int = 10
+    local_moves: int = 50
     temperatures: tuple = (1.0,)
     dtype: Any = "float32"
     progressbar: bool = False
@@ -114,6 +117,7 @@ class BCARTConfig:
         if self.scheme not in M.SCHEMES:
             raise ValueError(f"scheme must be one of {M.SCHEMES}, got {self.scheme!r}")
         check_int("particles", self.particles, 2)
+        check_int("local_moves", self.local_moves, 0)
         check_positive("leaf_concentration", self.leaf_concentration)
         check_dtype(self.dtype)
         check_chain_method(self.chain_method)
@@ -178,7 +182,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     cfg = M.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
                        tuple(float(p) for p in config.move_probs), config.scheme,
                        tuple(float(b) for b in config.temperatures), particles=config.particles,
-                       n_codes=int(np.max(data.n_bins)) if config.scheme == "pgibbs" else 0)
+                       local_moves=config.local_moves,
+                       n_codes=int(np.max(data.n_bins)) if config.scheme in ("pgibbs", "mixed") else 0)
     kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
