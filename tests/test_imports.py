@@ -234,3 +234,22 @@ def test_graph_reads_every_kind_of_import(tmp_path):
                                       ([("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")], 2)])
 def test_find_cycles(edges, n):
     assert len(find_cycles(edges)) == n
+
+
+#: the family rooms under bayestrees.inference: each may import the shared layer, never another room
+ROOMS = ("forest", "pcfg", "safebayes", "bcart", "bet")
+
+
+def test_family_rooms_import_the_shared_layer_not_each_other():
+    """A room (``bayestrees.inference.<family>``) uses the shared pieces beside it (loop, heap, moves,
+    tempering, resample, ...) and the layers below, never another family's room, so that a family
+    can be added, changed or removed without touching the others."""
+    prefix = "bayestrees.inference."
+
+    def room(mod):
+        rest = mod[len(prefix):].split(".") if mod.startswith(prefix) else []
+        return rest[0] if rest and rest[0] in ROOMS else None
+
+    crossing = sorted((a, b) for a, b in import_graph(PACKAGE)
+                      if room(a) and room(b) and room(a) != room(b))
+    assert not crossing, f"family rooms importing each other: {crossing}"
