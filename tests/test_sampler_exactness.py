@@ -1,0 +1,404 @@
+"""The tree samplers against independent exact answers, with tolerances that a planted error fails.
+
+Each test states its tolerance and where it comes from (the Monte Carlo noise of its fixed seed),
+and where useful checks its own power: that the answer under a planted error of the size that the
+issue "Tree MCMC a user can trust at its defaults" (item 5) names lies outside the tolerance.
+``docs/bcart.md`` ("Mutation check of the sampler tests") records the planted errors and which
+test failed.
+
+(a) leaf draws: mean AND variance of the drawn leaf parameters against the conjugate closed forms
+    (Normal-inverse-gamma: ``mu`` is Student-t, ``s2`` inverse-gamma; the common-variance model;
+    Dirichlet), directly and through the sampler's kept draws;
+(b) the swap move's acceptance ratio against a direct computation (enumerated proposals both ways
+    and an independent NumPy target);
+(c) the exact PCFG posterior as referee, tightened: more draws, the distribution of the number of
+    leaves and of the root split feature, and the posterior mean predictive probability at training
+    points (it depends on the leaf model); for the random moves (swap included) and the sweep;
+(d) the common-variance leaf model in an exact-reference sampler test: the posterior over all
+    trees of a tiny tree space enumerated by brute force.
+
+The long chains run in a subprocess at XLA's default optimisation level (``default_xla_env``), where
+a sampler spends its time running rather than compiling.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import gammaln
+
+from bayestrees import random_bits
+from bayestrees.inference import moves as M
+from bayestrees.inference.bcart.schemes import kernel_for
+from bayestrees.inference.loop import run_chains
+from bayestrees.leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPrior, NormalLeaves, leaf_stats
+from bayestrees.priors import ChipmanPrior, LeafCountPrior
+from bayestrees.tree import LEAF, grow_leaf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _data(codes, y, model):
+    return M.MCMCData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), model.row_stats(y),
+                      jnp.ones(len(y), jnp.float32))
+
+
+def _in_subprocess(name: str, kwargs: dict, out: Path, env) -> dict:
+    """``name(**kwargs)`` of this module in a fresh process with environment ``env``; its dict of arrays."""
+    script = ("import json, sys\nimport numpy as np\nsys.path.insert(0, 'tests')\n"
+              "import test_sampler_exactness as T\n"
+              "a = json.loads(sys.argv[1])\nout = a.pop('out')\n"
+              f"np.savez(out, **T.{name}(**a))\n")
+    res = subprocess.run([sys.executable, "-c", script, json.dumps(dict(kwargs, out=str(out)))], capture_output=True,
+                         text=True, cwd=ROOT, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) leaf draws: mean and variance against the conjugate closed forms
+# ------------------------------------------------------------------------------------------------
+NIG = NIGPrior(m0=0.5, kappa0=2.0, a0=4.0, b0=3.0)  # an informative prior: ignoring it moves every moment
+
+
+def _t_moments(df, loc, scale2):
+    """Mean, variance and the standard error factor of the sample variance of a Student-t (df > 8)."""
+    var = scale2 * df / (df - 2)
+    kurt = 3 + 6 / (df - 4)
+    return loc, var, np.sqrt(kurt - 1)
+
+
+def _check_moments(x, mean, var, kurt_factor, what):
+    """Sample mean and variance of ``x`` within 5 standard errors of ``mean`` and ``var``.
+
+    The standard error of the mean is ``sqrt(var / N)``, that of the sample variance
+    ``var * sqrt((kurtosis - 1) / N)`` (independent draws).
+    """
+    n = x.size
+    assert abs(x.mean() - mean) < 5 * np.sqrt(var / n), (what, x.mean(), mean)
+    assert abs(x.var() - var) < 5 * var * kurt_factor / np.sqrt(n), (what, x.var(), var)
+
+
+def _leaf_rows(seed=0):
+    """Three leaves (slots 0, 2, 3) holding 3, 8 and 25 rows; slots 1 and 4 empty."""
+    rng = np.random.default_rng(seed)
+    leaf = np.repeat([0, 2, 3], [3, 8, 25])
+    y = np.concatenate([rng.normal(2.5, 0.5, 3), rng.normal(-1.0, 2.0, 8), rng.normal(1.0, 1.0, 25)])
+    return leaf, y, np.isin(np.arange(5), [0, 2, 3])
+
+
+N_DRAWS = 100_000
+
+
+def _many(st):
+    """``N_DRAWS`` copies of the leaf statistics: one call of ``draw`` gives N_DRAWS independent draws."""
+    return jnp.broadcast_to(st, (N_DRAWS,) + st.shape)
+
+
+def test_normal_leaf_draws_have_the_student_t_and_inverse_gamma_moments():
+    """NormalLeaves: per leaf, ``mu ~ t_{2 a_n}(m_n, b_n / (a_n kappa_n))`` and ``s2 ~ IG(a_n, b_n)``.
+
+    100,000 independent draws; every mean and variance within 5 standard errors (mean: 1.6e-2 of the
+    sd; variance: 5 sqrt((kurtosis - 1) / N) relative, 3-4 %).  Ignoring the prior (m0 = 0.5,
+    kappa0 = 2, a0 = 4, b0 = 3) moves the mean of mu in the 3-row leaf by 0.8 sd and its variance by a
+    factor of 3: far outside.  A Kolmogorov-Smirnov test of each marginal at level 1e-4 checks the shape.
+    """
+    leaf, y, mask = _leaf_rows()
+    model = NormalLeaves(NIG)
+    st = leaf_stats(jnp.asarray(leaf), model.row_stats(y, jnp.float32), 5)
+    draws = model.draw(jax.random.key(0), _many(st), mask)
+    mu, sd = np.asarray(draws.value[:, :, 0], np.float64), np.asarray(draws.sigma, np.float64)
+    m0, k0, a0, b0 = NIG
+    for s in (0, 2, 3):
+        yl = y[leaf == s].astype(np.float64)
+        n, yb = yl.size, yl.mean()
+        kn, an = k0 + n, a0 + n / 2
+        mn = (k0 * m0 + n * yb) / kn
+        bn = b0 + 0.5 * ((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / (2 * kn)
+        loc, var, kf = _t_moments(2 * an, mn, bn / (an * kn))
+        _check_moments(mu[:, s], loc, var, kf, ("mu", s))
+        # s2 ~ IG(a_n, b_n): mean b/(a-1), variance b^2/((a-1)^2 (a-2)); sample-variance SE from its kurtosis
+        s2 = sd[:, s] ** 2
+        e, v = bn / (an - 1), bn ** 2 / ((an - 1) ** 2 * (an - 2))
+        kurt = 3 + 6 * (5 * an - 11) / ((an - 3) * (an - 4))
+        _check_moments(s2, e, v, np.sqrt(kurt - 1), ("s2", s))
+        assert stats.kstest(mu[:, s], stats.t(2 * an, mn, np.sqrt(bn / (an * kn))).cdf).pvalue > 1e-4
+        assert stats.kstest(s2, stats.invgamma(an, scale=bn).cdf).pvalue > 1e-4
+
+
+def test_common_variance_leaf_draws_have_their_closed_form_moments():
+    """CommonVarianceNormalLeaves: ``s2 ~ IG(A, B)`` shared by the leaves, ``mu_l ~ t_{2A}(m_l, B / (A kappa_l))``.
+
+    ``A = a0 + N/2``, ``B = b0 + sum_l Q_l / 2`` (module docstring of ``bayestrees.leaves``), computed
+    here in float64 from the rows.  Same tolerances as the per-leaf model; the drawn sd must be one
+    value for every leaf of a draw.
+    """
+    leaf, y, mask = _leaf_rows(1)
+    model = CommonVarianceNormalLeaves(NIG)
+    st = leaf_stats(jnp.asarray(leaf), model.row_stats(y, jnp.float32), 5)
+    draws = model.draw(jax.random.key(1), _many(st), mask)
+    mu, sd = np.asarray(draws.value[:, :, 0], np.float64), np.asarray(draws.sigma, np.float64)
+    np.testing.assert_array_equal(sd[:, 0], sd[:, 2])
+    np.testing.assert_array_equal(sd[:, 0], sd[:, 3])
+    m0, k0, a0, b0 = NIG
+    A, B = a0 + y.size / 2, b0
+    parts = {}
+    for s in (0, 2, 3):
+        yl = y[leaf == s].astype(np.float64)
+        n, yb = yl.size, yl.mean()
+        kl = k0 + n
+        B += 0.5 * (((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / kl)
+        parts[s] = ((k0 * m0 + n * yb) / kl, kl)
+    for s, (ml, kl) in parts.items():
+        loc, var, kf = _t_moments(2 * A, ml, B / (A * kl))
+        _check_moments(mu[:, s], loc, var, kf, ("mu", s))
+        assert stats.kstest(mu[:, s], stats.t(2 * A, ml, np.sqrt(B / (A * kl))).cdf).pvalue > 1e-4
+    s2 = sd[:, 0] ** 2
+    e, v = B / (A - 1), B ** 2 / ((A - 1) ** 2 * (A - 2))
+    kurt = 3 + 6 * (5 * A - 11) / ((A - 3) * (A - 4))
+    _check_moments(s2, e, v, np.sqrt(kurt - 1), "s2")
+    assert stats.kstest(s2, stats.invgamma(A, scale=B).cdf).pvalue > 1e-4
+
+
+def test_dirichlet_leaf_draws_have_the_dirichlet_moments():
+    """DirichletLeaves: ``p ~ Dirichlet(n + alpha)`` per leaf: means, variances and the covariance of two
+    classes within 5 standard errors (100,000 draws), the concentration 0.7 included (``alpha`` ignored or
+    replaced by 1 moves the mean of the 3-row leaf by more than 40 standard errors)."""
+    rng = np.random.default_rng(2)
+    leaf = np.repeat([0, 2, 3], [3, 8, 25])
+    yc = rng.integers(0, 3, leaf.size)
+    alpha = 0.7
+    model = DirichletLeaves(3, alpha)
+    st = leaf_stats(jnp.asarray(leaf), model.row_stats(yc), 5)
+    p = np.asarray(model.draw(jax.random.key(2), _many(st)).value, np.float64)
+    for s in (0, 2, 3):
+        a = np.bincount(yc[leaf == s], minlength=3) + alpha
+        a0 = a.sum()
+        mean = a / a0
+        var = a * (a0 - a) / (a0 ** 2 * (a0 + 1))
+        x = p[:, s, :]
+        assert np.all(np.abs(x.mean(0) - mean) < 5 * np.sqrt(var / N_DRAWS)), (s, x.mean(0), mean)
+        # the sample variance of a variable in [0, 1] has SE below sqrt(var / N) (its fourth central moment
+        # is at most its variance)
+        assert np.all(np.abs(x.var(0) - var) < 5 * np.sqrt(var / N_DRAWS)), (s, x.var(0), var)
+        cov = -a[0] * a[1] / (a0 ** 2 * (a0 + 1))
+        got = np.mean((x[:, 0] - x[:, 0].mean()) * (x[:, 1] - x[:, 1].mean()))
+        assert abs(got - cov) < 5 * np.sqrt(var[0] * var[1] / N_DRAWS), (s, got, cov)
+
+
+@pytest.mark.parametrize("model", [NormalLeaves(NIG), CommonVarianceNormalLeaves(NIG)], ids=["normal", "common"])
+def test_sampler_one_leaf_draws_have_the_conjugate_mean_and_variance(model):
+    """The sampler's kept draws (``moves.collect``) of a one-leaf tree (max_depth 0): mu and s2 against the
+    closed form (for one leaf the two Normal models coincide), 8 chains x 10,000 independent draws.
+
+    Tolerances: 5 standard errors (mean of mu 1.8 % of its sd; its variance 5 sqrt((kurtosis - 1) / N),
+    about 2.7 %).  A draw that ignores the prior (10 rows, kappa0 = 2, a0 = 4, b0 = 3, m0 = 0.5 against a
+    sample mean near 2) is off by 0.75 sd in the mean of mu and 30 % in its variance.
+    """
+    rng = np.random.default_rng(5)
+    y = rng.normal(2.0, 1.0, size=10).astype(np.float32)
+    codes = rng.integers(0, 3, size=(10, 2))
+    cfg = M.MCMCConfig(ChipmanPrior(), model, 0, 2)
+    res = run_chains(jax.random.key(2), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=8,
+                     draws=10_000, tune=0, collect=M.collect(cfg))
+    mu = np.asarray(res.samples.mu[..., 0, 0], np.float64).ravel()
+    s2 = np.asarray(res.samples.sigma[..., 0], np.float64).ravel() ** 2
+    m0, k0, a0, b0 = NIG
+    yl = y.astype(np.float64)
+    n, yb = yl.size, yl.mean()
+    kn, an = k0 + n, a0 + n / 2
+    mn = (k0 * m0 + n * yb) / kn
+    bn = b0 + 0.5 * ((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / (2 * kn)
+    loc, var, kf = _t_moments(2 * an, mn, bn / (an * kn))
+    _check_moments(mu, loc, var, kf, "mu")
+    e, v = bn / (an - 1), bn ** 2 / ((an - 1) ** 2 * (an - 2))
+    kurt = 3 + 6 * (5 * an - 11) / ((an - 3) * (an - 4))
+    _check_moments(s2, e, v, np.sqrt(kurt - 1), "s2")
+
+
+# ------------------------------------------------------------------------------------------------
+# NumPy references: node rows, the Chipman prior, leaf marginals, enumerated trees
+# ------------------------------------------------------------------------------------------------
+def _np_nodes(feature, threshold, left, codes):
+    """Rows of every used slot of a heap tree (NumPy)."""
+    rows = {0: np.arange(codes.shape[0])}
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        if left[s] >= 0:
+            j, t = int(feature[s]), int(threshold[s])
+            r = rows[s]
+            rows[2 * s + 1], rows[2 * s + 2] = r[codes[r, j] <= t], r[codes[r, j] > t]
+            stack += [2 * s + 1, 2 * s + 2]
+    return rows
+
+
+def _np_nig_leaf(yl, prior):
+    """log p(y_leaf) of one leaf under Normal-inverse-gamma leaves (float64)."""
+    m0, k0, a0, b0 = prior
+    n, yb = len(yl), yl.mean()
+    kn, an = k0 + n, a0 + n / 2
+    bn = b0 + 0.5 * ((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / (2 * kn)
+    return (gammaln(an) - gammaln(a0) + a0 * np.log(b0) - an * np.log(bn) + 0.5 * (np.log(k0) - np.log(kn))
+            - 0.5 * n * np.log(2 * np.pi))
+
+
+def _np_common_variance(ys, prior):
+    """log p(Y | T) of leaves ``ys`` sharing one variance: integrate each mu, then s2 ~ IG(a0, b0) (float64)."""
+    m0, k0, a0, b0 = prior
+    N = sum(len(yl) for yl in ys)
+    A, B, half_logk = a0 + N / 2, b0, 0.0
+    for yl in ys:
+        n, yb = len(yl), yl.mean()
+        kl = k0 + n
+        B += 0.5 * (((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / kl)
+        half_logk += 0.5 * (np.log(k0) - np.log(kl))
+    return -0.5 * N * np.log(2 * np.pi) + half_logk + a0 * np.log(b0) - gammaln(a0) + gammaln(A) - A * np.log(B)
+
+
+def _np_log_target(feature, threshold, left, codes, y, prior, max_depth, leaves="normal", nig=NIG):
+    """log p(Y | T) + log p(T) under the Chipman prior (rules uniform among a node's valid ones), in NumPy."""
+    rows = _np_nodes(feature, threshold, left, codes)
+    total, ys = 0.0, []
+    for s, r in rows.items():
+        if len(r) == 0:
+            return -np.inf
+        depth = int(np.floor(np.log2(s + 1)))
+        lo, hi = codes[r].min(0), codes[r].max(0)
+        nvar = int((hi > lo).sum())
+        p = prior.alpha * (1 + depth) ** -prior.beta
+        if left[s] >= 0:
+            j = int(feature[s])
+            total += np.log(p) - np.log(nvar) - np.log(hi[j] - lo[j])
+        else:
+            if depth < max_depth and nvar > 0:
+                total += np.log1p(-p)
+            ys.append(y[r].astype(np.float64))
+    if leaves == "normal":
+        return total + sum(_np_nig_leaf(yl, nig) for yl in ys)
+    return total + _np_common_variance(ys, nig)
+
+
+def _np_trees(codes, max_depth):
+    """Every heap tree of depth <= ``max_depth`` whose nodes hold rows: a list of (feature, threshold, left)."""
+    S = 2 ** (max_depth + 1) - 1
+
+    def grow(s, r, depth):
+        """The subtrees at slot ``s`` over rows ``r``: lists of {slot: (j, t)} (an absent slot is a leaf)."""
+        out = [{}]
+        if depth >= max_depth:
+            return out
+        lo, hi = codes[r].min(0), codes[r].max(0)
+        for j in range(codes.shape[1]):
+            for t in range(lo[j], hi[j]):
+                L, R = r[codes[r, j] <= t], r[codes[r, j] > t]
+                for a, b in itertools.product(grow(2 * s + 1, L, depth + 1), grow(2 * s + 2, R, depth + 1)):
+                    out.append({s: (j, t), **a, **b})
+        return out
+
+    trees = []
+    for rules in grow(0, np.arange(codes.shape[0]), 0):
+        f, t, lf = np.zeros(S, np.int32), np.zeros(S, np.int32), np.full(S, -2, np.int32)
+        lf[0] = LEAF
+        for s in sorted(rules):
+            f[s], t[s] = rules[s]
+            lf[s] = 2 * s + 1
+            lf[2 * s + 1] = lf[2 * s + 2] = LEAF
+        trees.append((f, t, lf))
+    return trees
+
+
+def _tree_key(feature, threshold, left):
+    internal = np.asarray(left) >= 0
+    return tuple(np.where(internal, feature, -1)), tuple(np.where(internal, threshold, -1))
+
+
+# ------------------------------------------------------------------------------------------------
+# (b) the swap move's acceptance ratio against a direct computation
+# ------------------------------------------------------------------------------------------------
+def _np_swaps(feature, threshold, left):
+    """Every swap proposal from a heap tree with its probability: {key of the new tree: probability}.
+
+    A pair (internal parent ``p``, internal child ``c``) is chosen uniformly; their rules are exchanged,
+    and ``c``'s sibling gets ``p``'s rule too when it holds ``c``'s rule.  Refused (a no-op): the
+    sibling already holds ``p``'s rule, or ``p`` and ``c`` hold the same rule.
+    """
+    internal = np.asarray(left) >= 0
+    pairs = [c for c in range(1, len(left)) if internal[c] and internal[(c - 1) // 2]]
+    out = {}
+    for c in pairs:
+        p = (c - 1) // 2
+        sib = c + 1 if c % 2 == 1 else c - 1
+        rule = lambda i: (int(feature[i]), int(threshold[i]))  # noqa: E731
+        same = internal[sib] and rule(sib) == rule(c)
+        if (internal[sib] and not same and rule(sib) == rule(p)) or rule(p) == rule(c):
+            continue
+        f2, t2 = np.array(feature), np.array(threshold)
+        f2[p], t2[p] = rule(c)
+        f2[c], t2[c] = rule(p)
+        if same:
+            f2[sib], t2[sib] = rule(p)
+        k = _tree_key(f2, t2, left)
+        out[k] = out.get(k, 0.0) + 1.0 / len(pairs)
+    return out
+
+
+def _make_swap_proposal(cfg):
+    @jax.jit
+    def propose(key, state, data):
+        u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 1,))
+        new, ok, node, lq_fwd, extra = M._propose(u, state, jnp.int32(M.MOVES.index("swap")), cfg)
+        new_ev = M.evaluate(new, data, cfg)
+        lq_rev = M._log_q_reverse(jnp.int32(M.MOVES.index("swap")), new, new_ev, node, extra, cfg)
+        return new, ok, new_ev, lq_fwd, lq_rev
+    return propose
+
+
+@pytest.mark.parametrize("rules", [[(0, 0, 1), (1, 1, 1), (2, 1, 2), (5, 0, 2)],
+                                   [(0, 0, 1), (1, 1, 1), (2, 1, 1), (3, 0, 0)]], ids=["distinct", "same-sibling"])
+def test_swap_acceptance_ratio_equals_direct_computation(rules):
+    """The log acceptance ratio of every swap proposal equals ``log pi(T') - log pi(T) + log q(T|T') - log q(T'|T)``
+    with the proposal probabilities enumerated both ways (:func:`_np_swaps`) and ``pi`` computed in NumPy
+    (Chipman prior, Normal-inverse-gamma leaves).  Tolerance 2e-3: float32 sums of about ten log terms.
+    The second start tree has two children with one rule, so the swap moves three rules."""
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 4, size=(40, 2))
+    y = (codes[:, 0] + rng.normal(0, 0.5, 40)).astype(np.float32)
+    prior, max_depth = ChipmanPrior(0.9, 1.0), 3
+    model = NormalLeaves(NIG)
+    cfg = M.MCMCConfig(prior, model, max_depth, 2)
+    data = _data(codes, y, model)
+    tree = M.root_tree(cfg)
+    for s, j, t in rules:
+        tree, ok = grow_leaf(tree, s, j, t, heap=True)
+        assert bool(ok)
+    state = M.State(tree, M.evaluate(tree, data, cfg))
+    assert bool(state.ev.valid)
+    propose = _make_swap_proposal(cfg)
+    old = [np.asarray(a) for a in (tree.feature, tree.threshold, tree.left)]
+    fwd = _np_swaps(*old)
+    seen = set()
+    for i in range(24):
+        new, ok, new_ev, lq_fwd, lq_rev = propose(jax.random.key(i), state, data)
+        if not (bool(ok) and bool(new_ev.valid)):
+            continue
+        got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)
+        nw = [np.asarray(a) for a in (new.feature, new.threshold, new.left)]
+        np.testing.assert_array_equal(nw[2], old[2])  # a swap keeps the shape
+        k_new = _tree_key(*nw)
+        q_f = fwd[k_new]
+        q_r = _np_swaps(*nw)[_tree_key(*old)]
+        want = (_np_log_target(*nw, codes, y, prior, max_depth) - _np_log_target(*old, codes, y, prior, max_depth)
+                + np.log(q_r) - np.log(q_f))
+        assert got == pytest.approx(want, abs=2e-3), (i, got, want)
+        seen.add(k_new)
+    assert len(seen) >= 2  # at least two different swaps were checked
