@@ -501,3 +501,106 @@ def test_the_two_normal_leaf_models_are_different_configs():
     assert lik_b == pytest.approx(_np_common_variance(leaves, NIG), abs=1e-3)
     assert lik_a == pytest.approx(sum(_np_nig_leaf(yl, NIG) for yl in leaves), abs=1e-3)
     assert cfg_a != cfg_b
+
+
+# ------------------------------------------------------------------------------------------------
+# (c) the exact PCFG posterior as referee, tightened
+# ------------------------------------------------------------------------------------------------
+def _pcfg_data():
+    """The data of ``test_bcart_sampler.test_chains_match_the_exact_pcfg_posterior`` (24 rows, codes 0..3)."""
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 4, size=(24, 2))
+    y = ((codes[:, 0] >= 2) ^ (rng.random(24) < 0.15)).astype(np.int32)
+    return codes, y
+
+
+#: points whose codes are those of training rows: every rule tree of a partition routes them alike
+PCFG_POINTS = np.array([[0, 0], [1, 2], [2, 1], [3, 3]])
+PCFG_LOG_PHI, PCFG_DEPTH = 2.5, 6
+
+
+def _route(feature, threshold, left, right, x):
+    """The slot of each row of ``x`` in each tree (explicit children; NumPy): int[T, m]."""
+    slot = np.zeros((feature.shape[0], x.shape[0]), np.int64)
+    for _ in range(feature.shape[1]):
+        internal = np.take_along_axis(left, slot, 1) >= 0
+        if not internal.any():
+            break
+        f, t = np.take_along_axis(feature, slot, 1), np.take_along_axis(threshold, slot, 1)
+        go_left = x[np.arange(x.shape[0])[None, :], np.maximum(f, 0)] <= t
+        nxt = np.where(go_left, np.take_along_axis(left, slot, 1), np.take_along_axis(right, slot, 1))
+        slot = np.where(internal, nxt, slot)
+    return slot
+
+
+def _pcfg_summaries(codes, y, feature, threshold, left, right, alpha=1.0):
+    """Per tree: number of leaves, canonical root feature (-1: a leaf), and the leaf predictive
+    ``P(y = 1) = (n_1 + alpha) / (n + 2 alpha)`` at ``PCFG_POINTS`` (NumPy)."""
+    n_leaves = (left == LEAF).sum(-1)
+    canon = {}
+    for j in range(codes.shape[1]):
+        for t in range(int(codes[:, j].min()), int(codes[:, j].max())):
+            L = codes[:, j] <= t
+            canon[j, t] = next(g for g in range(codes.shape[1])
+                               if codes[L, g].max() < codes[~L, g].min() or codes[~L, g].max() < codes[L, g].min())
+    root = np.array([-1 if lf < 0 else canon[int(f), int(t)] for f, t, lf in zip(feature[:, 0], threshold[:, 0],
+                                                                                  left[:, 0])])
+    at_train = _route(feature, threshold, left, right, codes)
+    at_point = _route(feature, threshold, left, right, PCFG_POINTS)
+    same = at_train[:, None, :] == at_point[:, :, None]
+    pred = ((same & (y == 1)).sum(-1) + alpha) / (same.sum(-1) + 2 * alpha)
+    return n_leaves, root, pred
+
+
+def _pcfg_chains(alpha: float = 1.0, seed: int = 7) -> dict:
+    """16 chains of the random moves (grow, prune, change, swap at their default probabilities) under the
+    PCFG prior with Dirichlet(``alpha``) leaves: the summaries of 4,000 kept trees each (thinned by 4)."""
+    codes, y = _pcfg_data()
+    model = DirichletLeaves(2, alpha)
+    cfg = M.MCMCConfig(LeafCountPrior(PCFG_LOG_PHI), model, PCFG_DEPTH, 2, n_codes=4)
+    res = run_chains(jax.random.key(seed), kernel_for(cfg), args=(_data(codes, y, model),), chains=16, draws=4000,
+                     tune=500, thin=4, collect=lambda key, state, data: state.tree)
+    t = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
+    n_leaves, root, pred = _pcfg_summaries(codes, y, t.feature, t.threshold, t.left, t.right)
+    return dict(n_leaves=n_leaves.reshape(16, -1), root=root.reshape(16, -1), pred=pred.reshape(16, -1, 4))
+
+
+def test_moves_match_the_exact_pcfg_posterior_tightly(tmp_path, default_xla_env):
+    """The random moves (swap included) against the exact PCFG posterior (Dirichlet(1) leaves), three quantities:
+    the distribution of the number of leaves, of the canonical root split feature, and the posterior mean
+    predictive probability ``P(y = 1 | x, Y)`` at four training points (it depends on the leaf model).
+
+    16 chains x 4,000 kept trees (thinned by 4, seed 7), batch means over chains: noise alone gives a TV of
+    about 0.006 (leaves) and 0.003 (root), and the predictive a standard error of 0.0005-0.0011
+    (probed with 64 chains: largest deviation 0.0008).  Tolerances: TV < 0.012 and < 0.009, predictive
+    within 0.005 (about 5 standard errors).  The exact answers under a wrong Dirichlet concentration (0.5
+    or 2) are outside: their root TV is 0.017 and 0.044 from the right one, the predictive moves by up to
+    0.017 (asserted below), and chains targeting them gave root TVs 0.022 and 0.023 and predictive
+    deviations of 0.0065 and 0.016 (``docs/bcart.md``).
+    """
+    from bayestrees.inference.pcfg.fit import fit_posterior
+
+    codes, y = _pcfg_data()
+
+    def exact(alpha):
+        post = fit_posterior(codes, np.full(2, 4), y, kind="classification", log_phi=PCFG_LOG_PHI, alpha=alpha,
+                             n_classes=2)
+        p0, ps = post.root_splits()
+        slot_feature = np.asarray(post.structure.slot_feature)
+        root = np.array([p0] + [float(ps[slot_feature == f].sum()) for f in range(2)])
+        return post.n_leaves_distribution(12), root, post.predict_exact(PCFG_POINTS)[:, 1]
+
+    want_leaves, want_root, want_pred = exact(1.0)
+    assert 1.0 - want_leaves[: PCFG_DEPTH + 1].sum() < 2e-3  # trees deeper than max_depth: negligible mass
+    for wrong in (0.5, 2.0):  # power: the exact answer under a wrong concentration lies outside a tolerance
+        _, root_w, pred_w = exact(wrong)
+        assert 0.5 * np.abs(root_w - want_root).sum() > 0.009 or np.abs(pred_w - want_pred).max() > 0.005
+
+    got = _in_subprocess("_pcfg_chains", {}, tmp_path / "pcfg.npz", default_xla_env)
+    n_leaves, root, pred = got["n_leaves"].ravel(), got["root"].ravel(), got["pred"].reshape(-1, 4)
+    freq = np.bincount(n_leaves, minlength=13)[1:13] / n_leaves.size
+    tv_leaves = 0.5 * np.abs(freq - want_leaves).sum() + 0.5 * (1 - want_leaves.sum())
+    tv_root = 0.5 * np.abs(np.array([np.mean(root == k) for k in (-1, 0, 1)]) - want_root).sum()
+    assert tv_leaves < 0.012, (tv_leaves, np.round(freq, 4), np.round(want_leaves, 4))
+    assert tv_root < 0.009, (tv_root, want_root)
+    np.testing.assert_allclose(pred.mean(0), want_pred, atol=0.005)
