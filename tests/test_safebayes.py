@@ -1135,3 +1135,52 @@ def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
             leaf_counts.add(m)
     assert len(leaf_counts) > 2  # the keys did give other leaf counts
     assert len(new_compiles) >= 4 and new_compiles == [0] * len(new_compiles), new_compiles
+
+
+@pytest.mark.parametrize("split_prob", [0.3, 0.45])
+def test_estimator_split_prob_reaches_its_prior_trees(split_prob):
+    """The estimator's ``split_prob`` is the one its prior trees are drawn with: the mean number of internal
+    nodes of its 20000 prior trees (max_internal 63, root always split) within 4 standard errors of the
+    truncated code-string law for that ``split_prob``; the law for ``split_prob -+ 0.025`` (0.475 -> 0.45:
+    the default replaced by a nearby value) lies more than 8 standard errors away, so a fit that ignored
+    or replaced the value fails."""
+    x = np.linspace(0, 1, 12)[:, None]
+    y = np.array([0, 1] * 6)
+    clf = bt.SafeBayesForestClassifier(20000, split_prob=split_prob, effective_sample_size=5, max_internal=63,
+                                       random_state=3).fit(x, y)
+    k = (np.asarray(clf.prior_trees_.n_nodes) - 1) // 2
+    assert k.size == 20000 and k.max() <= 63
+
+    def law(lam):
+        p = np.exp(bt.priors.CodeStringPrior(lam).n_internal_log_prob_np(63))
+        p /= p.sum()
+        kv = np.arange(64)
+        mean = (kv * p).sum()
+        return mean, np.sqrt(((kv - mean) ** 2 * p).sum() / k.size)
+
+    mean, se = law(split_prob)
+    assert abs(k.mean() - mean) < 4 * se, (k.mean(), mean, se)
+    for other in (split_prob - 0.025, split_prob + 0.025):
+        assert abs(law(other)[0] - mean) > 8 * se, other  # the check has the power it claims
+
+
+def test_bma_beta_one_evidence_matches_exact_model_average():
+    """Complements :func:`test_bma_beta_one_matches_exact_model_average`: at beta = 1 the mean of the 20000
+    prior trees' likelihoods estimates the evidence ``p(Y)`` of the model average, which the exact recursion
+    gives for ``split_prob = 0.4``.  Tolerance: 3 Monte Carlo standard errors of the log of the mean
+    (computed from the weights, about 0.003).  The exact log evidence for 0.45 or 0.475 is 0.013 and 0.016
+    away (asserted): a fit that does not draw its prior trees with the given ``split_prob`` fails."""
+    x = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]])
+    y = np.array([0, 0, 1, 1, 0])
+    clf = bt.SafeBayesForestClassifier(20000, split_prob=0.4, effective_sample_size=5, leaf_concentration=1.0,
+                                       root_splits=True, max_internal=KMAX, random_state=0).fit(x, y)
+    assert clf.beta_ == 1.0
+    lw = np.asarray(clf.log_weights_, np.float64)
+    w = np.exp(lw - lw.max())
+    got = lw.max() + np.log(w.mean())
+    se = w.std() / w.mean() / np.sqrt(w.size)  # delta method: SE of log(mean) = relative SE of the mean
+    base = np.eye(2)[y]
+    want = np.log(_exact_bma(base, 0.4, KMAX, 1.0, 2, True))
+    for wrong in (0.45, 0.475):
+        assert abs(np.log(_exact_bma(base, wrong, KMAX, 1.0, 2, True)) - want) > 3 * se + 0.003, wrong
+    assert abs(got - want) < 3 * se, (got, want, se)
