@@ -469,10 +469,11 @@ def cmd_summary(args) -> int:
     _say("\nposterior summary (az.summary):")
     _say(table.to_string())
     if mcmc:
-        if "r_hat" in table:
-            worst = table["r_hat"].max()
-            _say(f"\nlargest R-hat: {worst:.3f}" + ("  (above 1.01: run longer or more chains)" if worst > 1.01 else ""))
-            _say(f"smallest bulk ESS: {table['ess_bulk'].min():.0f} over {nc * nd} draws")
+        from .convergence import check_convergence
+
+        # the estimators' and the model context's table and message (bayestrees.convergence)
+        _say("\nconvergence (R-hat above 1.01, bulk ESS below 100 per chain, chains that never moved):")
+        _say(str(check_convergence(idata)))
     else:
         if fam is not None and fam.draws_are:
             _say(f"\nno R-hat/ESS: {fam.draws_are}.")

@@ -69,3 +69,46 @@ def test_one_chain_has_no_rhat_but_still_an_ess_check():
 def test_unknown_variable_is_refused():
     with pytest.raises(ValueError, match="no scalar variable"):
         check_convergence(_idata({"sigma": np.zeros((2, 10))}), var_names=["mu"])
+
+
+def _one_split_data(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    return X, 4.0 * (X[:, 0] > 0.5) + 0.2 * rng.normal(size=n)
+
+
+def test_a_converged_fit_is_quiet_and_keeps_its_table():
+    """A posterior on stumps only (max_depth=1) of a clean one-split signal, by particle Gibbs (a
+    whole new stump proposed every step: nearly independent draws); n_leaves and depth are
+    constant; no warning, and ``convergence_`` says ok.  (With the local moves a chain can take
+    hundreds of steps to propose the one good threshold among 2 x 31 rules: that fit is rightly
+    reported.)"""
+    import bayestrees as bt
+
+    X, y = _one_split_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = bt.BayesianCARTRegressor(max_depth=1, scheme="pgibbs", draws=400, tune=50, chains=2,
+                                       random_state=0).fit(X, y)
+    rep = est.convergence_
+    assert rep.ok, rep.problems
+    assert rep.table["n_leaves"]["status"] == "constant" and rep.table["sigma"]["status"] == "ok"
+
+
+def test_a_stuck_or_short_fit_warns_in_the_estimator_and_the_model_context():
+    """The issue's case (200 rows, a step plus a quadratic) with the local moves and short chains:
+    the chains disagree; the estimator and the model context say so with one warning each."""
+    import bayestrees as bt
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(200, 4))
+    y = 2 * (X[:, 2] > 0.3) + 4 * (X[:, 0] - 0.5) ** 2 + 0.3 * rng.normal(size=200)
+    with pytest.warns(ConvergenceWarning, match="has not converged") as rec:
+        est = bt.BayesianCARTRegressor(draws=100, tune=100, chains=2, random_state=0).fit(X, y)
+    assert len([w for w in rec if issubclass(w.category, ConvergenceWarning)]) == 1
+    assert not est.convergence_.ok
+    with bt.Model():
+        rv = bt.BayesianCART("f", X, y)
+        with pytest.warns(ConvergenceWarning, match="has not converged"):
+            bt.sample(draws=100, chains=2, tune=100, random_seed=0)
+    assert not rv.convergence_.ok

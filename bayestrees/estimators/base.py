@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..convergence import check_convergence, warn_convergence
 from ..data import Binner, check_y_classification, check_y_regression
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
@@ -193,7 +194,10 @@ class FamilyEstimator:
     ``fit`` validates the input, builds the config (errors before the data is touched),
     prepares the data by the family's rule, calls the family's ``fit`` and keeps its result
     in ``result_`` (the one place); ``idata_`` is the family's ``to_inferencedata`` of it,
-    built on first access.
+    built on first access.  For an MCMC family, ``fit`` also keeps the convergence table in
+    ``convergence_`` (:func:`bayestrees.convergence.check_convergence`) and issues one
+    :class:`~bayestrees.convergence.ConvergenceWarning` when the chains disagree, are stuck or
+    hold too few effective draws.
     """
 
     _family: Family
@@ -260,6 +264,10 @@ class FamilyEstimator:
         self._train_data = data
         self._idata = None
         self._fitted()
+        if self._family.mcmc:
+            # chains that disagree or are stuck are said at once (ConvergenceWarning), and kept
+            self.convergence_ = check_convergence(self.idata_)
+            warn_convergence(self.convergence_, stacklevel=2)
         return self
 
     def _fitted(self) -> None:

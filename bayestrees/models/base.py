@@ -20,6 +20,7 @@ from typing import Any
 
 import arviz as az
 
+from ..convergence import check_convergence, warn_convergence
 from ..data import TrainingData, infer_task
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
@@ -208,7 +209,11 @@ class TreeRV:
         result = fam.fit(key, data, config)
         self.fitted_ = FamilyFit(result, data, int(chains), int(draws))
         self._after_fit(result, data)
-        return fam.to_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
+        idata = fam.to_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})
+        if fam.mcmc:  # the same table and warning as the estimators' (bayestrees.convergence)
+            self.convergence_ = check_convergence(idata)
+            warn_convergence(self.convergence_, stacklevel=4)
+        return idata
 
     def _codes(self, X):
         """New rows binned like the training rows."""
