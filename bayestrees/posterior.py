@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from .data import Binner, check_y_classification, check_y_regression, missing_code
+from .data import Binner, check_y_classification, check_y_regression, missing_code, standardize_response
 from .inference.forest.bootstrap import fit_forest
 from .inference.forest.cart import CARTConfig, default_capacity, prepare_codes
 from .keys import make_key
@@ -127,8 +127,8 @@ def trunk_stability(X, y, *, trunk_min_samples_leaf: int, n_draws: int = 100, le
     if task == "regression":
         yy = check_y_regression(y)
         codes = binner.fit_transform(X, yy)
-        mu, sd = float(yy.mean()), float(yy.std()) or 1.0
-        ytrain, ncls = ((yy - mu) / sd).astype(np.float32), 0
+        ytrain, mu, sd = standardize_response(yy, np.float32)
+        ncls = 0
         crit = "squared_error"
     elif task == "classification":
         yy, classes = check_y_classification(y)
