@@ -508,6 +508,42 @@ def standardize_response(y, dtype=np.float64, *, overflow_safe: bool = False) ->
     return ((y - loc) / scale).astype(dtype), loc, scale
 
 
+def check_new_rows(X, n_features: int, *, allow_nan: bool, owner: str = "the model") -> None:
+    """The one rule for rows given after fitting (``predict`` and its siblings, in every family).
+
+    The same validation as fitting (:func:`check_X`: not sparse, not empty, no infinities, NaN
+    only where the model supports missing values) and the training width.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame (n, d)
+    n_features : int
+        The number of features the model was fitted on.
+    allow_nan : bool
+        Whether the model routes missing values (the family's ``missing_values``).
+    owner : str
+        Named in the error messages.
+
+    Raises
+    ------
+    ValueError
+        For NaN where the model does not support it, infinities, or a wrong width, saying what
+        to do.
+    """
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        shape = np.shape(np.asarray(X, dtype=object))
+    if len(shape) == 2 and shape[1] != n_features:
+        raise ValueError(f"X has {shape[1]} features, but {owner} is expecting {n_features} features as input.")
+    try:
+        check_X(X, allow_nan=allow_nan)
+    except ValueError as err:
+        if not allow_nan and "NaN" in str(err):
+            raise ValueError(f"{err} ({owner} was fitted without missing values and cannot route them; "
+                             "impute or drop those rows, or use a Bayesian forest, which routes them)") from None
+        raise
+
+
 def check_dtype(dtype) -> np.dtype:
     """Validate a floating-point ``dtype`` argument ("float32" or "float64").
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..convergence import check_convergence, warn_convergence
-from ..data import Binner, check_y_classification, check_y_regression
+from ..data import Binner, check_new_rows, check_y_classification, check_y_regression
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
 
@@ -109,23 +109,18 @@ class TreeEstimatorMixin:
                 "arguments before using this estimator."
             )
 
+    def _rows_may_miss(self) -> bool:
+        """Whether the model routes missing values (its family's ``missing_values``)."""
+        family = getattr(type(self), "_family", None)
+        return self._allow_nan if family is None else bool(family.missing_values)
+
     def _codes(self, X):
-        """Validate new X (feature count, categories) and bin it like the training data."""
+        """Validate new X by the rule of fitting (:func:`bayestrees.data.check_new_rows`: NaN only
+        where the family routes missing values, no infinities, the training width) and bin it
+        like the training data."""
         self._check_fitted()
-        arr = X
-        if not hasattr(X, "columns"):
-            arr = np.asarray(X)
-            if arr.ndim == 2 and arr.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {arr.shape[1]} features, but {type(self).__name__} is expecting "
-                    f"{self.n_features_in_} features as input."
-                )
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-        return self.binner_.transform(arr)
+        check_new_rows(X, self.n_features_in_, allow_nan=self._rows_may_miss(), owner=type(self).__name__)
+        return self.binner_.transform(X if hasattr(X, "columns") else np.asarray(X))
 
     def _key(self):
         rs = self.random_state
@@ -144,7 +139,7 @@ class TreeEstimatorMixin:
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = self._allow_nan
+        tags.input_tags.allow_nan = self._rows_may_miss()
         tags.input_tags.string = True  # string/object columns are categorical features
         tags.input_tags.categorical = True
         return tags

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import check_X
 from ..inference.pcfg import FAMILY
 from ..inference.pcfg.fit import phi_to_log
 from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
@@ -91,8 +90,6 @@ class _PCFGBase(FamilyEstimator):
         return self.posterior_.n_leaves_distribution(max_leaves)
 
     def _codes_checked(self, X):
-        self._check_fitted()
-        check_X(X, allow_nan=False)
         return self._codes(X).astype(np.int32)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import arviz as az
 
 from ..convergence import check_convergence, warn_convergence
-from ..data import TrainingData, infer_task
+from ..data import TrainingData, check_new_rows, infer_task
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
 
@@ -216,8 +216,11 @@ class TreeRV:
         return idata
 
     def _codes(self, X):
-        """New rows binned like the training rows."""
-        return self.fitted_.data.binner.transform(X)
+        """New rows, validated by the rule of fitting (:func:`bayestrees.data.check_new_rows`), binned
+        like the training rows."""
+        binner = self.fitted_.data.binner
+        check_new_rows(X, binner.n_features_in_, allow_nan=self.family.missing_values, owner=type(self).__name__)
+        return binner.transform(X)
 
     def _predictive(self, idata: az.InferenceData, X, key) -> dict:
         """Keyword arguments of :func:`bayestrees.convert.predictive_group` for rows ``X``:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import warnings
 
-from ..data import check_X
 from ..inference.pcfg import FAMILY
 from .base import TreeRV
 
@@ -90,6 +89,3 @@ class PCFGTree(TreeRV):
         self.binner_ = data.binner
         self.classes_ = data.classes
 
-    def _codes(self, X):
-        check_X(X, allow_nan=False)
-        return super()._codes(X)

@@ -84,6 +84,7 @@ FAMILY = Family(
     config=SafeBayesConfig, fit=fit_keeping_key, prepare_data=prepare, to_inferencedata=to_inferencedata,
     values=values, predictive=predictive,
     draws_are="the draws are prior trees resampled by their importance weights",
+    missing_values=True,
     summary_attrs=("effective_sample_size", "beta", "distinct_trees", "weights_ess"),
     presets={"safebayes": ("safe-Bayesian random forest (prior trees, importance weights)", {})},
 )
