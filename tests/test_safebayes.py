@@ -1140,16 +1140,16 @@ def test_posterior_draws_compile_nothing_new_for_another_leaf_count():
 @pytest.mark.parametrize("split_prob", [0.3, 0.45])
 def test_estimator_split_prob_reaches_its_prior_trees(split_prob):
     """The estimator's ``split_prob`` is the one its prior trees are drawn with: the mean number of internal
-    nodes of its 20000 prior trees (max_internal 63, root always split) within 4 standard errors of the
+    nodes of its 10000 prior trees (max_internal 63, root always split) within 4 standard errors of the
     truncated code-string law for that ``split_prob``; the law for ``split_prob -+ 0.025`` (0.475 -> 0.45:
     the default replaced by a nearby value) lies more than 8 standard errors away, so a fit that ignored
     or replaced the value fails."""
     x = np.linspace(0, 1, 12)[:, None]
     y = np.array([0, 1] * 6)
-    clf = bt.SafeBayesForestClassifier(20000, split_prob=split_prob, effective_sample_size=5, max_internal=63,
+    clf = bt.SafeBayesForestClassifier(10000, split_prob=split_prob, effective_sample_size=5, max_internal=63,
                                        random_state=3).fit(x, y)
     k = (np.asarray(clf.prior_trees_.n_nodes) - 1) // 2
-    assert k.size == 20000 and k.max() <= 63
+    assert k.size == 10000 and k.max() <= 63
 
     def law(lam):
         p = np.exp(bt.priors.CodeStringPrior(lam).n_internal_log_prob_np(63))
