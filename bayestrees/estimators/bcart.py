@@ -43,11 +43,12 @@ class _BCARTMixin(DrawsMixin, FamilyEstimator):
 
 
 def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs, scheme,
-          particles, temperatures, random_state, dtype, progressbar, chain_method):
+          particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves):
     self.prior, self.alpha, self.beta, self.leaf_model = prior, alpha, beta, leaf_model
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins, self.move_probs, self.scheme = max_depth, max_bins, move_probs, scheme
     self.particles, self.temperatures = particles, temperatures
+    self.local_moves = local_moves
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
     self.chain_method = chain_method
 
@@ -73,13 +74,17 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         Bins per feature (split thresholds are bin edges).
     move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
         Probabilities of grow, prune, change and swap.
-    scheme : {"moves", "sweep", "pgibbs"}, default "moves"
-        One random move per step, a systematic sweep over every node per step, or particle Gibbs:
-        the whole tree regrown per step by conditional SMC with data-informed proposals (after
-        Lakshminarayanan, Roy & Teh 2015), which can change every rule at once; a step costs
-        tens of moves, and chains that the local moves leave on separate modes agree sooner.
+    scheme : {"moves", "sweep", "pgibbs", "mixed"}, default "moves"
+        One random move per step, a systematic sweep over every node per step, particle Gibbs
+        (the whole tree regrown per step by conditional SMC with data-informed proposals, after
+        Lakshminarayanan, Roy & Teh 2015, which can change every rule at once; a step costs
+        tens of moves, and chains that the local moves leave on separate modes agree sooner), or
+        "mixed": ``local_moves`` local moves, then one particle Gibbs regrowth, per step.  See
+        ``docs/bcart.md`` ("Update schemes on the mixing panel") for R-hat and time of each.
     particles : int, default 10
-        Particles of the "pgibbs" update (at least 2).
+        Particles of the "pgibbs" and "mixed" regrowth (at least 2).
+    local_moves : int, default 50
+        Local moves before each regrowth of scheme "mixed".
     temperatures : tuple, default (1.0,)
         Inverse temperatures ``(1, b_1, ...)``, decreasing: each chain becomes a parallel-tempering
         ensemble (one replica per temperature, cost times their number) whose ``b = 1`` replica
@@ -105,9 +110,9 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=1000, tune=1000, chains=4,
                  thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="moves",
                  particles=10, temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto"):
+                 chain_method="auto", local_moves=50):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``: ``(n,)``."""
@@ -132,9 +137,9 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, leaf_concentration=1.0, draws=1000,
                  tune=1000, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
                  scheme="moves", particles=10, temperatures=(1.0,), random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto", alpha_leaves=RENAMED):
+                 progressbar=False, chain_method="auto", local_moves=50, alpha_leaves=RENAMED):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
         self.leaf_concentration = leaf_concentration
         self.alpha_leaves = alpha_leaves
 
