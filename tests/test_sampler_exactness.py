@@ -17,8 +17,9 @@ test failed.
 (d) the common-variance leaf model in an exact-reference sampler test: the posterior over all
     trees of a tiny tree space enumerated by brute force.
 
-The long chains run in a subprocess at XLA's default optimisation level (``default_xla_env``), where
-a sampler spends its time running rather than compiling.
+The long PCFG chains run in a subprocess at XLA's default optimisation level (``default_xla_env``),
+where a sampler spends its time running rather than compiling.  Test time added: about a minute on the
+2-core machine with ``-n 2``.
 """
 from __future__ import annotations
 
