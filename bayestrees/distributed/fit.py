@@ -31,7 +31,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..data import Binner, TrainingData, bucket_size, missing_code
+from ..data import Binner, TrainingData, bucket_size, missing_code, observed_response
 from ..inference.forest.cart import CARTConfig, default_capacity
 from ..inference.forest.fit import ForestConfig, cart_config
 from ..tree import Tree
@@ -176,7 +176,8 @@ def _sample_and_bin(client, xs: list, ys: list, desc: _Description, task: str, s
         scale = 1.0
     binner = Binner(max_bins=max_bins, categorical=categorical)
     binner.fit(Xs, ys_codes, classification=task == "classification")
-    sample = TrainingData(binner.transform(Xs), ys_codes, task, binner, classes, ys_raw)
+    sample = TrainingData(binner.transform(Xs), ys_codes, task, binner, classes,
+                          observed_response(ys_codes, task, classes))
     return binner, sample, scale
 
 
