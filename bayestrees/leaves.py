@@ -103,6 +103,22 @@ def dirichlet_predictive(counts, alpha):
     return a / jnp.sum(a, -1, keepdims=True)
 
 
+def _same_model(self, other) -> bool:
+    """Leaf models are equal when they are the same model with the same fields: a NamedTuple alone
+    compares as the tuple of its fields, so ``NormalLeaves(prior) == CommonVarianceNormalLeaves(prior)``
+    and a sampler compiled for one (the model is part of a static config) would serve the other."""
+    return type(self) is type(other) and tuple.__eq__(self, other)
+
+
+def _model_hash(self) -> int:
+    return hash((type(self).__qualname__,) + tuple(self))
+
+
+def _not_same_model(self, other) -> bool:
+    return not _same_model(self, other)
+
+
+
 class NIGPrior(NamedTuple):
     """Normal-inverse-gamma hyperparameters (m0, kappa0, a0, b0)."""
 
@@ -284,6 +300,10 @@ class DirichletLeaves(NamedTuple):
     ``log p(Y | T) = sum_leaves log B(n + alpha) - log B(alpha)``.
     """
 
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
+
     n_classes: int
     alpha: float = 1.0
 
@@ -348,6 +368,10 @@ class NormalLeaves(NamedTuple):
     sum of :func:`nig_log_marginal` over the leaves.  Standardise ``y`` first:
     the sums of squares lose precision for targets far from 0.
     """
+
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
 
     prior: NIGPrior = NIGPrior()
 
@@ -420,6 +444,10 @@ class CommonVarianceNormalLeaves(NamedTuple):
     the predictive of a new row in leaf ``l`` is Student-t with ``2 A`` degrees
     of freedom, location ``m_l`` and squared scale ``B (kappa_l + 1) / (A kappa_l)``.
     """
+
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
 
     prior: NIGPrior = NIGPrior()
 
@@ -510,6 +538,10 @@ class ObjectiveNormalLeaves(NamedTuple):
     location ``ybar`` and squared scale ``S (1 + 1/n) / (n - 1)``.  Leaves with no
     rows contribute 0 to the log marginal (the reference branch with ``n = 0``).
     """
+
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
 
     ref: NIGPrior = NIGPrior(0.0, 0.1, 1.5, 0.2922)
     s_floor: float = 1e-6
