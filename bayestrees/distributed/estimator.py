@@ -35,78 +35,38 @@ def fit_estimator(est, X, y=None, *, target=None, client=None, sample_rows: int 
     never collected in one process.  A sub-sample forest's ``block_of_row_`` is None (the blocks
     are a hash of each row's global index).
     """
-    kind = _forest_kind(est)
+    _, config, task, key = _fit_inputs(est)  # refuses a plain Bayesian forest
     data = as_dask(X, y, target)
-    config, task, key = _fit_inputs(est)
     cl = get_client(client)
     res = fit_forest_dask(cl, data, config, task, key, max_bins=int(est.max_bins),
                           categorical=est.categorical_features, sample_rows=sample_rows)
-    _set_fitted(est, kind, res, data.X, cl)
+    est.set_dask_fitted(res, data.X, cl)
     return est
 
 
-# -- the estimator's side: the only private attributes of the estimator read or written here
+# -- the estimator's side: its public Dask interface (dask_fit_inputs, set_dask_fitted, dask_client)
 
 
-def _forest_kind(est) -> str:
-    """The estimator's forest kind (its private ``_kind``), "ebf" or "ssf".
+def _fit_inputs(est):
+    """``(kind, config, task, key)`` of a forest estimator (its public ``dask_fit_inputs``).
 
     Raises
     ------
     ValueError
         The estimator is not an EBF or SSF.
     """
-    kind = est._kind
+    kind, config, task, key = est.dask_fit_inputs()
     if kind not in ("ebf", "ssf"):
         raise ValueError(f"{type(est).__name__} needs all rows in one process; Dask input is for "
                          "EmpiricalBayesianForest* and SubSampleForest* (their trees are fitted per branch/block)")
-    return kind
-
-
-def _fit_inputs(est):
-    """What a Dask fit takes from the estimator: ``(config, task, key)``.
-
-    Reads the estimator's private ``_forest_config()`` (the validated
-    :class:`~bayestrees.inference.forest.fit.ForestConfig` of its parameters), ``_task`` and
-    ``_key()`` (the PRNG key of ``random_state``): what the single-machine ``fit`` uses, so that
-    both paths fit the same forest.
-    """
-    return est._forest_config(), est._task, est._key()
-
-
-def _set_fitted(est, kind: str, res, X, client) -> None:
-    """Set the estimator's fitted state from a :class:`~bayestrees.distributed.fit.DaskFitResult`.
-
-    Public attributes: ``trees_``, ``trunk_``, ``block_of_row_`` (SSF: None), ``config_``,
-    ``n_rows_``, ``dask_timings_``.  Private ones, as the single-machine ``fit`` sets them:
-    ``_remember_data`` (``binner_``, ``n_features_in_``, ``feature_names_in_``, ``classes_``
-    from the bin sample), ``_train_data`` (the rows ``idata_`` is computed at: the bin
-    sample), ``_idata`` (the cached InferenceData, reset), ``_dev_trees`` (the device copy of
-    the trees, dropped) and ``_dev_client`` (the client predictions run on; ``save`` drops
-    ``_dev*``).
-    """
-    est._remember_data(res.sample, X)
-    est.trees_ = res.trees
-    est.trunk_ = res.trunk
-    if kind == "ssf":
-        est.block_of_row_ = None
-    est.config_ = res.cart_config
-    # no device copy of the trees is kept (a single-machine fit keeps one for fast predictions):
-    # the forest of a large data set is hundreds of MB, and the client holds its NumPy copy only;
-    # in-process predictions convert the trees on each call, as for a loaded model
-    est.__dict__.pop("_dev_trees", None)
-    est._dev_client = client  # not saved (``save`` drops ``_dev*``)
-    est._train_data = res.sample
-    est._idata = None
-    est.n_rows_ = res.n_rows
-    est.dask_timings_ = dict(res.timings)
+    return kind, config, task, key
 
 
 def estimator_client(est, client=None):
     """The client to predict on: ``client``, else the fit's if it is still running, else the local one."""
     if client is not None:
         return get_client(client)
-    c = est.__dict__.get("_dev_client")
+    c = est.dask_client()
     if c is not None and getattr(c, "status", None) == "running":
         return c
     return get_client(None)
@@ -168,7 +128,7 @@ def predict_dask(est, X, what: str, client=None):
     import dask.dataframe as dd
     import pandas as pd
 
-    est._check_fitted()
+    est.check_fitted()
     if not dask.is_dask_collection(X):
         X = dd.read_parquet(X)
     cl = estimator_client(est, client)

@@ -53,6 +53,48 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
         """The validated :class:`~bayestrees.inference.forest.fit.ForestConfig` (the Dask path reads it)."""
         return self._config()
 
+    # -- the Dask path's interface (bayestrees.distributed.estimator) --------
+    def dask_fit_inputs(self):
+        """What a Dask fit takes from the estimator: ``(kind, config, task, key)``.
+
+        ``kind`` is "bf", "ebf" or "ssf"; ``config`` the validated
+        :class:`~bayestrees.inference.forest.fit.ForestConfig` of the parameters, ``task`` the
+        estimator's and ``key`` the PRNG key of ``random_state``: what the single-machine ``fit``
+        uses, so that both paths fit the same forest.
+        """
+        return self._kind, self._forest_config(), self._task, self._key()
+
+    def set_dask_fitted(self, res, X, client) -> None:
+        """Take the fitted state of a :class:`~bayestrees.distributed.fit.DaskFitResult`.
+
+        Public attributes: ``trees_``, ``trunk_``, ``block_of_row_`` (SSF: None), ``config_``,
+        ``n_rows_``, ``dask_timings_``; the data attributes from the bin sample (``binner_``,
+        ``n_features_in_``, ``feature_names_in_``, ``classes_``), which is also the data
+        ``idata_`` is computed at; no device copy of the trees (a large forest is hundreds of
+        MB; in-process predictions convert the trees on each call, as for a loaded model); the
+        client predictions run on (not saved).
+        """
+        self._remember_data(res.sample, X)
+        self.trees_ = res.trees
+        self.trunk_ = res.trunk
+        if self._kind == "ssf":
+            self.block_of_row_ = None
+        self.config_ = res.cart_config
+        self.__dict__.pop("_dev_trees", None)
+        self._dev_client = client  # not saved (``save`` drops ``_dev*``)
+        self._train_data = res.sample
+        self._idata = None
+        self.n_rows_ = res.n_rows
+        self.dask_timings_ = dict(res.timings)
+
+    def dask_client(self):
+        """The client a Dask fit ran on (None after a single-machine fit or a load)."""
+        return self.__dict__.get("_dev_client")
+
+    def check_fitted(self) -> None:
+        """``NotFittedError`` unless the estimator is fitted."""
+        self._check_fitted()
+
     # -- fitting ------------------------------------------------------------
     def fit(self, X, y=None, *, target=None, client=None):
         """Fit the forest: one weighted CART per posterior draw.
