@@ -68,6 +68,8 @@ def pytest_unconfigure(config):
 #: running while the other process idles.
 LONG_FILES = ("test_bcart_sampler.py",  # 97 s
               "test_sklearn_compat.py",  # 67 s
+              "test_sampler_exactness.py",  # about 80 s of CPU (2026-11-24, measured alone under load)
+              "test_results_unchanged.py",  # 15 fits of every family, about 40 s
               "test_tutorials.py",  # 37 s
               "test_pcfg.py",  # 37 s
               "test_safebayes.py",  # 35 s
