@@ -49,10 +49,6 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
         out["kind"] = self._kind
         return out
 
-    def _forest_config(self):
-        """The validated :class:`~bayestrees.inference.forest.fit.ForestConfig` (the Dask path reads it)."""
-        return self._config()
-
     # -- the Dask path's interface (bayestrees.distributed.estimator) --------
     def dask_fit_inputs(self):
         """What a Dask fit takes from the estimator: ``(kind, config, task, key)``.
@@ -62,7 +58,7 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
         estimator's and ``key`` the PRNG key of ``random_state``: what the single-machine ``fit``
         uses, so that both paths fit the same forest.
         """
-        return self._kind, self._forest_config(), self._task, self._key()
+        return self._kind, self._config(), self._task, self._key()
 
     def set_dask_fitted(self, res, X, client) -> None:
         """Take the fitted state of a :class:`~bayestrees.distributed.fit.DaskFitResult`.
