@@ -146,7 +146,8 @@ def to_inferencedata(
     log_likelihood : float ``(chain, draw, n)``: pointwise ``log p(y_i | draw)``
     class_names : the class labels (coordinate of dim ``class``)
     n_bins : int (d,): bins per feature, stored in ``constant_data``
-    posterior_extra, sample_stats : arrays with leading ``(chain, draw)`` dims
+    posterior_extra, sample_stats : arrays with leading ``(chain, draw)`` dims (``n_leaves``, ``depth`` or
+        ``split_counts`` in ``posterior_extra`` replace those computed from ``trees``)
     extra_dims : dims (after chain, draw) of the extra variables
     coords : extra coordinates
     attrs : attributes stored on every group (non-numbers are stored as strings)
@@ -169,10 +170,14 @@ def to_inferencedata(
             a = a.astype(np.int8)
         tree_ds[var] = a
         dims[var] = tdims + (["node", "output"] if field == "value" else [] if field == "n_nodes" else ["node"])
+    # a family may give the summaries itself (BART: per tree, and splits summed over its trees,
+    # computed on its compact draws rather than on the whole batch of trees at once)
+    given = dict(posterior_extra or {})
     post = {
-        "n_leaves": _cd(np.asarray(n_leaves(t)), lead),
-        "depth": _cd(np.asarray(max_depth(t)), lead),
-        "split_counts": _cd(np.asarray(feature_counts(t, d)), lead),
+        "n_leaves": _cd(given.pop("n_leaves") if "n_leaves" in given else np.asarray(n_leaves(t)), lead),
+        "depth": _cd(given.pop("depth") if "depth" in given else np.asarray(max_depth(t)), lead),
+        "split_counts": _cd(given.pop("split_counts") if "split_counts" in given
+                            else np.asarray(feature_counts(t, d)), lead),
     }
     dims.update({"n_leaves": tdims, "depth": tdims, "split_counts": tdims + ["feature"]})
     if sigma is not None:
@@ -181,7 +186,7 @@ def to_inferencedata(
     if mu is not None:
         post["mu"] = _cd(mu, lead)
         dims["mu"] = ["obs"] if post["mu"].ndim == 3 else ["obs", "class"]
-    for k, v in (posterior_extra or {}).items():
+    for k, v in given.items():
         post[k] = _cd(v, lead)
     ss = {k: _cd(v, lead) for k, v in (sample_stats or {}).items()}
     for k, v in (extra_dims or {}).items():

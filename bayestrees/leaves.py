@@ -70,6 +70,8 @@ __all__ = [
     "NormalLeaves",
     "CommonVarianceNormalLeaves",
     "ObjectiveNormalLeaves",
+    "KnownVarianceNormalLeaves",
+    "precision_row_stats",
     "NIGPrior",
     "dirichlet_log_marginal",
     "dirichlet_predictive",
@@ -594,6 +596,111 @@ class ObjectiveNormalLeaves(NamedTuple):
         loc, k = jnp.where(proper, ybar, mn), jnp.where(proper, n, kn)
         mu = loc + jnp.sqrt(s2 / k) * random_bits.normal(k_m, loc.shape, stats.dtype)
         return LeafDraw(mu[..., None], jnp.sqrt(s2))
+
+    def log_likelihood(self, y, leaf, draw: LeafDraw):
+        mu = _take_rows(draw.value, leaf)[..., 0]
+        sd = jnp.take_along_axis(draw.sigma, leaf, -1)
+        return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
+
+
+@partial(jax.jit, static_argnames=("dtype",))
+def precision_row_stats(y, precision, dtype=jnp.float32):
+    """Per-row statistics of :class:`KnownVarianceNormalLeaves`: ``[p, p y, p y^2, log(p / 2 pi) / 2]``.
+
+    Parameters
+    ----------
+    y : float (n,)
+    precision : float () or (n,)
+        ``p_i = w_i / sigma^2``: the inverse noise variance of each row (0: the row carries no
+        likelihood; its normalising term is then 0 too).
+    dtype : floating dtype of the result
+
+    Returns
+    -------
+    float (n, 4)
+    """
+    y = jnp.asarray(y, dtype)
+    p = jnp.broadcast_to(jnp.asarray(precision, dtype), y.shape)
+    half_log = jnp.where(p > 0, 0.5 * jnp.log(jnp.where(p > 0, p, 1.0) / (2.0 * jnp.pi)), 0.0)
+    return jnp.stack([p, p * y, p * y * y, half_log], -1)
+
+
+class KnownVarianceNormalLeaves(NamedTuple):
+    """Real responses with a mean per leaf and a KNOWN noise variance (the leaves of BART's trees).
+
+    ``y_i ~ N(mu_leaf, sigma2 / w_i)``, ``mu_leaf ~ N(m0, tau2)`` independently; ``sigma2`` is known
+    (Chipman, George & McCulloch 2010, where each tree's leaves are updated given the others and
+    ``sigma``).  The statistics are precision-weighted (:func:`precision_row_stats`): per leaf
+    ``P = sum p_i``, ``S1 = sum p_i y_i``, ``S2 = sum p_i y_i^2`` and ``L = sum log(p_i / 2 pi) / 2``
+    with ``p_i = w_i / sigma2``, so a caller whose noise variance changes (BART's Gibbs step)
+    passes its own row statistics and one model serves every value of it; :meth:`row_stats`
+    uses ``p_i = 1 / sigma2``.  ``MCMCData.weight`` multiplies all four (a power likelihood).
+
+    Parameters
+    ----------
+    sigma2 : float
+        Noise variance (used by :meth:`row_stats`, :meth:`log_predictive` and the draws' ``sigma``).
+    tau2 : float
+        Prior variance of a leaf mean.
+    m0 : float
+        Prior mean of a leaf mean.
+
+    Notes
+    -----
+    With ``v = 1 / (P + 1 / tau2)`` and ``m = v (S1 + m0 / tau2)``, integrating ``mu`` gives per leaf::
+
+        log p(y_leaf) = L - S2 / 2 - m0^2 / (2 tau2) - log(1 + tau2 P) / 2 + (S1 + m0 / tau2)^2 v / 2,
+
+    the posterior is ``mu | y ~ N(m, v)`` and the predictive of a new row of weight 1 is
+    ``N(m, v + sigma2)``.  A leaf with no rows contributes 0.  ``S2`` and ``L`` enter the marginal
+    as a sum over the rows, the same for every tree: a caller that needs only ratios between
+    trees may set those columns to 0 (BART does; the sum of ``n`` squares in float32 is then
+    kept out of its acceptance ratios).
+    """
+
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
+
+    sigma2: float = 1.0
+    tau2: float = 1.0
+    m0: float = 0.0
+
+    task = "regression"
+    common_sigma = True
+    n_outputs = 1
+
+    def row_stats(self, y, dtype=jnp.float32):
+        return precision_row_stats(y, 1.0 / jnp.asarray(self.sigma2, dtype), dtype)
+
+    def _post(self, stats):
+        dt = stats.dtype
+        tau2, m0 = jnp.asarray(self.tau2, dt), jnp.asarray(self.m0, dt)
+        P, S1 = stats[..., 0], stats[..., 1]
+        v = 1.0 / (P + 1.0 / tau2)
+        b = S1 + m0 / tau2
+        return tau2, m0, P, S1, v, b
+
+    def log_marginal(self, stats, mask):
+        tau2, m0, P, S1, v, b = self._post(stats)
+        lm = (stats[..., 3] - 0.5 * stats[..., 2] - 0.5 * m0 * m0 / tau2 - 0.5 * jnp.log1p(tau2 * P)
+              + 0.5 * b * b * v)
+        return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+    def predictive(self, stats):
+        _, _, _, _, v, b = self._post(stats)
+        return (v * b)[..., None]
+
+    def log_predictive(self, y, leaf, stats, mask=None):
+        _, _, _, _, v, b = self._post(stats)
+        m = jnp.take_along_axis(v * b, leaf, -1)
+        var = jnp.take_along_axis(v, leaf, -1) + jnp.asarray(self.sigma2, stats.dtype)
+        return _normal_logpdf(jnp.asarray(y, stats.dtype), m, jnp.sqrt(var))
+
+    def draw(self, key, stats, mask=None):
+        _, _, _, _, v, b = self._post(stats)
+        mu = v * b + jnp.sqrt(v) * random_bits.normal(key, v.shape, stats.dtype)
+        return LeafDraw(mu[..., None], jnp.full(v.shape, jnp.sqrt(jnp.asarray(self.sigma2, stats.dtype))))
 
     def log_likelihood(self, y, leaf, draw: LeafDraw):
         mu = _take_rows(draw.value, leaf)[..., 0]

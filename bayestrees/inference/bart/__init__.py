@@ -1,0 +1,56 @@
+"""BART (Chipman, George & McCulloch 2010): a sum of trees by Bayesian backfitting MCMC, its room.
+
+:data:`FAMILY` describes the family by the protocol of :mod:`bayestrees.inference.family`;
+the functions are those of :mod:`bayestrees.inference.bart.fit` (the sampler is
+:mod:`bayestrees.inference.bart.kernel`).
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..family import Family, prepare_complete_data
+from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, BARTConfig, BARTResult, acceptance_rates, bart_inferencedata,
+                  bart_values, fit_bart, sigma_hat_of)
+
+__all__ = ["FAMILY", "NAME", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values",
+           "acceptance_rates", "sigma_hat_of", "values", "predictive", "MULTICLASS_MESSAGE"]
+
+
+def values(result: BARTResult, codes) -> np.ndarray:
+    """Each draw's function at coded rows: ``(chains * draws, n, V)`` (regression ``V = 1`` in the
+    response's units; probit ``V = 2`` class probabilities)."""
+    v = bart_values(result.feature, result.threshold, result.value, codes, task=result.task,
+                    y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset)
+    return v.reshape((-1,) + v.shape[2:])
+
+
+def predictive(key, result: BARTResult, data, idata, codes) -> dict:
+    """Predictive draws at coded rows from the trees of ``idata``: regression ``mu + sigma * eps``
+    (a new row of weight 1), classification a label drawn with the probit probability."""
+    trees = idata["trees"]
+    feature = np.asarray(trees["split_feature"].values)
+    threshold = np.asarray(trees["threshold"].values)
+    value = np.asarray(trees["value"].values)[..., 0]                     # response units (regression)
+    offset = float(idata.posterior.attrs["bart_offset"])
+    if data.task == "regression":
+        vals = bart_values(feature, threshold, value, codes, task="regression", y_shift=offset, y_scale=1.0,
+                           offset=0.0)
+        mu = vals[..., 0]
+        sigma = np.asarray(idata.posterior["sigma"])[..., None]
+        y = mu + sigma * np.asarray(jax.random.normal(key, mu.shape))
+        return dict(task="regression", draws=y, mu=mu)
+    vals = bart_values(feature, threshold, value, codes, task="classification", y_shift=0.0, y_scale=1.0,
+                       offset=offset)
+    u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
+    lab = (u < vals[..., 1]).astype(np.int64)
+    return dict(task="classification", draws=data.classes[lab], proba=vals, class_names=data.classes)
+
+
+FAMILY = Family(
+    name=NAME,
+    title="BART: Bayesian additive regression trees (sum of m trees, Bayesian backfitting MCMC; probit for two classes)",
+    config=BARTConfig, fit=fit_bart, prepare_data=prepare_complete_data, to_inferencedata=bart_inferencedata,
+    values=values, predictive=predictive, mcmc=True, max_bins=100,
+    presets={"bart": ("BART: Bayesian additive regression trees (sum of trees; probit for two classes)", {})},
+)

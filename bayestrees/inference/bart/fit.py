@@ -1,0 +1,410 @@
+"""BART (Chipman, George & McCulloch 2010): a posterior over sums of trees, by Bayesian backfitting MCMC.
+
+:func:`fit_bart` takes a key, validated training data (:class:`~bayestrees.data.TrainingData`),
+a :class:`BARTConfig` and optional row weights, runs ``chains`` chains of the kernel of
+:mod:`bayestrees.inference.bart.kernel` through the shared chain loop and returns a
+:class:`BARTResult`; :func:`bart_inferencedata` writes the posterior contract and
+:func:`bart_values` the fitted function at new coded rows.
+
+Defaults and their sources
+--------------------------
+All from Chipman, George & McCulloch (2010, "BART: Bayesian additive regression trees", Ann. Appl.
+Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said otherwise.
+
+* ``m = 200`` trees (section 2.2.4: "m = 200 ... to be a reasonable default").
+* Tree prior ``ChipmanPrior(alpha=0.95, beta=2)``: a node at depth ``d`` splits with probability
+  ``0.95 (1 + d)^-2`` (section 2.2.2); the rule uniform over the node's valid variables and,
+  given the variable, uniform over its valid thresholds (split codes among the node's rows:
+  :mod:`bayestrees.inference.moves`).
+* ``max_depth = 5`` (leaves at depth 0..5, 63 heap slots; bartz's default ``max_depth=6`` counts
+  levels from 1 and is the same limit).  Not in the paper, whose prior is untruncated: under
+  ``alpha = 0.95, beta = 2`` the expected number of nodes at depth 5 is ``prod_{d<5} 2 p_d =
+  0.0017`` and each splits with probability ``p_5 = 0.026``, so the truncation changes at most
+  ``4.5e-5`` of the prior mass (depth 6: ``1.8e-6``, at twice the memory per kept draw; depth 4:
+  ``8.6e-4``).  ``sample_stats.at_max_depth`` counts trees that press against it.
+* Leaf values ``N(0, sigma_mu^2)`` with ``sigma_mu = 0.5 / (k sqrt(m))``, ``k = 2``, on the
+  response scaled to ``[-0.5, 0.5]`` (section 2.2.3: the sum of ``m`` trees then puts 95% prior
+  probability on ``[y_min, y_max]``).  Probit: ``sigma_mu = 3 / (k sqrt(m))`` (section 4, so that
+  ``offset + f`` has 95% prior probability within ``offset +- 3`` on the probit scale).
+* ``sigma^2 ~ nu lambda / chi2_nu`` with ``nu = 3`` and ``lambda`` such that
+  ``P(sigma < sigma_hat) = q = 0.9`` (section 2.2.4, the "default" setting), i.e.
+  ``lambda = sigma_hat^2 chi2_nu^-1(1 - q) / nu``; ``sigma_hat`` is the residual standard
+  deviation of the least-squares linear fit of ``y`` on the features (with an intercept;
+  ``sqrt(RSS / (n - p - 1))`` as R's ``lm``), or the standard deviation of ``y`` when
+  ``p >= n - 1``.  The linear fit uses each feature bin's representative value (the raw values
+  where a feature has at most ``max_bins`` distinct values; a categorical feature its category
+  code).
+* Moves: grow 0.25, prune 0.25, change 0.4, swap 0.1 (Chipman et al. 1998's moves with BayesTree's
+  probabilities).
+* Probit offset ``Phi^-1(mean y)`` (the R package BART's ``binaryOffset``).
+* ``max_bins = 100`` split codes per feature (BayesTree's ``numcut = 100``).
+
+Regression responses are scaled inside (``(y - mid) / range``); leaf values, ``sigma``, ``mu``
+and the pointwise log-likelihood are reported in the response's units.
+
+Memory
+------
+A kept draw costs ``m * S * (1 + 1 + 4)`` bytes of trees (``S = 2^(max_depth + 1) - 1`` slots:
+the int8 split variable, the uint8 split code and the float32 leaf value of every slot; int16 /
+uint16 beyond 127 features / 255 bins) plus ``4 n`` bytes for the function at the training rows and
+a few dozen bytes of statistics: with the defaults (``m = 200``, ``S = 63``) 75,600 bytes + ``4 n``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...convert import to_inferencedata
+from ...data import TrainingData, check_dtype, check_finite, check_int, check_positive, check_probability, \
+    sampler_inputs
+from ...leaves import KnownVarianceNormalLeaves
+from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
+from .. import moves as M
+from ..loop import check_chain_method, run_chains
+from . import kernel as K
+
+__all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
+           "acceptance_rates", "MAX_DEPTH_LIMIT", "MULTICLASS_MESSAGE"]
+
+FAMILY = "bart"
+
+#: the deepest tree the fixed heap arrays allow (2^13 - 1 slots)
+MAX_DEPTH_LIMIT = 12
+
+#: the error for more than two classes
+MULTICLASS_MESSAGE = ("BART fits regression and binary classification (probit); y has {C} classes. For more than "
+                      "two classes use Bayesian CART (bt.BayesianCARTClassifier), the Bayesian forests "
+                      "(bt.BayesianForestClassifier, EmpiricalBayesianForestClassifier, SubSampleForestClassifier) "
+                      "or BCART-PCFG (bt.PCFGTreeClassifier).")
+
+
+@dataclass(frozen=True)
+class BARTConfig:
+    """Validated settings of a BART fit (defaults and their sources: the module docstring).
+
+    Parameters
+    ----------
+    m : int >= 1  number of trees in the sum (default 200)
+    prior : a bt.priors object (ChipmanPrior, DepthDecayPrior, LeafCountPrior): the prior of each tree
+    k : float > 0  leaf prior: ``sigma_mu = 0.5 / (k sqrt(m))`` on the scaled response (probit ``3 / (k sqrt(m))``)
+    nu : float > 0  degrees of freedom of the ``nu lambda / chi2_nu`` prior of ``sigma^2``
+    q : float in (0, 1)  prior probability that ``sigma < sigma_hat`` (sets ``lambda``)
+    sigma_hat : float > 0, optional  the rough noise sd that calibrates ``lambda`` (response units;
+        default: the least-squares linear fit's residual sd)
+    fixed_sigma : float > 0, optional  keep the noise sd fixed at this value (response units)
+        instead of sampling it (regression)
+    draws, tune, chains, thin : chain lengths (per chain); a step updates every tree once
+    max_depth : deepest leaf level (the prior is truncated there, explicitly)
+    move_probs : probabilities of grow, prune, change, swap
+    dtype : "float32" or "float64"
+    progressbar : print progress on stderr
+    chain_method : "auto", "vectorized" or "parallel": how several chains run
+        (:func:`bayestrees.inference.loop.run_chains`)
+    """
+
+    m: int = 200
+    prior: Any = ChipmanPrior(0.95, 2.0)
+    k: float = 2.0
+    nu: float = 3.0
+    q: float = 0.9
+    sigma_hat: Any = None
+    fixed_sigma: Any = None
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    thin: int = 1
+    max_depth: int = 5
+    move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
+    dtype: Any = "float32"
+    progressbar: bool = False
+    chain_method: str = "auto"
+
+    def __post_init__(self):
+        if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior, LeafCountPrior)):
+            raise ValueError(f"prior must be a bt.priors object (ChipmanPrior, DepthDecayPrior or LeafCountPrior), "
+                             f"got {self.prior!r}")
+        check_int("m", self.m, 1)
+        check_positive("k", self.k)
+        check_positive("nu", self.nu)
+        check_probability("q", self.q)
+        if self.sigma_hat is not None:
+            check_positive("sigma_hat", self.sigma_hat)
+        if self.fixed_sigma is not None:
+            check_positive("fixed_sigma", self.fixed_sigma)
+        check_int("draws", self.draws, 1)
+        check_int("tune", self.tune, 0)
+        check_int("chains", self.chains, 1)
+        check_int("thin", self.thin, 1)
+        check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
+        mp = tuple(float(p) for p in self.move_probs)
+        if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12:
+            raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
+                             f"grow = prune, got {self.move_probs!r}")
+        check_dtype(self.dtype)
+        check_chain_method(self.chain_method)
+
+    def sigma_mu(self, probit: bool = False) -> float:
+        """The leaf prior sd on the scaled response (probit: on the latent scale)."""
+        return (3.0 if probit else 0.5) / (float(self.k) * math.sqrt(int(self.m)))
+
+
+@dataclass
+class BARTResult:
+    """A BART fit.
+
+    feature, threshold, value : (chains, draws, m, S) the kept trees (:class:`~bayestrees.inference.bart.kernel.Draw`;
+        ``value`` in scaled / latent units)
+    sigma : (chains, draws) noise sd in the response's units (None for probit)
+    fit : (chains, draws, n) float32 sum of trees at the training rows (scaled / latent units)
+    lp : (chains, draws) log joint density (scaled units, up to a constant)
+    info : kernel.Info with leading (chains, draws)
+    task : "regression" or "classification"
+    y_shift, y_scale : the response is ``shift + scale * (scaled response)``
+    offset : probit offset ``Phi^-1(mean y)`` (0 for regression)
+    sigma_mu, sigma_hat, lam : the calibrated prior (scaled units)
+    weights : (n,) row weights, or None
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+    sigma: Any
+    fit: np.ndarray
+    lp: np.ndarray
+    info: Any
+    config: BARTConfig
+    task: str
+    y_shift: float
+    y_scale: float
+    offset: float
+    sigma_mu: float
+    sigma_hat: float
+    lam: float
+    weights: Any
+    seconds: float
+
+    @property
+    def mu(self) -> np.ndarray:
+        """The drawn function at the training rows: response units ``(chains, draws, n)``, or class
+        probabilities ``(chains, draws, n, 2)``."""
+        if self.task == "regression":
+            return self.y_shift + self.y_scale * self.fit.astype(np.float64)
+        from scipy.special import ndtr
+
+        p = ndtr(self.offset + self.fit.astype(np.float64))
+        return np.stack([1.0 - p, p], -1)
+
+
+def sigma_hat_of(data: TrainingData, y, weights=None) -> float:
+    """The residual sd of the least-squares linear fit of ``y`` on the features (the module docstring).
+
+    ``sqrt(sum_i w_i r_i^2 / (n_+ - p - 1))`` over the ``n_+`` rows of positive weight; the weighted
+    sd of ``y`` when ``p >= n_+ - 1``; 1 when there is no row of positive weight.
+    """
+    y = np.asarray(y, np.float64)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, np.float64)
+    live = w > 0
+    n, p = int(live.sum()), data.d
+    if n == 0:
+        return 1.0
+    if p >= n - 1:
+        mean = np.sum(w[live] * y[live]) / np.sum(w[live])
+        sd = math.sqrt(np.sum(w[live] * (y[live] - mean) ** 2) / max(n - 1, 1))
+        return sd if sd > 0 else 1.0
+    cols = [data.binner.bin_values(j)[np.asarray(data.codes[:, j], np.int64)] for j in range(p)]
+    X = np.column_stack([np.ones(len(y))] + cols)[live]
+    sw = np.sqrt(w[live])
+    beta, *_ = np.linalg.lstsq(X * sw[:, None], y[live] * sw, rcond=None)
+    rss = float(np.sum(w[live] * (y[live] - X @ beta) ** 2))
+    return math.sqrt(rss / (n - p - 1))
+
+
+def _check_weights(weights, n: int):
+    if weights is None:
+        return None
+    w = np.asarray(weights, np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"weights must have one value per row ({n}), got shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite and >= 0 (row i's noise sd is sigma / sqrt(w_i))")
+    return w
+
+
+def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTResult:
+    """Run the BART sampler on ``data``.
+
+    Parameters
+    ----------
+    key : PRNG key
+    data : TrainingData (no missing values); a regression or a two-class response
+    config : BARTConfig
+    weights : (n,) floats >= 0, optional
+        Known row weights: row ``i``'s noise sd is ``sigma / sqrt(w_i)`` (probit: the latent's sd
+        ``1 / sqrt(w_i)``); a row of weight 0 carries no likelihood (default: all 1).
+
+    Returns
+    -------
+    BARTResult
+
+    Raises
+    ------
+    ValueError for more than two classes (naming the families that fit them), missing values,
+    bad weights or ``fixed_sigma`` with a probit model.
+    """
+    dtype = jnp.dtype(check_dtype(config.dtype))
+    probit = data.task == "classification"
+    if probit and data.n_classes != 2:
+        raise ValueError(MULTICLASS_MESSAGE.format(C=data.n_classes))
+    if probit and config.fixed_sigma is not None:
+        raise ValueError("fixed_sigma is for regression: probit BART has sigma = 1")
+    codes, _, _, _ = sampler_inputs(data, "BART", dtype)
+    w = _check_weights(weights, data.n)
+    w_arr = np.ones(data.n) if w is None else w
+    yr = np.asarray(data.y, np.float64)
+    if probit:
+        shift, scale = 0.0, 1.0
+        live = w_arr > 0
+        pbar = float(np.sum(w_arr[live] * yr[live]) / np.sum(w_arr[live])) if live.any() else 0.5
+        pbar = min(max(pbar, 0.5 / max(data.n, 1)), 1.0 - 0.5 / max(data.n, 1))
+        from scipy.special import ndtri
+
+        offset = float(ndtri(pbar))
+        ys = yr
+        sigma_hat, lam, sigma2 = 1.0, 0.0, 1.0
+    else:
+        lo, hi = float(np.min(yr)), float(np.max(yr))
+        shift, scale = 0.5 * (lo + hi), (hi - lo) if hi > lo else 1.0
+        offset = 0.0
+        ys = (yr - shift) / scale
+        sigma_hat = (float(config.sigma_hat) / scale if config.sigma_hat is not None
+                     else max(sigma_hat_of(data, ys, w), 1e-6))
+        from scipy.stats import chi2
+
+        lam = sigma_hat ** 2 * float(chi2.ppf(1.0 - float(config.q), float(config.nu))) / float(config.nu)
+        sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
+    sigma_mu = config.sigma_mu(probit)
+    S = 2 ** (config.max_depth + 1) - 1
+    mc = M.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
+                      data.d, tuple(float(p) for p in config.move_probs), "moves")
+    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None)
+    kernel = K.build_kernel(kcfg, dtype)
+    bdata = K.BARTData(jnp.asarray(codes), jnp.asarray(ys, dtype), jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype),
+                       jnp.asarray(config.nu, dtype), jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype),
+                       jnp.asarray(offset, dtype), traced_params(config.prior, dtype))
+    fdt = jnp.int8 if data.d <= 127 else jnp.int16
+    tdt = jnp.dtype(np.asarray(data.codes).dtype)
+    col = K.collect(kcfg, fdt, tdt)
+    t0 = time.perf_counter()
+    res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
+                     thin=config.thin, collect=col, progressbar=config.progressbar, desc="BART",
+                     chain_method=config.chain_method)
+    draws = jax.tree_util.tree_map(np.asarray, res.samples)
+    info = jax.tree_util.tree_map(np.asarray, res.info)
+    seconds = time.perf_counter() - t0
+    assert draws.feature.shape[-1] == S
+    sigma = None if probit else draws.sigma.astype(np.float64) * scale
+    return BARTResult(draws.feature, draws.threshold, draws.value, sigma, draws.fit, draws.lp, info, config,
+                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds)
+
+
+def acceptance_rates(info) -> dict:
+    """Acceptance rate per move type over every tree move of the kept steps (NaN where a type never ran)."""
+    prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
+    out = {}
+    for i, name in enumerate(M.MOVES):
+        n = prop[..., i].sum()
+        out[name] = float(acc[..., i].sum() / n) if n else float("nan")
+    return out
+
+
+def tree_summaries(feature, n_features: int):
+    """Leaves and depth of every tree ``(..., m)`` and splits per feature summed over the trees ``(..., d)``."""
+    feature = np.asarray(feature)
+    S = feature.shape[-1]
+    idx = np.arange(S)
+    internal = feature >= 0
+    used = (idx == 0) | internal[..., np.maximum((idx - 1) // 2, 0)]
+    leaf = used & ~internal
+    depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
+    n_leaves = leaf.sum(-1).astype(np.int32)
+    depth = np.where(leaf, depth_of, 0).max(-1).astype(np.int32)
+    lead = feature.shape[:-2]
+    nd = int(np.prod(lead)) if lead else 1
+    flat = feature.reshape(nd, -1)
+    rows, pos = np.nonzero(flat >= 0)
+    counts = np.bincount(rows * n_features + flat[rows, pos].astype(np.int64), minlength=nd * n_features)
+    return n_leaves, depth, counts.reshape(lead + (n_features,)).astype(np.int32)
+
+
+def _log_likelihood(result: BARTResult, data: TrainingData) -> np.ndarray:
+    """Pointwise ``log p(y_i | draw)`` (response units; 0 for a row of weight 0)."""
+    w = np.ones(data.n) if result.weights is None else np.asarray(result.weights)
+    live = w > 0
+    wl = np.where(live, w, 1.0)
+    if result.task == "regression":
+        y = np.asarray(data.y, np.float64)
+        mu = result.mu
+        sd = result.sigma[..., None] / np.sqrt(wl)
+        ll = -0.5 * ((y - mu) / sd) ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    else:
+        from scipy.special import log_ndtr
+
+        eta = (result.offset + result.fit.astype(np.float64)) * np.sqrt(wl)
+        ll = log_ndtr(np.where(np.asarray(data.y) > 0, eta, -eta))
+    return np.where(live, ll, 0.0)
+
+
+def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = "y", attrs=None):
+    """The posterior contract for a BART fit (:func:`bayestrees.convert.to_inferencedata`).
+
+    ``posterior``: ``n_leaves`` and ``depth`` per tree (dims ``chain, draw, tree``), ``split_counts``
+    summed over the trees (dim ``feature``), ``sigma`` (regression) and ``mu``; ``trees``: the heap
+    trees with dims ``(chain, draw, tree, node)``, leaf values in the response's units (the sum of
+    trees plus ``attrs["bart_offset"]`` is the function, on the probit scale for two classes, whose
+    ``output`` coordinate is then ``"latent"``; ``weight``/``count`` are 0: the draws keep no rows
+    per node); ``sample_stats``: ``lp`` (log joint density on the scaled response), moves
+    proposed and accepted per step, trees at ``max_depth``.
+    """
+    info = result.info
+    rates = acceptance_rates(info)
+    cfg = result.config
+    reg = result.task == "regression"
+    offset = result.y_shift if reg else result.offset
+    value = result.value * np.float32(result.y_scale) if reg else result.value
+    trees = K.expand_trees(result.feature, result.threshold, value)
+    n_leaves, depth, splits = tree_summaries(result.feature, data.d)
+    meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
+            "max_depth": cfg.max_depth, "bart_offset": float(offset), "sigma_mu": result.sigma_mu * result.y_scale,
+            "sampling_seconds": result.seconds,
+            **({"sigma_hat": result.sigma_hat * result.y_scale, "lambda": result.lam * result.y_scale ** 2,
+                "nu": float(cfg.nu), "q": float(cfg.q)} if reg else {"link": "probit"}),
+            **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
+    prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
+    ss = {"lp": result.lp, "accepted": acc.sum(-1), "move_possible": prop.sum(-1),
+          "at_max_depth": np.asarray(info.at_max_depth)}
+    return to_inferencedata(
+        trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
+        observed=data.y_observed, mu=result.mu, sigma=result.sigma, log_likelihood=_log_likelihood(result, data),
+        class_names=data.classes, n_bins=data.n_bins, tree_dims=("tree",),
+        posterior_extra={"n_leaves": n_leaves, "depth": depth, "split_counts": splits},
+        extra_dims={"split_counts": ["feature"]}, sample_stats=ss, attrs=meta,
+        coords=None if reg else {"output": ["latent"]})
+
+
+def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, y_scale: float,
+                offset: float) -> np.ndarray:
+    """The function of every draw at coded rows: regression ``(..., n, 1)`` in response units, probit
+    ``(..., n, 2)`` class probabilities."""
+    f = K.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
+    if task == "regression":
+        return (y_shift + y_scale * f)[..., None]
+    from scipy.special import ndtr
+
+    p = ndtr(offset + f)
+    return np.stack([1.0 - p, p], -1)
