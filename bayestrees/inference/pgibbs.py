@@ -53,6 +53,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -124,7 +125,22 @@ def _front_width(cfg: MCMCConfig) -> int:
     return 2 ** max(cfg.max_depth - 1, 0)
 
 
-def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -> _Proposal:
+def _stage_groups(max_depth: int):
+    """The stages ``1 .. max_depth`` in loops of one frontier width each: ``[(first, last, width)]``.
+
+    Stage ``t``'s frontier is the ``2^(t-1)`` slots at depth ``t - 1``, and the proposal's cost is
+    proportional to the width it is computed over.  One loop at the widest frontier would cost
+    ``max_depth * 2^(max_depth-1)`` slots per particle (192 at depth 6); the last two stages get
+    their own width and the others share ``2^(max_depth-3)`` (80 slots at depth 6), for three
+    compiled stage bodies instead of one.
+    """
+    D = max_depth
+    if D <= 2:
+        return [(t, t, 2 ** (t - 1)) for t in range(1, D + 1)]
+    return [(1, D - 2, 2 ** (D - 3)), (D - 1, D - 1, 2 ** (D - 2)), (D, D, 2 ** (D - 1))]
+
+
+def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F: int) -> _Proposal:
     """The data-informed proposal for the frontier (the slots at depth ``t - 1``) of one particle.
 
     A rule ``(j, c)`` at node ``s`` scores ``r = log rho_s(j, c) + beta * Delta_s(j, c)``: ``rho`` the
@@ -137,7 +153,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -
     product over leaves.  It depends on the data and on the particle, never on the chain's current
     tree, as conditional SMC requires.  Without a likelihood it is the prior.
     """
-    d, B, F = cfg.n_features, cfg.n_codes, _front_width(cfg)
+    d, B = cfg.n_features, cfg.n_codes
     n = data.codes.shape[0]
     dt = ev.log_lik.dtype
     start = (2 ** (t - 1) - 1).astype(jnp.int32)
@@ -180,7 +196,8 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig) -
 
 def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
     """Decide every frontier leaf of ``tree`` by ``prop``: ``u`` holds 2 uniforms per frontier slot."""
-    S, d, B, F = cfg.capacity, cfg.n_features, cfg.n_codes, _front_width(cfg)
+    S, d, B = cfg.capacity, cfg.n_features, cfg.n_codes
+    F = prop.log_split.shape[0]
     split = jnp.log(u[:, 0]).astype(prop.log_split.dtype) < prop.log_split
     # the rule by the inverse distribution function over the (feature, code) pairs
     w = jnp.exp(jnp.where(jnp.isfinite(prop.log_split)[:, None], prop.log_rule.reshape(F, d * B), -jnp.inf))
@@ -194,7 +211,7 @@ def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
 
 def _log_q(prop: _Proposal, new: Tree, cfg: MCMCConfig):
     """``log q(new | tree)``: the proposal's probability of the frontier decisions that made ``new``."""
-    B, F = cfg.n_codes, _front_width(cfg)
+    B, F = cfg.n_codes, prop.log_split.shape[0]
     cut = lambda a: jax.lax.dynamic_slice_in_dim(a, prop.start, F)
     split = (cut(new.left) >= 0) & jnp.isfinite(prop.log_split)
     rule = prop.log_rule[jnp.arange(F), jnp.maximum(cut(new.feature), 0), jnp.clip(cut(new.threshold), 0, B - 1)]
@@ -206,7 +223,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
 
     Returns ``(state, changed)``: the new state and whether its tree differs from the old one.
     """
-    N, D, F = cfg.particles, cfg.max_depth, _front_width(cfg)
+    N, D, F_max = cfg.particles, cfg.max_depth, _front_width(cfg)
     if cfg.n_codes < 1:
         raise ValueError("particle Gibbs needs MCMCConfig.n_codes (the number of feature codes, a static bound)")
     prior = cfg.prior if data.prior is None else data.prior
@@ -220,16 +237,17 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(trees, evs, beta, 0, prior, cfg)
     logw = jnp.zeros(N, gam.dtype)
 
-    def stage(t, carry):
+    def stage(t, carry, F):
         trees, evs, gam, logw = carry
-        u = random_bits.open_uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F * 2,))
+        # the same uniforms whatever the stage's width: slot f of the frontier reads entries f
+        u = random_bits.open_uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F_max * 2,))
         g = random_bits.gumbel(u[:(N - 1) * N].reshape(N - 1, N)) + logw
         anc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.argmax(g, -1).astype(jnp.int32)])
         take = lambda a: a[anc]
         trees, evs, gam = jax.tree_util.tree_map(take, trees), jax.tree_util.tree_map(take, evs), gam[anc]
-        props = jax.vmap(_proposal, in_axes=(0, 0, None, None, None, None, None))(trees, evs, t, beta, data, prior,
-                                                                                cfg)
-        ux = u[(N - 1) * N:].reshape(N, F, 2)
+        props = jax.vmap(_proposal, in_axes=(0, 0, None, None, None, None, None, None))(
+            trees, evs, t, beta, data, prior, cfg, F)
+        ux = u[(N - 1) * N:].reshape(N, F_max, 2)[:, :F]
         new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
         new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, H.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
@@ -238,7 +256,10 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
         logw = jnp.where(jnp.isfinite(new_gam), new_gam - gam - lq, -jnp.inf)
         return new, new_evs, new_gam, logw
 
-    trees, evs, gam, logw = jax.lax.fori_loop(1, D + 1, stage, (trees, evs, gam, logw))
+    carry = (trees, evs, gam, logw)
+    for first, last, F in _stage_groups(D):
+        carry = jax.lax.fori_loop(first, last + 1, partial(stage, F=F), carry)
+    trees, evs, gam, logw = carry
     u = random_bits.open_uniform(random_bits.fold_in(key, D + 1), (N,))
     k = jnp.argmax(random_bits.gumbel(u) + logw)
     tree = jax.tree_util.tree_map(lambda a: a[k], trees)
