@@ -1,0 +1,284 @@
+"""BART's sampler against exact answers (fixed seeds; tolerances from the Monte Carlo error).
+
+(a) with every row weight 0 (no likelihood) the chains reproduce the prior: leaves and depth of
+    every tree against direct NumPy draws of the tree prior, the leaf values' variance
+    ``sigma_mu^2``, and the quantiles of ``sigma`` (``sigma^2 ~ nu lambda / chi2_nu``, with
+    ``P(sigma < sigma_hat) = q``);
+(b) one tree (``m = 1``) with ``sigma`` fixed is Bayesian CART: the chains' posterior of the number
+    of leaves and of the root's split variable matches the Bayesian CART family's on the same data,
+    with the same tree prior (rule prior included: both evaluate trees by
+    ``bayestrees.inference.moves.evaluate``) and the known-variance Normal leaves mapped to
+    Bayesian CART's standardised response;
+(c) trees held at the root (``max_depth = 0``): the sum of ``m`` leaves and ``sigma`` against
+    quadrature of their exact posterior (regression with row weights and ``sigma`` sampled;
+    probit);
+(d) the running residual equals ``y`` minus a fresh sum over the trees after 10,000 steps, to
+    float32 rounding.
+Also the building blocks: the known-variance leaf model's marginal against the multivariate
+Normal density, and the truncated normal draws against their distribution function.
+"""
+from collections import Counter
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import log_ndtr, ndtr
+
+from bayestrees.data import prepare_data, standardize_response
+from bayestrees.inference import heap as H
+from bayestrees.inference import moves as M
+from bayestrees.inference.bart import kernel as K
+from bayestrees.inference.bart.fit import BARTConfig, fit_bart, tree_summaries
+from bayestrees.inference.bcart.fit import BCARTConfig, fit_bcart
+from bayestrees.inference.loop import run_chains
+from bayestrees.leaves import KnownVarianceNormalLeaves, leaf_stats
+from bayestrees.priors import ChipmanPrior, canonical, traced_params
+from bayestrees.tree import LEAF
+
+
+def _tv(a: Counter, b: Counter) -> float:
+    na, nb = sum(a.values()), sum(b.values())
+    return 0.5 * sum(abs(a[k] / na - b[k] / nb) for k in set(a) | set(b))
+
+
+def _mcse(x) -> float:
+    """Monte Carlo standard error of the mean of ``x`` (chains, draws) (ArviZ, from the ESS)."""
+    return float(az.mcse(az.convert_to_dataset({"x": np.asarray(x, float)}))["x"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the building blocks
+# ------------------------------------------------------------------------------------------------
+def test_known_variance_marginal_is_the_multivariate_normal_density():
+    rng = np.random.default_rng(0)
+    n, S = 9, 5
+    leaf = rng.choice([0, 2, 3], size=n)
+    y = rng.normal(size=n)
+    w = rng.uniform(0.3, 2.0, size=n)
+    sigma2, tau2, m0 = 0.7, 0.4, 0.2
+    model = KnownVarianceNormalLeaves(sigma2, tau2, m0)
+    from bayestrees.leaves import precision_row_stats
+
+    st = leaf_stats(leaf, precision_row_stats(y, w / sigma2), S)
+    mask = np.isin(np.arange(S), [0, 2, 3])
+    got = float(model.log_marginal(st, mask))
+    # y ~ N(m0 1, diag(sigma2 / w) + tau2 * [same leaf]) exactly
+    cov = np.diag(sigma2 / w) + tau2 * (leaf[:, None] == leaf[None, :])
+    want = stats.multivariate_normal(np.full(n, m0), cov).logpdf(y)
+    assert got == pytest.approx(want, abs=2e-4)
+    # the predictive of a new row is N(m, v + sigma2): the chain rule gives the marginal back
+    total = 0.0
+    for i in range(n):
+        prev = leaf_stats(leaf[:i], model.row_stats(y[:i]), S) if i else jnp.zeros((S, 4))
+        total += float(model.log_predictive(y[i:i + 1], leaf[i:i + 1], prev)[0])
+    unit = stats.multivariate_normal(np.full(n, m0), np.diag(np.full(n, sigma2)) + tau2 * (leaf[:, None] == leaf)).logpdf(y)
+    assert total == pytest.approx(unit, abs=2e-4)
+
+
+def test_truncated_normal_draws_follow_their_distribution():
+    n = 20000
+    u = np.asarray(jax.random.uniform(jax.random.key(0), (n,), minval=1e-7, maxval=1.0))
+    for mean, positive in [(0.3, True), (-2.0, True), (-9.0, True), (1.5, False), (12.0, False)]:
+        z = np.asarray(K.truncated_normal(jnp.asarray(u), jnp.full(n, mean, jnp.float32), jnp.float32(1.0),
+                                          jnp.full(n, positive)))
+        assert np.all(z > 0) if positive else np.all(z < 0)
+        a, b = ((-mean, np.inf) if positive else (-np.inf, -mean))
+        ks = stats.kstest(z - mean, stats.truncnorm(a, b).cdf)
+        # 20,000 draws: the KS statistic exceeds 1.95 / sqrt(n) with probability 0.001 under the
+        # exact distribution (the far tails, |a| > 8, use a + Exp(1) / a: relative error < 1 / a^2)
+        assert ks.statistic < 1.95 / np.sqrt(n) + (0.02 if abs(mean) > 8 else 0.0), (mean, positive, ks)
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) no likelihood: the prior
+# ------------------------------------------------------------------------------------------------
+def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth, cache):
+    """(n_leaves, depth) of one tree from the generative tree prior on the node's rows."""
+    key = rows.tobytes()
+    if key not in cache:
+        lo, hi = codes[rows].min(0), codes[rows].max(0)
+        cache[key] = lo, hi, np.flatnonzero(hi > lo)
+    lo, hi, valid = cache[key]
+    p = prior.alpha * (1 + depth) ** -prior.beta
+    if depth >= max_depth or len(valid) == 0 or rng.random() >= p:
+        return 1, depth
+    j = valid[int(rng.random() * len(valid))]
+    t = lo[j] + int(rng.random() * (hi[j] - lo[j]))
+    a = _direct_prior_draw(rng, codes, rows[codes[rows, j] <= t], depth + 1, prior, max_depth, cache)
+    b = _direct_prior_draw(rng, codes, rows[codes[rows, j] > t], depth + 1, prior, max_depth, cache)
+    return a[0] + b[0], max(a[1], b[1])
+
+
+@pytest.mark.slow
+def test_without_likelihood_the_chains_reproduce_the_prior():
+    rng = np.random.default_rng(0)
+    n, m, max_depth = 40, 10, 4
+    X = rng.integers(0, 5, size=(n, 2)).astype(float)
+    y = rng.normal(size=n)
+    data = prepare_data(X, y, task="regression", allow_nan=False)
+    prior = ChipmanPrior(0.95, 1.0)
+    cfg = BARTConfig(m=m, prior=prior, max_depth=max_depth, sigma_hat=0.1, draws=4000, tune=100, thin=2,
+                     chains=2)
+    res = fit_bart(jax.random.key(0), data, cfg, weights=np.zeros(n))
+    leaves, depth, _ = tree_summaries(res.feature, 2)
+    codes = np.asarray(data.codes, np.int64)
+    cache = {}
+    direct = [_direct_prior_draw(rng, codes, np.arange(n), 0, prior, max_depth, cache) for _ in range(60000)]
+    tv_leaves = _tv(Counter(leaves.ravel().tolist()), Counter(d[0] for d in direct))
+    tv_depth = _tv(Counter(depth.ravel().tolist()), Counter(d[1] for d in direct))
+    # 80,000 tree draws (10 trees x 8,000 draws two steps apart; the trees are independent, the draws of
+    # one tree correlated) against 60,000 direct ones: over seeds 0-5 of both the TV was 0.005-0.010
+    # (leaves) and 0.003-0.008 (depth); 0.03 is three times the largest
+    assert tv_leaves < 0.03, tv_leaves
+    assert tv_depth < 0.03, tv_depth
+    # leaf values: N(0, sigma_mu^2) in scaled units, sigma_mu = 0.5 / (k sqrt(m))
+    sigma_mu = 0.5 / (2.0 * np.sqrt(m))
+    assert res.sigma_mu == pytest.approx(sigma_mu)
+    internal = res.feature >= 0
+    S = res.feature.shape[-1]
+    used = np.concatenate([np.ones(internal.shape[:-1] + (1,), bool),
+                           internal[..., (np.arange(1, S) - 1) // 2]], -1)
+    vals = res.value[used & ~internal].astype(np.float64)
+    # every step draws every leaf afresh from the prior: about 200,000 independent values; the sd of
+    # the sample variance is sigma_mu^2 sqrt(2 / N) = 0.3% of it, the tolerance 2%
+    assert np.mean(vals) == pytest.approx(0.0, abs=4 * sigma_mu / np.sqrt(vals.size))
+    assert np.var(vals) / sigma_mu ** 2 == pytest.approx(1.0, abs=0.02)
+    # sigma: nu lambda / chi2_nu with P(sigma < sigma_hat) = q, independent draws every step
+    s = res.sigma.ravel()                                   # response units
+    nu, q, sigma_hat = 3.0, 0.9, 0.1
+    assert np.mean(s < sigma_hat) == pytest.approx(q, abs=4 * np.sqrt(q * (1 - q) / s.size))
+    lam = sigma_hat ** 2 * stats.chi2.ppf(1 - q, nu) / nu
+    exact = lambda x: stats.chi2.sf(nu * lam / x ** 2, nu)  # noqa: E731  P(sigma <= x)
+    ks = stats.kstest(s, exact)
+    assert ks.statistic < 1.95 / np.sqrt(s.size), ks     # p = 0.001 for independent draws
+
+
+# ------------------------------------------------------------------------------------------------
+# (b) one tree with sigma fixed is Bayesian CART
+# ------------------------------------------------------------------------------------------------
+def _root_feature(feature):
+    return np.where(feature[..., 0] >= 0, feature[..., 0], -1)
+
+
+@pytest.mark.slow
+def test_one_tree_with_sigma_fixed_is_bayesian_cart():
+    rng = np.random.default_rng(3)
+    n = 20
+    X = rng.integers(0, 4, size=(n, 2)).astype(float)
+    y = 0.8 * np.where(X[:, 0] >= 2, 1.0, -1.0) + rng.normal(size=n)
+    data = prepare_data(X, y, task="regression", allow_nan=False)
+    prior, max_depth, sigma, k = ChipmanPrior(0.95, 2.0), 3, 1.0, 1.0
+    # about one effective draw of the number of leaves per 15 steps: 60,000 steps per chain
+    draws = dict(draws=15000, tune=500, thin=4, chains=4)
+    bart = fit_bart(jax.random.key(1), data, BARTConfig(m=1, prior=prior, max_depth=max_depth, fixed_sigma=sigma,
+                                                      k=k, **draws))
+    # the same model on Bayesian CART's scale: its response is (y - loc) / sd, BART's (y - mid) / range
+    _, loc, sd = standardize_response(data.y)
+    a, c = bart.y_scale / sd, (bart.y_shift - loc) / sd          # y_cart = a y_bart + c
+    leaves = KnownVarianceNormalLeaves(sigma2=(a * sigma / bart.y_scale) ** 2, tau2=(a * bart.sigma_mu) ** 2, m0=c)
+    cart = fit_bcart(jax.random.key(2), data, BCARTConfig(prior=prior, leaf_model=leaves, max_depth=max_depth,
+                                                          **draws))
+    assert np.all(bart.sigma == pytest.approx(sigma))
+    nl_bart, _, _ = tree_summaries(bart.feature, 2)
+    nl_cart = (np.asarray(cart.trees.left) == LEAF).sum(-1)
+    tv_leaves = _tv(Counter(nl_bart.ravel().tolist()), Counter(nl_cart.ravel().tolist()))
+    tv_root = _tv(Counter(_root_feature(bart.feature[..., 0, :]).ravel().tolist()),
+                  Counter(np.where(np.asarray(cart.trees.left)[..., 0] >= 0,
+                                   np.asarray(cart.trees.feature)[..., 0], -1).ravel().tolist()))
+    # 60,000 draws of each, four moves apart: an ESS of about 16,000 for the number of leaves and 31,000
+    # for the root's variable.  Over seeds (30, 130) .. (33, 133) the TV of the two samples was
+    # 0.003-0.013 (leaves) and 0.001-0.010 (root variable); 0.03 is over twice the largest
+    assert tv_leaves < 0.03, (tv_leaves, Counter(nl_bart.ravel().tolist()), Counter(nl_cart.ravel().tolist()))
+    assert tv_root < 0.03, tv_root
+    # and the function: posterior means of mu agree within their Monte Carlo error
+    mb, mc = bart.mu.mean((0, 1)), cart.mu.mean((0, 1))
+    se = np.array([np.hypot(_mcse(bart.mu[..., i]), _mcse(cart.mu[..., i])) for i in range(n)])
+    assert np.all(np.abs(mb - mc) < 5 * se + 1e-3), np.max(np.abs(mb - mc) / se)
+
+
+# ------------------------------------------------------------------------------------------------
+# (c) root-only trees: quadrature
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_root_leaves_regression_with_weights_matches_quadrature():
+    rng = np.random.default_rng(4)
+    n, m = 30, 3
+    X = rng.uniform(size=(n, 2))
+    w = rng.uniform(0.2, 3.0, size=n)
+    y = 0.7 + rng.normal(size=n) / np.sqrt(w)
+    data = prepare_data(X, y, task="regression", allow_nan=False)
+    cfg = BARTConfig(m=m, max_depth=0, draws=4000, tune=200, chains=4, sigma_hat=1.0)
+    res = fit_bart(jax.random.key(3), data, cfg, weights=w)
+    f = res.mu[..., 0]                                        # every row the same: the sum of m leaves
+    s2 = res.sigma ** 2
+    # exact: F = sum of m leaves ~ N(mid, (range sigma_mu)^2 m), sigma^2 ~ nu lambda / chi2_nu (response
+    # units: lambda scaled by range^2), y_i ~ N(F, sigma^2 / w_i); quadrature on a grid
+    tau2 = m * (res.sigma_mu * res.y_scale) ** 2
+    nu, nl = 3.0, 3.0 * res.lam * res.y_scale ** 2
+    F = np.linspace(-1.5, 3.0, 900)[:, None]
+    V = np.linspace(0.05, 6.0, 900)[None, :]
+    logp = (-0.5 * (F - res.y_shift) ** 2 / tau2 - (nu / 2 + 1) * np.log(V) - nl / (2 * V)
+            - 0.5 * n * np.log(V) - 0.5 * (w * y ** 2).sum() / V + F * (w * y).sum() / V - 0.5 * F ** 2 * w.sum() / V)
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    assert p[[0, -1], :].sum() + p[:, [0, -1]].sum() < 1e-8   # the grid holds the posterior
+    ef, es2 = float((p * F).sum()), float((p * V).sum())
+    for draws, exact in ((f, ef), (s2, es2)):
+        assert abs(draws.mean() - exact) < 4 * _mcse(draws), (draws.mean(), exact, _mcse(draws))
+
+
+@pytest.mark.slow
+def test_root_leaves_probit_matches_quadrature():
+    rng = np.random.default_rng(5)
+    n, m = 40, 2
+    X = rng.uniform(size=(n, 2))
+    w = rng.uniform(0.5, 2.0, size=n)
+    y = (rng.random(n) < 0.7).astype(int)
+    data = prepare_data(X, y, task="classification", allow_nan=False)
+    res = fit_bart(jax.random.key(4), data, BARTConfig(m=m, max_depth=0, draws=4000, tune=200, chains=4),
+                   weights=w)
+    f = res.fit[..., 0].astype(np.float64)                    # the latent sum of m leaves
+    tau2 = m * res.sigma_mu ** 2
+    F = np.linspace(-6, 6, 20001)
+    eta = (res.offset + F[:, None]) * np.sqrt(w)
+    logp = -0.5 * F ** 2 / tau2 + log_ndtr(np.where(y == 1, eta, -eta)).sum(1)
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    ef = float((p * F).sum())
+    sf = float(np.sqrt((p * (F - ef) ** 2).sum()))
+    assert abs(f.mean() - ef) < 4 * _mcse(f), (f.mean(), ef, _mcse(f))
+    assert f.std() == pytest.approx(sf, rel=0.05)
+    # mu holds Phi(offset + f) as class probabilities
+    np.testing.assert_allclose(res.mu[..., 0, 1], ndtr(res.offset + f), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) the running residual
+# ------------------------------------------------------------------------------------------------
+def test_running_residual_equals_a_fresh_sum_after_10000_steps():
+    rng = np.random.default_rng(6)
+    n, m, d, max_depth = 50, 5, 3, 3
+    codes = rng.integers(0, 8, size=(n, d))
+    y = (np.sin(codes[:, 0]) + 0.3 * codes[:, 1] + 0.2 * rng.normal(size=n)).astype(np.float32)
+    y = (y - 0.5 * (y.max() + y.min())) / (y.max() - y.min())
+    prior = ChipmanPrior(0.95, 1.0)
+    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, 0.3 ** 2), max_depth, d)
+    kcfg = K.KernelConfig(mc, m)
+    data = K.BARTData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
+                      jnp.float32(0.05), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32))
+    steps = 10_000
+    res = run_chains(jax.random.key(5), K.build_kernel(kcfg), args=(data,), chains=1, draws=1, tune=steps - 1)
+    st = jax.tree_util.tree_map(lambda a: np.asarray(a[0, 0]), res.samples)
+    assert int(np.asarray(res.info.proposed).sum()) == m          # the kept step moved every tree once
+    leaf = np.asarray(jax.vmap(H.route, in_axes=(0, None, None))(jax.tree_util.tree_map(jnp.asarray, st.tree),
+                                                                jnp.asarray(codes, jnp.int32), max_depth))
+    np.testing.assert_array_equal(leaf, st.leaf)                  # the stored routing is the tree's
+    fresh = y.astype(np.float64) - np.take_along_axis(st.tree.value[..., 0].astype(np.float64), leaf, 1).sum(0)
+    # 10,000 steps x 5 trees x 2 float32 roundings of |R| < 1 (ulp 1.2e-7, half an ulp each): a random walk
+    # of 100,000 roundings has sd about 0.3 ulp x sqrt(1e5) = 1.1e-5; the tolerance is 5 times that
+    err = np.abs(st.resid - fresh)
+    assert err.max() < 6e-5, err.max()
+    assert np.abs(st.tree.value).max() > 0.01 and (np.asarray(st.tree.left) >= 0).any()  # trees did grow
