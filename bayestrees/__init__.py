@@ -29,6 +29,9 @@ from .estimators.bcart import BayesianCARTClassifier, BayesianCARTRegressor  # n
 # --- family: BET, Dirichlet-process mixture of trees (issue 10) ---
 from .models.bet import BETMixture  # noqa: E402
 from .estimators.bet import BETClassifier, BETRegressor  # noqa: E402
+# --- family: BART, Bayesian additive regression trees (issue 29) ---
+from .models.bart import BART  # noqa: E402
+from .estimators.bart import BARTClassifier, BARTRegressor  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -42,5 +45,6 @@ __all__ = [
     "SafeBayesForest", "SafeBayesForestClassifier", "SafeBayesForestRegressor",
     "BayesianCART", "BayesianCARTRegressor", "BayesianCARTClassifier",
     "BETMixture", "BETRegressor", "BETClassifier",
+    "BART", "BARTRegressor", "BARTClassifier",
     "__version__",
 ]

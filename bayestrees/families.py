@@ -12,7 +12,7 @@ FAMILY``), and add one line below.
 """
 from __future__ import annotations
 
-from .inference import bcart, bet, forest, pcfg, safebayes
+from .inference import bart, bcart, bet, forest, pcfg, safebayes
 from .inference.family import Family
 
 __all__ = ["REGISTRY", "get_family", "presets", "Family"]
@@ -24,6 +24,7 @@ REGISTRY: dict[str, Family] = {
     safebayes.FAMILY.name: safebayes.FAMILY,
     bcart.FAMILY.name: bcart.FAMILY,
     bet.FAMILY.name: bet.FAMILY,
+    bart.FAMILY.name: bart.FAMILY,
 }
 
 

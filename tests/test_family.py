@@ -14,11 +14,12 @@ ESTIMATORS = [
     bt.EmpiricalBayesianForestClassifier, bt.SubSampleForestRegressor, bt.SubSampleForestClassifier,
     bt.PCFGTreeRegressor, bt.PCFGTreeClassifier, bt.SafeBayesForestRegressor, bt.SafeBayesForestClassifier,
     bt.BayesianCARTRegressor, bt.BayesianCARTClassifier, bt.BETRegressor, bt.BETClassifier,
+    bt.BARTRegressor, bt.BARTClassifier,
 ]
 
 
 def test_registry_holds_every_family_once():
-    assert sorted(REGISTRY) == ["bayesian_cart", "bayesian_forest", "bet", "pcfg", "safe_bayes"]
+    assert sorted(REGISTRY) == ["bart", "bayesian_cart", "bayesian_forest", "bet", "pcfg", "safe_bayes"]
     for name, fam in REGISTRY.items():
         assert isinstance(fam, Family) and fam.name == name
         assert {"draws", "chains"} <= set(config_defaults(fam.config)), name
@@ -26,7 +27,7 @@ def test_registry_holds_every_family_once():
     assert get_family("bet") is REGISTRY["bet"]
     with pytest.raises(ValueError, match="the families are"):
         get_family("gbm")
-    assert set(presets()) == {"bf", "ebf", "ssf", "rf", "dt", "et", "pcfg", "safebayes", "bcart", "bet"}
+    assert set(presets()) == {"bf", "ebf", "ssf", "rf", "dt", "et", "pcfg", "safebayes", "bcart", "bet", "bart"}
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)

@@ -1,0 +1,141 @@
+"""scikit-learn style BART (Chipman, George & McCulloch 2010): a posterior over sums of trees.
+
+>>> reg = bt.BARTRegressor(m=200, draws=1000, tune=1000, chains=4, random_state=0).fit(X, y)
+>>> reg.predict(X_test)              # posterior mean of the function
+>>> reg.predict_interval(X_test)     # 90% credible interval of the function
+>>> reg.idata_                       # n_leaves and depth per tree, split_counts, sigma, mu; lp, acceptance
+>>> bt.loo(reg.idata_)               # pointwise log-likelihood is stored
+>>> clf = bt.BARTClassifier().fit(X, labels)   # two classes, probit
+>>> clf.predict_proba(X_test)
+
+Missing values are rejected (impute first).  Regression responses are scaled inside to
+``[-0.5, 0.5]``; every output is in the response's units.  The defaults and their sources are
+listed in :mod:`bayestrees.inference.bart.fit`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..inference.bart import FAMILY, acceptance_rates
+from ..priors import ChipmanPrior
+from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+
+__all__ = ["BARTRegressor", "BARTClassifier"]
+
+
+class _BARTMixin(DrawsMixin, FamilyEstimator):
+    _family = FAMILY
+
+    def _config_params(self, params: dict) -> dict:
+        """The config's parameters; ``prior`` defaults to ``ChipmanPrior(alpha, beta)``."""
+        out = super()._config_params(params)
+        if out.get("prior") is None:
+            out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
+        out["move_probs"] = tuple(out["move_probs"])
+        return out
+
+    @property
+    def acceptance_(self) -> dict:
+        """Acceptance rate per move type over every tree move of the kept steps."""
+        self._check_fitted()
+        return acceptance_rates(self.result_.info)
+
+    def save(self, path) -> None:
+        """Save the fitted estimator; ``idata_`` is left out and rebuilt on first access (its tree
+        arrays would be written in full)."""
+        idata = self.__dict__.pop("_idata", None)
+        try:
+            super().save(path)
+        finally:
+            self._idata = idata
+
+
+def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs, random_state,
+          dtype, progressbar, chain_method):
+    self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
+    self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
+    self.max_depth, self.max_bins, self.move_probs = max_depth, max_bins, move_probs
+    self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
+
+
+class BARTRegressor(_BARTMixin, RegressorBase):
+    """BART regressor: the sum of ``m`` trees, by Bayesian backfitting MCMC (many chains at once).
+
+    Parameters
+    ----------
+    m : int, default 200
+        Trees in the sum.
+    prior : a bt.priors object, optional
+        The prior of each tree; default ``ChipmanPrior(alpha, beta)``.
+    alpha, beta : float, default 0.95, 2.0
+        A node at depth ``d`` splits with probability ``alpha (1 + d)^-beta`` (used when ``prior`` is None).
+    k : float, default 2.0
+        Leaf values ``N(0, sigma_mu^2)``, ``sigma_mu = 0.5 / (k sqrt(m))`` on the response scaled to [-0.5, 0.5].
+    nu, q : float, default 3.0, 0.9
+        ``sigma^2 ~ nu lambda / chi2_nu`` with ``lambda`` such that ``P(sigma < sigma_hat) = q``.
+    sigma_hat : float, optional
+        The rough noise sd that calibrates ``lambda`` (response units); default the residual sd of
+        the least-squares linear fit.
+    fixed_sigma : float, optional
+        Keep the noise sd fixed at this value (response units) instead of sampling it.
+    draws, tune, chains, thin : int, default 1000, 1000, 4, 1
+        Kept draws per chain, discarded tuning steps, chains, thinning (a step updates every tree once).
+    max_depth : int, default 5
+        Deepest leaf level; the prior is truncated there (less than 5e-5 of its mass with the defaults).
+    max_bins : int, default 100
+        Split codes per feature (BayesTree's 100 cutpoints).
+    move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
+        Probabilities of grow, prune, change and swap.
+    random_state : int, numpy Generator or JAX key, optional
+    dtype : {"float32", "float64"}, default "float32"
+    progressbar : bool, default False
+    chain_method : {"auto", "vectorized", "parallel"}, default "auto"
+        How several chains run ("auto": in threads on a multi-core CPU, vmapped otherwise).
+
+    Attributes
+    ----------
+    result_ : BARTResult (the kept trees, ``sigma``, the function at the training rows)
+    idata_ : arviz.InferenceData
+    acceptance_ : dict of acceptance rates per move type
+    convergence_ : the convergence table (R-hat and ESS of ``sigma`` and ``lp``)
+    """
+
+    _task = "regression"
+
+    def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, nu=3.0, q=0.9, sigma_hat=None,
+                 fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, max_bins=100,
+                 move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32", progressbar=False,
+                 chain_method="auto"):
+        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs,
+              random_state, dtype, progressbar, chain_method)
+        self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
+
+    def predict(self, X) -> np.ndarray:
+        """Posterior mean of the function at ``X``: ``(n,)``."""
+        return self.predict_draws(X).mean(0)
+
+
+class BARTClassifier(_BARTMixin, ClassifierBase):
+    """BART for two classes: probit, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals).
+
+    Parameters as :class:`BARTRegressor` (without ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``: the
+    latent noise sd is 1), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))`` on the probit scale and
+    the offset ``Phi^-1(mean y)``.  More than two classes raise a ``ValueError`` naming the families
+    that fit them (Bayesian CART, the Bayesian forests, BCART-PCFG).
+    """
+
+    _task = "classification"
+
+    def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
+                 max_depth=5, max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32",
+                 progressbar=False, chain_method="auto"):
+        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs,
+              random_state, dtype, progressbar, chain_method)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior mean class probabilities at ``X``: ``(n, 2)``."""
+        return self.predict_draws(X).mean(0)
+
+    def predict(self, X) -> np.ndarray:
+        """The more probable class at ``X`` under the posterior mean probabilities."""
+        return self._labels(self.predict_proba(X))

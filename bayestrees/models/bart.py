@@ -1,0 +1,51 @@
+"""``bt.BART``: BART (a sum of trees) as a model-context random variable.
+
+>>> with bt.Model():
+...     X = bt.Data("X", X_train)
+...     bt.BART("f", X, y_train, m=200)
+...     idata = bt.sample(draws=1000, tune=1000, chains=4, random_seed=0)
+...     bt.set_data({"X": X_test})
+...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
+
+The variable calls :func:`bayestrees.inference.bart.fit.fit_bart`, as the estimators do.
+"""
+from __future__ import annotations
+
+from ..inference.bart import FAMILY
+from .base import TreeRV
+
+__all__ = ["BART"]
+
+
+class BART(TreeRV):
+    """BART (Chipman, George & McCulloch 2010): a posterior over sums of ``m`` trees by MCMC.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name (``observed_data``, ``log_likelihood`` and predictive variables).
+    X : bt.Data or array (n_samples, n_features), no missing values
+    y : array (n_samples,): real values, or two classes (probit)
+    task : {"auto", "regression", "classification"}
+    **params
+        The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
+        ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``dtype``), as for
+        :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
+        (default 100)
+
+    Notes
+    -----
+    ``bt.sample(draws, tune=1000, chains=4, thin=1, random_seed=...)`` runs ``chains`` chains of
+    ``tune + draws * thin`` steps, each updating every tree once.  Posterior predictive draws at
+    new rows: regression ``name`` = ``mu + sigma * eps``, ``name_mu`` the drawn function;
+    classification ``name`` a drawn label and ``name_proba`` the class probabilities.
+    """
+
+    family = FAMILY
+
+    def _config_params(self, params: dict) -> dict:
+        """``prior=None`` is the config's default prior, ``ChipmanPrior(0.95, 2.0)``."""
+        out = {k: v for k, v in params.items() if not (k == "prior" and v is None)}
+        if "move_probs" in out:
+            out["move_probs"] = tuple(out["move_probs"])
+        return out
