@@ -38,6 +38,11 @@ FAMILIES = {
     "bet": dict(clf=lambda: bt.BETClassifier(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
                 reg=lambda: bt.BETRegressor(draws=30, tune=60, max_trees=4, max_depth=3, max_bins=5, random_state=0),
                 likelihood=True, sigma=False, extra={"n_trees", "n_components", "w", "Z", "xi", "xi_bar"}),
+    "bart": dict(clf=lambda: bt.BARTClassifier(m=10, draws=40, tune=100, chains=2, max_depth=3, max_bins=5,
+                                               random_state=0),
+                 reg=lambda: bt.BARTRegressor(m=10, draws=40, tune=100, chains=2, max_depth=3, max_bins=5,
+                                              random_state=0),
+                 likelihood=True, sigma=True),
 }
 
 _FITS = {}
