@@ -123,13 +123,13 @@ def test_save_load_round_trip(reg, tmp_path):
 @pytest.mark.slow
 def test_friedman_sum_of_trees_beats_one_tree():
     """Friedman's function, n = 100, p = 10: BART's error against the true f is clearly below a single
-    Bayesian CART tree's (on seeds 0-2: 1.65-1.78 against 3.19-3.35, ratios 0.50-0.56)."""
+    Bayesian CART tree's (on seeds 0-2: 1.70-1.83 against 3.19-3.35, ratios 0.53-0.55)."""
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(100, 10))
     y = _friedman(X) + rng.normal(size=100)
     Xt = rng.uniform(size=(500, 10))
     bart = _fit(bt.BARTRegressor(m=50, draws=200, tune=300, chains=2, random_state=0), X, y)
-    cart = _fit(bt.BayesianCARTRegressor(draws=500, tune=500, chains=2, random_state=0), X, y)
+    cart = _fit(bt.BayesianCARTRegressor(draws=500, tune=500, chains=2, scheme="moves", random_state=0), X, y)
     rmse = lambda est: float(np.sqrt(np.mean((est.predict(Xt) - _friedman(Xt)) ** 2)))  # noqa: E731
     assert rmse(bart) < 0.75 * rmse(cart), (rmse(bart), rmse(cart))
     assert rmse(bart) < 2.2

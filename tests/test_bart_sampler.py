@@ -1,14 +1,17 @@
 """BART's sampler against exact answers (fixed seeds; tolerances from the Monte Carlo error).
 
 (a) with every row weight 0 (no likelihood) the chains reproduce the prior: leaves and depth of
-    every tree against direct NumPy draws of the tree prior, the leaf values' variance
+    every tree against direct NumPy draws of the tree prior (truncated to trees whose nodes hold
+    ``min_leaf_rows = 5`` rows, by rejection), the leaf values' variance
     ``sigma_mu^2``, and the quantiles of ``sigma`` (``sigma^2 ~ nu lambda / chi2_nu``, with
     ``P(sigma < sigma_hat) = q``);
 (b) one tree (``m = 1``) with ``sigma`` fixed is Bayesian CART: the chains' posterior of the number
     of leaves and of the root's split variable matches the Bayesian CART family's on the same data,
     with the same tree prior (rule prior included: both evaluate trees by
-    ``bayestrees.inference.moves.evaluate``) and the known-variance Normal leaves mapped to
+    ``bayestrees.inference.moves.evaluate``; nodes of one row or more, Bayesian CART's rule) and the known-variance Normal leaves mapped to
     Bayesian CART's standardised response;
+(b') two trees of depth at most 1 with ``sigma`` sampled: the posterior of the pair of trees and of
+    ``sigma^2`` against exact enumeration (49 pairs) and quadrature;
 (c) trees held at the root (``max_depth = 0``): the sum of ``m`` leaves and ``sigma`` against
     quadrature of their exact posterior (regression with row weights and ``sigma`` sampled;
     probit);
@@ -95,8 +98,8 @@ def test_truncated_normal_draws_follow_their_distribution():
 # ------------------------------------------------------------------------------------------------
 # (a) no likelihood: the prior
 # ------------------------------------------------------------------------------------------------
-def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth, cache):
-    """(n_leaves, depth) of one tree from the generative tree prior on the node's rows."""
+def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth, q, cache):
+    """(n_leaves, depth, every node holds q rows) of one tree from the generative tree prior on the node's rows."""
     key = rows.tobytes()
     if key not in cache:
         lo, hi = codes[rows].min(0), codes[rows].max(0)
@@ -104,12 +107,23 @@ def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth, cache):
     lo, hi, valid = cache[key]
     p = prior.alpha * (1 + depth) ** -prior.beta
     if depth >= max_depth or len(valid) == 0 or rng.random() >= p:
-        return 1, depth
+        return 1, depth, len(rows) >= q
     j = valid[int(rng.random() * len(valid))]
     t = lo[j] + int(rng.random() * (hi[j] - lo[j]))
-    a = _direct_prior_draw(rng, codes, rows[codes[rows, j] <= t], depth + 1, prior, max_depth, cache)
-    b = _direct_prior_draw(rng, codes, rows[codes[rows, j] > t], depth + 1, prior, max_depth, cache)
-    return a[0] + b[0], max(a[1], b[1])
+    a = _direct_prior_draw(rng, codes, rows[codes[rows, j] <= t], depth + 1, prior, max_depth, q, cache)
+    b = _direct_prior_draw(rng, codes, rows[codes[rows, j] > t], depth + 1, prior, max_depth, q, cache)
+    return a[0] + b[0], max(a[1], b[1]), a[2] and b[2]
+
+
+def _direct_prior(rng, codes, prior, max_depth, q, size):
+    """``size`` draws of (n_leaves, depth) from the tree prior truncated to trees whose nodes all hold
+    ``q`` rows: draws of the generative prior, rejected when a node holds fewer."""
+    cache, out = {}, []
+    while len(out) < size:
+        n_leaves, depth, ok = _direct_prior_draw(rng, codes, np.arange(codes.shape[0]), 0, prior, max_depth, q, cache)
+        if ok:
+            out.append((n_leaves, depth))
+    return out
 
 
 @pytest.mark.slow
@@ -125,13 +139,12 @@ def test_without_likelihood_the_chains_reproduce_the_prior():
     res = fit_bart(jax.random.key(0), data, cfg, weights=np.zeros(n))
     leaves, depth, _ = tree_summaries(res.feature, 2)
     codes = np.asarray(data.codes, np.int64)
-    cache = {}
-    direct = [_direct_prior_draw(rng, codes, np.arange(n), 0, prior, max_depth, cache) for _ in range(60000)]
+    direct = _direct_prior(rng, codes, prior, max_depth, cfg.min_leaf_rows, 60000)
     tv_leaves = _tv(Counter(leaves.ravel().tolist()), Counter(d[0] for d in direct))
     tv_depth = _tv(Counter(depth.ravel().tolist()), Counter(d[1] for d in direct))
     # 80,000 tree draws (10 trees x 8,000 draws two steps apart; the trees are independent, the draws of
-    # one tree correlated) against 60,000 direct ones: over seeds 0-5 of both the TV was 0.005-0.010
-    # (leaves) and 0.003-0.008 (depth); 0.03 is three times the largest
+    # one tree correlated) against 60,000 direct ones: over seeds 0-5 of both the TV was 0.003-0.009
+    # (leaves) and 0.002-0.009 (depth); 0.03 is three times the largest
     assert tv_leaves < 0.03, tv_leaves
     assert tv_depth < 0.03, tv_depth
     # leaf values: N(0, sigma_mu^2) in scaled units, sigma_mu = 0.5 / (k sqrt(m))
@@ -174,13 +187,14 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart():
     # about one effective draw of the number of leaves per 15 steps: 60,000 steps per chain
     draws = dict(draws=15000, tune=500, thin=4, chains=4)
     bart = fit_bart(jax.random.key(1), data, BARTConfig(m=1, prior=prior, max_depth=max_depth, fixed_sigma=sigma,
-                                                      k=k, **draws))
+                                                      k=k, min_leaf_rows=1, **draws))
     # the same model on Bayesian CART's scale: its response is (y - loc) / sd, BART's (y - mid) / range
     _, loc, sd = standardize_response(data.y)
     a, c = bart.y_scale / sd, (bart.y_shift - loc) / sd          # y_cart = a y_bart + c
     leaves = KnownVarianceNormalLeaves(sigma2=(a * sigma / bart.y_scale) ** 2, tau2=(a * bart.sigma_mu) ** 2, m0=c)
+    # Bayesian CART's random moves: the kernel BART moves each of its trees with
     cart = fit_bcart(jax.random.key(2), data, BCARTConfig(prior=prior, leaf_model=leaves, max_depth=max_depth,
-                                                          **draws))
+                                                          scheme="moves", **draws))
     assert np.all(bart.sigma == pytest.approx(sigma))
     nl_bart, _, _ = tree_summaries(bart.feature, 2)
     nl_cart = (np.asarray(cart.trees.left) == LEAF).sum(-1)
@@ -197,6 +211,72 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart():
     mb, mc = bart.mu.mean((0, 1)), cart.mu.mean((0, 1))
     se = np.array([np.hypot(_mcse(bart.mu[..., i]), _mcse(cart.mu[..., i])) for i in range(n)])
     assert np.all(np.abs(mb - mc) < 5 * se + 1e-3), np.max(np.abs(mb - mc) / se)
+
+
+# ------------------------------------------------------------------------------------------------
+# (b') two trees, sigma sampled: exact enumeration
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_two_stumps_and_sigma_match_exact_enumeration():
+    """m = 2 trees of depth at most 1 on 8 rows: 7 states per tree (a leaf or one of 6 rules), 49 pairs.
+    Given the pair, ``y ~ N(0, sigma^2 I + tau^2 (A_1 + A_2))`` (``A_j``: rows sharing a leaf of tree
+    ``j``) with the leaf values integrated out, and ``sigma^2 ~ IG(nu / 2, nu lambda / 2)`` integrated by
+    quadrature: the exact posterior of the pair and of ``sigma^2``, against the backfitting chains."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    n, d, m = 8, 2, 2
+    codes = rng.integers(0, 4, size=(n, d))
+    y = (np.where(codes[:, 0] >= 2, 0.3, -0.2) + 0.15 * codes[:, 1] + 0.15 * rng.normal(size=n)).astype(np.float32)
+    tau2, alpha, nu, lam = 0.25 ** 2, 0.95, 3.0, 0.02
+    prior = ChipmanPrior(alpha, 2.0)
+    lo, hi = codes.min(0), codes.max(0)
+    states = [None] + [(j, t) for j in range(d) for t in range(lo[j], hi[j])]
+    nvar = int(np.sum(hi > lo))
+
+    def log_prior(s):
+        return np.log1p(-alpha) if s is None else np.log(alpha) - np.log(nvar) - np.log(hi[s[0]] - lo[s[0]])
+
+    def same_leaf(s):
+        g = np.zeros(n, bool) if s is None else codes[:, s[0]] <= s[1]
+        return (g[:, None] == g[None, :]).astype(float)
+
+    V = np.exp(np.linspace(np.log(1e-4), np.log(2.0), 4000))               # sigma^2 grid
+    log_w = np.log(np.gradient(V)) + stats.invgamma(nu / 2, scale=nu * lam / 2).logpdf(V)
+    log_post, e_s2 = {}, {}
+    for pair in itertools.product(states, states):
+        ev, U = np.linalg.eigh(tau2 * (same_leaf(pair[0]) + same_leaf(pair[1])))
+        z2 = (U.T @ y) ** 2
+        a = log_w - 0.5 * (np.log(2 * np.pi * (V[:, None] + ev)) + z2 / (V[:, None] + ev)).sum(1)
+        mx = a.max()
+        log_post[pair] = log_prior(pair[0]) + log_prior(pair[1]) + mx + np.log(np.exp(a - mx).sum())
+        e_s2[pair] = float((np.exp(a - mx) * V).sum() / np.exp(a - mx).sum())
+    mx = max(log_post.values())
+    z = sum(np.exp(v - mx) for v in log_post.values())
+    exact = {k: np.exp(v - mx) / z for k, v in log_post.items()}
+    exact_s2 = sum(exact[k] * e_s2[k] for k in exact)
+
+    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, tau2), 1, d)
+    data = K.BARTData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(nu),
+                      jnp.float32(nu * lam), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32))
+
+    def pair_of(key, st, data):
+        return st.tree.feature[:, 0], st.tree.threshold[:, 0], st.tree.left[:, 0], st.sigma2
+
+    res = run_chains(jax.random.key(0), K.build_kernel(K.KernelConfig(mc, m)), args=(data,), chains=4, draws=25000,
+                     tune=200, collect=pair_of)
+    f, t, left, s2 = (np.asarray(a) for a in res.samples)
+    tree_state = lambda c, i, k: None if left[c, i, k] < 0 else (int(f[c, i, k]), int(t[c, i, k]))  # noqa: E731
+    # the two trees are exchangeable and swap roles slowly: compare unordered pairs
+    key = lambda p: tuple(sorted(p, key=str))  # noqa: E731
+    got = Counter(key((tree_state(c, i, 0), tree_state(c, i, 1))) for c in range(4) for i in range(25000))
+    want = Counter()
+    for k, p in exact.items():
+        want[key(k)] += p
+    tv = 0.5 * sum(abs(got[k] / 100000 - want[k]) for k in want)
+    # 100,000 draws over 28 unordered pairs (ESS a few thousand): over four seeds the TV was 0.008-0.014
+    assert tv < 0.03, tv
+    assert abs(s2.mean() - exact_s2) < 4 * _mcse(s2), (s2.mean(), exact_s2, _mcse(s2))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -50,11 +50,11 @@ class _BARTMixin(DrawsMixin, FamilyEstimator):
             self._idata = idata
 
 
-def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs, random_state,
-          dtype, progressbar, chain_method):
+def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
+          random_state, dtype, progressbar, chain_method):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
-    self.max_depth, self.max_bins, self.move_probs = max_depth, max_bins, move_probs
+    self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
     self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
 
 
@@ -82,6 +82,9 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         Kept draws per chain, discarded tuning steps, chains, thinning (a step updates every tree once).
     max_depth : int, default 5
         Deepest leaf level; the prior is truncated there (less than 5e-5 of its mass with the defaults).
+    min_leaf_rows : int, default 5
+        Every node of every tree holds at least this many training rows (as the R package BART's
+        birth step asks); the prior is truncated to such trees.
     max_bins : int, default 100
         Split codes per feature (BayesTree's 100 cutpoints).
     move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
@@ -103,11 +106,11 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     _task = "regression"
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, nu=3.0, q=0.9, sigma_hat=None,
-                 fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, max_bins=100,
-                 move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto"):
-        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              random_state, dtype, progressbar, chain_method)
+                 fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
+                 max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32",
+                 progressbar=False, chain_method="auto"):
+        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
+              move_probs, random_state, dtype, progressbar, chain_method)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
 
     def predict(self, X) -> np.ndarray:
@@ -127,10 +130,10 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     _task = "classification"
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
-                 max_depth=5, max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto"):
-        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              random_state, dtype, progressbar, chain_method)
+                 max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None,
+                 dtype="float32", progressbar=False, chain_method="auto"):
+        _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
+              move_probs, random_state, dtype, progressbar, chain_method)
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior mean class probabilities at ``X``: ``(n, 2)``."""

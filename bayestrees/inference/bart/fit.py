@@ -22,6 +22,10 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
   0.0017`` and each splits with probability ``p_5 = 0.026``, so the truncation changes at most
   ``4.5e-5`` of the prior mass (depth 6: ``1.8e-6``, at twice the memory per kept draw; depth 4:
   ``8.6e-4``).  ``sample_stats.at_max_depth`` counts trees that press against it.
+* ``min_leaf_rows = 5``: every node of every tree holds at least 5 training rows (the prior truncated
+  to such trees; a move that breaks it is rejected).  Not in the paper; the R package BART's
+  birth step refuses a leaf of fewer than 5 observations in the same way (bartz asks 10 rows of a
+  node it splits).
 * Leaf values ``N(0, sigma_mu^2)`` with ``sigma_mu = 0.5 / (k sqrt(m))``, ``k = 2``, on the
   response scaled to ``[-0.5, 0.5]`` (section 2.2.3: the sum of ``m`` trees then puts 95% prior
   probability on ``[y_min, y_max]``).  Probit: ``sigma_mu = 3 / (k sqrt(m))`` (section 4, so that
@@ -101,6 +105,8 @@ class BARTConfig:
         instead of sampling it (regression)
     draws, tune, chains, thin : chain lengths (per chain); a step updates every tree once
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
+    min_leaf_rows : int >= 1  every node of every tree holds at least this many training rows (the
+        prior is truncated to such trees; a move that breaks it is rejected)
     move_probs : probabilities of grow, prune, change, swap
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
@@ -120,6 +126,7 @@ class BARTConfig:
     chains: int = 4
     thin: int = 1
     max_depth: int = 5
+    min_leaf_rows: int = 5
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
     dtype: Any = "float32"
     progressbar: bool = False
@@ -142,6 +149,7 @@ class BARTConfig:
         check_int("chains", self.chains, 1)
         check_int("thin", self.thin, 1)
         check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
+        check_int("min_leaf_rows", self.min_leaf_rows, 1)
         mp = tuple(float(p) for p in self.move_probs)
         if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12:
             raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
@@ -291,7 +299,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
     mc = M.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
-                      data.d, tuple(float(p) for p in config.move_probs), "moves")
+                      data.d, tuple(float(p) for p in config.move_probs), "moves",
+                      min_leaf_rows=int(config.min_leaf_rows))
     kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None)
     kernel = K.build_kernel(kcfg, dtype)
     bdata = K.BARTData(jnp.asarray(codes), jnp.asarray(ys, dtype), jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype),
