@@ -194,19 +194,22 @@ def cmd_demo(args) -> int:
     _say("\n[4/6] safe-Bayesian random forest (1000 prior trees, importance weights)")
     sb = bt.SafeBayesForestClassifier(random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      accuracy: {np.mean(sb.predict(Xc[te]) == yc[te]):.3f}")
-    _say(f"\n[5/6] Bayesian CART by MCMC (4 chains, {args.draws} tuning steps + {args.draws} draws each)")
+    lengths = {} if args.draws is None else {"draws": args.draws, "tune": args.draws}
+    bc = bt.BayesianCARTClassifier(chains=4, max_depth=5, random_state=args.seed, progressbar=True, **lengths)
+    _say(f"\n[5/6] Bayesian CART by MCMC (4 chains, {bc.tune} tuning steps + {bc.draws} draws each; each step "
+         f"regrows the tree by particle Gibbs)")
     t0 = time.perf_counter()
-    bc = bt.BayesianCARTClassifier(draws=args.draws, tune=args.draws, chains=4, max_depth=5, random_state=args.seed,
-                                   progressbar=True).fit(Xc[tr], yc[tr])
-    acc = bc.acceptance_
+    bc.fit(Xc[tr], yc[tr])
     _say(f"      fitted in {time.perf_counter() - t0:.1f}s (includes JIT compilation); accuracy: "
          f"{np.mean(bc.predict(Xc[te]) == yc[te]):.3f}; leaves per tree: "
-         f"{float(bc.idata_.posterior['n_leaves'].mean()):.1f}; acceptance grow {acc['grow']:.2f}, "
-         f"prune {acc['prune']:.2f}, change {acc['change']:.2f}, swap {acc['swap']:.2f}")
-    _say(f"\n[6/6] BET: a Dirichlet-process mixture of trees (slice sampler; {args.draws} tuning sweeps + "
-         f"{args.draws} draws, at most 24 trees)")
+         f"{float(bc.idata_.posterior['n_leaves'].mean()):.1f}; share of steps that changed the tree "
+         f"{bc.acceptance_['pgibbs']:.2f}; R-hat of n_leaves "
+         f"{bc.convergence_.table['n_leaves']['rhat']:.3f}")
+    bet_draws = 500 if args.draws is None else args.draws
+    _say(f"\n[6/6] BET: a Dirichlet-process mixture of trees (slice sampler; {bet_draws} tuning sweeps + "
+         f"{bet_draws} draws, at most 24 trees)")
     t0 = time.perf_counter()
-    bet = bt.BETClassifier(max_trees=24, max_depth=3, draws=args.draws, tune=args.draws, random_state=args.seed,
+    bet = bt.BETClassifier(max_trees=24, max_depth=3, draws=bet_draws, tune=bet_draws, random_state=args.seed,
                            progressbar=True).fit(Xc[tr], yc[tr])
     n_trees = np.bincount(np.asarray(bet.n_trees_).ravel())
     share = ", ".join(f"{k}: {c / n_trees.sum():.2f}" for k, c in enumerate(n_trees) if c)
@@ -587,7 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "figure and a NetCDF posterior.")
     d.add_argument("--out", default="bayestrees-demo", help="output folder (default: ./bayestrees-demo)")
     d.add_argument("--trees", type=int, default=100, help="trees per forest (default 100)")
-    d.add_argument("--draws", type=int, default=500, help="tuning steps and draws per Bayesian CART chain (default 500)")
+    d.add_argument("--draws", type=int, default=None,
+                   help="tuning steps and draws per chain of Bayesian CART and BET (default: Bayesian CART's "
+                        "defaults, 300 + 700 particle Gibbs steps; 500 + 500 sweeps for BET)")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.set_defaults(func=cmd_demo)
     f = sub.add_parser("fit", help="fit a model to a CSV or Parquet file",

@@ -104,11 +104,11 @@ def test_a_stuck_or_short_fit_warns_in_the_estimator_and_the_model_context():
     X = rng.uniform(size=(200, 4))
     y = 2 * (X[:, 2] > 0.3) + 4 * (X[:, 0] - 0.5) ** 2 + 0.3 * rng.normal(size=200)
     with pytest.warns(ConvergenceWarning, match="has not converged") as rec:
-        est = bt.BayesianCARTRegressor(draws=100, tune=100, chains=2, random_state=0).fit(X, y)
+        est = bt.BayesianCARTRegressor(scheme="moves", draws=100, tune=100, chains=2, random_state=0).fit(X, y)
     assert len([w for w in rec if issubclass(w.category, ConvergenceWarning)]) == 1
     assert not est.convergence_.ok
     with bt.Model():
-        rv = bt.BayesianCART("f", X, y)
+        rv = bt.BayesianCART("f", X, y, scheme="moves")
         with pytest.warns(ConvergenceWarning, match="has not converged"):
             bt.sample(draws=100, chains=2, tune=100, random_seed=0)
     assert not rv.convergence_.ok

@@ -73,11 +73,13 @@ def _fits():
             draws=200, effective_sample_size=30, random_state=0)),
         "safebayes_clf": ("classification", lambda: bt.SafeBayesForestClassifier(
             draws=200, effective_sample_size=30, random_state=1)),
-        "bcart_reg": ("regression", lambda: bt.BayesianCARTRegressor(**mcmc)),
-        "bcart_clf": ("classification", lambda: bt.BayesianCARTClassifier(**mcmc)),
+        # the local moves, the default scheme when these were recorded (the default is now particle Gibbs)
+        "bcart_reg": ("regression", lambda: bt.BayesianCARTRegressor(scheme="moves", **mcmc)),
+        "bcart_clf": ("classification", lambda: bt.BayesianCARTClassifier(scheme="moves", **mcmc)),
         "bcart_pgibbs": ("regression", lambda: bt.BayesianCARTRegressor(scheme="pgibbs", particles=4, **mcmc)),
         "bcart_sweep": ("classification", lambda: bt.BayesianCARTClassifier(scheme="sweep", **mcmc)),
-        "bcart_tempered": ("regression", lambda: bt.BayesianCARTRegressor(temperatures=(1.0, 0.5), **mcmc)),
+        "bcart_tempered": ("regression", lambda: bt.BayesianCARTRegressor(scheme="moves", temperatures=(1.0, 0.5),
+                                                                              **mcmc)),
         "bet_reg": ("regression", lambda: bt.BETRegressor(max_trees=4, active_trees=2, init_trees=2, **mcmc)),
         "bet_clf": ("classification", lambda: bt.BETClassifier(max_trees=4, active_trees=2, init_trees=2, **mcmc)),
     }

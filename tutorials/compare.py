@@ -57,7 +57,7 @@ models = {
                                         predict_with="posterior", random_state=0),
     "safe-Bayes": bt.SafeBayesForestClassifier(draws=100 if QUICK else 1000, max_internal=63 if QUICK else 511,
                                               random_state=0),
-    "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 1000, tune=40 if QUICK else 1000,
+    "Bayesian CART": bt.BayesianCARTClassifier(draws=40 if QUICK else 700, tune=40 if QUICK else 300,
                                                chains=2 if QUICK else 4, random_state=0),
     "BET": bt.BETClassifier(max_trees=10, draws=20 if QUICK else 1000, tune=20 if QUICK else 1000,
                             chains=2 if QUICK else 4, random_state=0),

@@ -71,9 +71,9 @@ class BCARTConfig:
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
-    scheme : "moves" (one random move per step), "sweep" (every node per step), "pgibbs" (the
-        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.pgibbs`) or
-        "mixed" (``local_moves`` local moves, then a regrowth, per step)
+    scheme : "pgibbs" (the default: the whole tree regrown per step by conditional SMC,
+        :mod:`bayestrees.inference.pgibbs`), "moves" (one random move per step), "sweep" (every
+        node per step) or "mixed" (``local_moves`` local moves, then a regrowth, per step)
     particles : particles of the "pgibbs" and "mixed" regrowth (at least 2)
     local_moves : local moves before each regrowth of scheme "mixed"
     temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
@@ -88,13 +88,13 @@ class BCARTConfig:
     prior: Any = ChipmanPrior()
     leaf_model: Any = "auto"
     leaf_concentration: float = 1.0
-    draws: int = 1000
-    tune: int = 1000
+    draws: int = 700
+    tune: int = 300
     chains: int = 4
     thin: int = 1
     max_depth: int = 6
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
-    scheme: str = "moves"
+    scheme: str = "pgibbs"
     particles: int = 10
     local_moves: int = 50
     temperatures: tuple = (1.0,)
