@@ -143,6 +143,22 @@ def _options() -> dict:
     return {name: f"{texts[name]} (default: {'; '.join(defaults[name])})".replace("%", "%%") for name in texts}
 
 
+def _per_tree_means(idata, names):
+    """The posterior to summarise: ``idata`` itself, or, where a variable of ``names`` has a ``tree``
+    dimension (BART's ``n_leaves`` and ``depth``, one value per tree of the sum), a copy of its
+    posterior with those variables averaged over the trees of each draw, so that a table shows one
+    row per variable, not one per tree; and the note that says so (None when nothing was averaged)."""
+    post = idata.posterior
+    per_tree = [v for v in names if v in post and "tree" in post[v].dims]
+    if not per_tree:
+        return idata, None
+    m = post.sizes["tree"]
+    table = post[list(names)].copy()
+    for v in per_tree:
+        table[v] = post[v].mean("tree")
+    return table, f"{', '.join(per_tree)}: the mean over the {m} trees of each draw"
+
+
 def _rmse(a, b) -> float:
     return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
 
@@ -315,11 +331,12 @@ def cmd_fit(args) -> int:
         fit_line = f"in-sample accuracy: {np.mean(pred == yv):.4f}"
     idata = est.idata_
     scalars = [v for v in ("n_leaves", "depth", "sigma", "n_trees") if v in idata.posterior]
-    summary = az.summary(idata, var_names=scalars, kind="stats") if scalars else None
+    table, note = _per_tree_means(idata, scalars)
+    summary = az.summary(table, var_names=scalars, kind="stats") if scalars else None
     lines = [f"model: {args.model} ({MODELS[args.model]})", f"task: {task}", f"data: {args.data}",
              f"rows: {len(df)}, features: {list(df.columns)}", f"fit time: {el:.2f}s", fit_line]
     if summary is not None:
-        lines += ["", "posterior summary of tree size:", summary.to_string()]
+        lines += ["", "posterior summary of tree size:" + (f" ({note})" if note else ""), summary.to_string()]
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     idata.to_netcdf(str(out / "posterior.nc"))
     est.save(out / "model.pkl")
@@ -442,9 +459,11 @@ def _summary_vars(idata, wanted=None) -> list[str]:
         if missing:
             raise CLIError(f"posterior variables {missing} not in the file; it has {list(post.data_vars)}")
         return list(wanted)
-    # per-component variables of a mixture are left out: their labels switch between draws
+    # per-component variables of a mixture are left out: their labels switch between draws; per-tree
+    # variables of a sum of trees (BART) are summarised by their mean over the trees (_per_tree_means)
     return [v for v in ("n_leaves", "depth", "sigma", "n_trees", "split_counts", "xi_bar")
-            if v in post and set(post[v].dims) <= {"chain", "draw", "feature"}]
+            if v in post and (set(post[v].dims) <= {"chain", "draw", "feature"}
+                              or set(post[v].dims) == {"chain", "draw", "tree"})]
 
 
 def cmd_summary(args) -> int:
@@ -466,10 +485,11 @@ def cmd_summary(args) -> int:
     _say(f"family: {family}, task: {task}, {nc} chain(s) x {nd} draw(s); groups: {', '.join(idata.groups())}")
     names = _summary_vars(idata, args.var_names)
     kind = "all" if mcmc or nc > 1 else "stats"
+    source, note = _per_tree_means(idata, names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ArviZ warns about few chains / constant draws; the table says enough
-        table = az.summary(idata, var_names=names, kind=kind, hdi_prob=args.prob)
-    _say("\nposterior summary (az.summary):")
+        table = az.summary(source, var_names=names, kind=kind, hdi_prob=args.prob)
+    _say("\nposterior summary (az.summary" + (f"; {note}" if note else "") + "):")
     _say(table.to_string())
     if mcmc:
         from .convergence import check_convergence

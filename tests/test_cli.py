@@ -150,3 +150,29 @@ def test_demo_runs_every_family(tmp_path, capsys):
     assert "trees per draw (components of at least min_leaf_rows rows" in out and "BET" in out.split("LOO comparison")[1]
     assert (tmp_path / "demo_mcycle.png").stat().st_size > 1000
     assert (tmp_path / "mcycle_bayesian_forest.nc").exists()
+
+
+def test_fit_and_summary_of_bart_give_one_row_per_variable(tmp_path, capsys):
+    """BART's n_leaves and depth hold one value per tree: the fit summary and ``bayestrees summary``
+    show their mean over the trees of each draw, one row each, not one row per tree."""
+    r = np.random.default_rng(2)
+    df = pd.DataFrame({"a": r.random(80), "b": r.random(80)})
+    df["y"] = 2 * np.sin(3 * df["a"]) + 0.2 * r.normal(size=80)
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    out = tmp_path / "bart"
+    rc = main(["fit", str(csv), "--target", "y", "--model", "bart", "--m", "12", "--draws", "20", "--tune", "20",
+               "--chains", "2", "--max-depth", "3", "--out", str(out), "--quiet"])
+    assert rc == 0
+    text = (out / "summary.txt").read_text()
+    assert "n_leaves, depth: the mean over the 12 trees of each draw" in text
+    rows = [line.split()[0] for line in text.split("posterior summary of tree size")[1].splitlines()[2:] if line]
+    assert rows == ["n_leaves", "depth", "sigma"], text
+    capsys.readouterr()
+    assert main(["summary", str(out / "posterior.nc")]) == 0
+    summary = capsys.readouterr().out
+    table = summary.split("posterior summary (az.summary")[1].split("convergence")[0]
+    assert "the mean over the 12 trees of each draw" in table
+    names = [line.split()[0] for line in table.splitlines()[2:] if line.strip()]
+    assert names[:3] == ["n_leaves", "depth", "sigma"] and "n_leaves[0]" not in table and "r_hat" in table
+    assert len(names) == 3 + 2  # and split_counts per feature
