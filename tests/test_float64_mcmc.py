@@ -6,11 +6,12 @@ without x64 runs them.
 
 What the two dtypes share, checked on these fits (seed 0, 4 chains):
 
-* **Bayesian CART draws the same trees.**  The tree moves read their uniforms from
-  ``bayestrees.random_bits`` in a fixed precision, and the leaf parameters are integrated out of the
-  acceptance ratio, so the two runs take the same decisions unless a log acceptance ratio falls
-  within float32 rounding (about 1e-6) of its uniform's log, a chance of order 1e-6 per step: every
-  kept tree is the same in both runs.  The leaf parameters (``sigma``, ``mu``) are drawn with
+* **Bayesian CART draws the same trees.**  Its tree updates (particle Gibbs, the default scheme)
+  read their uniforms from ``bayestrees.random_bits`` in float32 whatever the dtype, and
+  the leaf parameters are integrated out of their weights and acceptance ratios, so the two runs take
+  the same decisions unless a log weight or log acceptance ratio falls within float32 rounding
+  (about 1e-6) of its threshold, a chance of order 1e-6 per decision: every kept tree is the same
+  in both runs.  The leaf parameters (``sigma``, ``mu``) are drawn with
   dtype-specific samplers, so they are other draws from the same conditional distributions given
   the same trees: their means agree within 5 standard errors of the difference of two independent
   means (``sqrt(var_64 / N + var_32 / N)``; the draws are correlated along a chain through the
