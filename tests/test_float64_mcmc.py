@@ -17,7 +17,8 @@ What the two dtypes share, checked on these fits (seed 0, 4 chains):
   means (``sqrt(var_64 / N + var_32 / N)``; the draws are correlated along a chain through the
   trees, which both runs share, so that error is an upper bound).
 * **BET draws other chains** (the clustering step uses the drawn leaf parameters, which differ from
-  the first step on), so the float64 run agrees with the float32 one in distribution only: the
+  the first step on; the initial allocation differs too, as ``jax.random.randint`` draws at the
+  default integer width, 64 bits under x64), so the float64 run agrees with the float32 one in distribution only: the
   posterior mean of the ensemble prediction at two points and of the number of occupied components
   agree within 5 standard errors of the difference, each run's error taken from its 4 chain means
   (``sd(chain means) / sqrt(4)``).
