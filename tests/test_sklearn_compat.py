@@ -1,7 +1,36 @@
-"""scikit-learn's own estimator checks (a peer's test suite) on the forest estimators."""
+"""scikit-learn's own estimator checks (a peer's test suite) on every estimator of the package.
+
+The forests, the BCART-PCFG estimators, the safe-Bayes forests, Bayesian CART and BET, each at
+settings small enough to be quick and large enough to pass scikit-learn's score checks
+(``check_regressors_train`` asks R^2 > 0.5 on a 200-row, 10-feature problem with one informative
+feature; ``check_classifiers_train`` accuracy > 0.83 on three blobs):
+
+* PCFG regressor: ``max_bins=2`` (ten features of more bins are beyond the exact programme's memory
+  budget: 3 bins already need 5.3 GB) and ``predict_with="posterior"`` (the exact average over all
+  trees: R^2 0.54 there, where the MAP tree gives 0.46); the classifier at ``max_bins=10`` (its
+  data has two features; at 4 bins the MAP tree misses the 0.83 accuracy);
+* safe-Bayes regressor: 300 prior trees (R^2 0.63-0.66 over three seeds; 20 trees give 0.25);
+* Bayesian CART and BET: ``tune=200, draws=20`` (R^2 0.68-0.74 and accuracy 0.88-0.92 over five
+  seeds for Bayesian CART; ``tune=50`` gave R^2 0.34 on one seed), one chain; Bayesian CART with
+  the local moves (``scheme="moves"``): the checks are of the estimator's interface, which the
+  update scheme does not change, and particle Gibbs (the default) compiles in 5-6.5 s of CPU per
+  data shape against 2.3-2.7 s.
+
+Most of the time of the MCMC families is compilation: scikit-learn's checks fit data of many
+shapes (about 25 per estimator), and each new shape compiles the sampler again (about 2.5 s of CPU
+for Bayesian CART and 6-7 s for BET at the suite's XLA flags).
+
+A check that cannot pass for a stated reason is listed in :data:`EXPECTED_FAILED` (scikit-learn's
+``expected_failed_checks``: the check still runs and is reported as xfail; a pass is reported as
+XPASS so that a fix shows).
+"""
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bayestrees as bt
+
+_MCMC = dict(draws=20, tune=200, max_depth=3, max_bins=8, random_state=0)
+_BET = dict(max_trees=2, active_trees=2, init_trees=2, min_leaf_rows=2)
 
 _ESTIMATORS = [
     bt.BayesianForestRegressor(draws=3, random_state=0),
@@ -10,9 +39,61 @@ _ESTIMATORS = [
     bt.EmpiricalBayesianForestClassifier(draws=3, trunk_min_samples_leaf=20, random_state=0),
     bt.SubSampleForestRegressor(draws=4, n_blocks=2, random_state=0),
     bt.SubSampleForestClassifier(draws=4, n_blocks=2, random_state=0),
+    bt.PCFGTreeRegressor(draws=5, max_bins=2, predict_with="posterior", random_state=0),
+    bt.PCFGTreeClassifier(draws=5, random_state=0),
+    bt.SafeBayesForestRegressor(draws=300, max_internal=63, cv=2, random_state=0),
+    bt.SafeBayesForestClassifier(draws=20, max_internal=15, cv=2, random_state=0),
+    bt.BayesianCARTRegressor(chains=1, scheme="moves", **_MCMC),
+    bt.BayesianCARTClassifier(chains=1, scheme="moves", **_MCMC),
+    bt.BETRegressor(**_BET, **_MCMC),
+    bt.BETClassifier(**_BET, **_MCMC),
 ]
 
+#: checks that fail for a stated reason, by estimator class
+_ONE_ROW = ("a one-row fit is refused with a ValueError that names the model's own reason ({}), not the "
+            "words scikit-learn looks for ('1 sample', 'n_samples = 1', ...)")
+EXPECTED_FAILED = {
+    "PCFGTreeRegressor": {"check_fit2d_1sample": _ONE_ROW.format(
+        "'features [...] are constant': one row makes every feature constant, and the family rejects "
+        "constant features (bayestrees/inference/pcfg/fit.py, check_pcfg_data)")},
+    "BETRegressor": {"check_fit2d_1sample": _ONE_ROW.format(
+        "'BET needs at least 2 * min_leaf_rows = 4 rows to split a tree, got 1' "
+        "(bayestrees/inference/bet/fit.py, fit_bet)")},
+}
+# (the classifiers of these two families pass: with one row, y holds one class, and that error
+# comes first)
 
-@parametrize_with_checks(_ESTIMATORS)
+
+#: release compiled programs past this many memory maps of the process (the kernel's limit is 65,530)
+_MAX_MAPS = 30_000
+
+
+def _memory_maps() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs_within_the_module():
+    """This module alone compiles several hundred programs (every data shape of every check, for each
+    MCMC estimator; a BET fit at a new shape maps about 840 regions), past the kernel's limit of memory
+    maps, where XLA crashed while compiling (a segmentation fault at about 90% of the module).  The
+    suite's module-scoped release (``conftest.py``) comes too late for it, so it is done here after
+    every check too, by the same rule."""
+    yield
+    if _memory_maps() > _MAX_MAPS:
+        import jax
+
+        jax.clear_caches()
+
+
+def _expected_failed(estimator) -> dict:
+    return EXPECTED_FAILED.get(type(estimator).__name__, {})
+
+
+@parametrize_with_checks(_ESTIMATORS, expected_failed_checks=_expected_failed)
 def test_sklearn_check_estimator(estimator, check):
     check(estimator)  # each scikit-learn check raises (AssertionError, ...) when the estimator fails it
