@@ -13,8 +13,9 @@ chains by each update scheme:
 
 Schemes (``--schemes``): ``default`` (the estimators' defaults: a particle Gibbs regrowth of the
 tree per step, 300 + 700 steps), ``moves`` (one random local move per step), ``sweep`` (a
-systematic sweep), ``tempered`` (local moves on an 8-rung ladder from 1 down to 0.1), ``mixed``
-(``local_moves`` local moves, then a regrowth, per step).  Each scheme has its own chain lengths
+systematic sweep), ``tempered`` (local moves on an 8-rung ladder from 1 down to 0.1, 2,000 steps),
+``tempered_long`` (the same, 25,000 steps, every 10th kept), ``mixed`` (``local_moves`` local moves,
+then a regrowth, per step).  Each scheme has its own chain lengths
 (``LENGTHS``).
 
 For each fit: the rank-normalised split R-hat (ArviZ) of ``n_leaves``, ``sigma`` (regression)
@@ -55,6 +56,9 @@ LENGTHS = {
     "tempered": (1000, 1000, {"scheme": "moves",
                               "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
     "mixed": (200, 300, {"scheme": "mixed"}),
+    # the same ladder, 25,000 steps per chain (every 10th kept): about the default's time
+    "tempered_long": (5000, 2000, {"scheme": "moves", "thin": 10,
+                                   "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
 }
 
 
@@ -163,7 +167,7 @@ def fit_one(task, X, y, Xt, truth, scheme, chains, seed):
     names = ["n_leaves", "lp"] + (["sigma"] if task == "regression" else [])
     conv = convergence(idata, names)
     ess_min = min(e for _, e in conv.values())
-    return dict(scheme=scheme, tune=tune, draws=draws, chains=chains, seconds=seconds, compile_s=compile_s,
+    return dict(scheme=scheme, tune=tune, draws=draws, thin=cfg.thin, chains=chains, seconds=seconds, compile_s=compile_s,
                 rhat={k: r for k, (r, _) in conv.items()}, ess={k: e for k, (_, e) in conv.items()},
                 ess_min=ess_min, ess_per_s=ess_min / seconds, test_error=err,
                 mean_n_leaves=float(np.asarray(idata.posterior["n_leaves"]).mean()))
