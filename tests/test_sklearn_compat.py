@@ -1,6 +1,6 @@
 """scikit-learn's own estimator checks (a peer's test suite) on every estimator of the package.
 
-The forests, the BCART-PCFG estimators, the safe-Bayes forests, Bayesian CART and BET, each at
+The forests, the BCART-PCFG estimators, the safe-Bayes forests, Bayesian CART, BET and BART, each at
 settings small enough to be quick and large enough to pass scikit-learn's score checks
 (``check_regressors_train`` asks R^2 > 0.5 on a 200-row, 10-feature problem with one informative
 feature; ``check_classifiers_train`` accuracy > 0.83 on three blobs):
@@ -14,7 +14,11 @@ feature; ``check_classifiers_train`` accuracy > 0.83 on three blobs):
   seeds for Bayesian CART; ``tune=50`` gave R^2 0.34 on one seed), one chain; Bayesian CART with
   the local moves (``scheme="moves"``): the checks are of the estimator's interface, which the
   update scheme does not change, and particle Gibbs (the default) compiles in 5-6.5 s of CPU per
-  data shape against 2.3-2.7 s.
+  data shape against 2.3-2.7 s;
+* BART: ``m = 10`` trees, one chain of 100 tuning steps and 20 kept draws (with ``max_depth=3``,
+  ``max_bins=8`` as above).  ``BARTClassifier`` is tagged ``classifier_tags.multi_class = False``
+  (it fits two classes by probit): scikit-learn then checks it on two classes only, and checks
+  that three classes raise a ``ValueError`` saying "Only binary classification is supported".
 
 Most of the time of the MCMC families is compilation: scikit-learn's checks fit data of many
 shapes (about 25 per estimator), and each new shape compiles the sampler again (about 2.5 s of CPU
@@ -31,6 +35,7 @@ import bayestrees as bt
 
 _MCMC = dict(draws=20, tune=200, max_depth=3, max_bins=8, random_state=0)
 _BET = dict(max_trees=2, active_trees=2, init_trees=2, min_leaf_rows=2)
+_BART = dict(m=10, chains=1, tune=100, draws=20, max_depth=3, max_bins=8, random_state=0)
 
 _ESTIMATORS = [
     bt.BayesianForestRegressor(draws=3, random_state=0),
@@ -47,6 +52,8 @@ _ESTIMATORS = [
     bt.BayesianCARTClassifier(chains=1, scheme="moves", **_MCMC),
     bt.BETRegressor(**_BET, **_MCMC),
     bt.BETClassifier(**_BET, **_MCMC),
+    bt.BARTRegressor(**_BART),
+    bt.BARTClassifier(**_BART),
 ]
 
 #: checks that fail for a stated reason, by estimator class

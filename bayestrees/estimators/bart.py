@@ -135,6 +135,11 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # more than two classes raise "Only binary classification ..."
+        return tags
+
     def predict_proba(self, X) -> np.ndarray:
         """Posterior mean class probabilities at ``X``: ``(n, 2)``."""
         return self.predict_draws(X).mean(0)

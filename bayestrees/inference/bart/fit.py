@@ -82,7 +82,8 @@ FAMILY = "bart"
 MAX_DEPTH_LIMIT = 12
 
 #: the error for more than two classes
-MULTICLASS_MESSAGE = ("BART fits regression and binary classification (probit); y has {C} classes. For more than "
+MULTICLASS_MESSAGE = ("Only binary classification is supported: BART fits regression and two classes (probit); y "
+                      "has {C} classes. For more than "
                       "two classes use Bayesian CART (bt.BayesianCARTClassifier), the Bayesian forests "
                       "(bt.BayesianForestClassifier, EmpiricalBayesianForestClassifier, SubSampleForestClassifier) "
                       "or BCART-PCFG (bt.PCFGTreeClassifier).")
