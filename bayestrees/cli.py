@@ -176,7 +176,7 @@ def cmd_demo(args) -> int:
 
     # -- regression: motorcycle data
     X, y = load_mcycle()
-    _say(f"\n[1/6] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
+    _say(f"\n[1/7] Bayesian forest on the motorcycle data ({X.shape[0]} rows): time -> head acceleration")
     t0 = time.perf_counter()
     bf = bt.BayesianForestRegressor(draws=args.trees, min_samples_leaf=3, random_state=args.seed,
                                     progressbar=True).fit(X, y)
@@ -195,24 +195,38 @@ def cmd_demo(args) -> int:
     idata.to_netcdf(str(nc))
     _say(f"      posterior (draw = tree) written to {nc}")
 
+    # -- regression: BART on the same data
+    bart_kw = (dict(m=50, chains=4, tune=500, draws=500) if args.draws is None
+               else dict(m=20, chains=2, tune=args.draws, draws=args.draws))
+    _say(f"\n[2/7] BART: a sum of {bart_kw['m']} small trees by Bayesian backfitting MCMC ({bart_kw['chains']} "
+         f"chains, {bart_kw['tune']} tuning steps + {bart_kw['draws']} draws each; a step moves every tree once)")
+    t0 = time.perf_counter()
+    bart = bt.BARTRegressor(random_state=args.seed, progressbar=True, **bart_kw).fit(X, y)
+    bart_draws = bart.predict_draws(grid)
+    conv = bart.convergence_.table["sigma"]
+    _say(f"      fitted in {time.perf_counter() - t0:.1f}s (includes JIT compilation); in-sample RMSE "
+         f"{_rmse(bart.predict(X), y):.2f}; noise sd (sigma) {float(bart.idata_.posterior['sigma'].mean()):.1f} g; "
+         f"leaves per tree {float(bart.idata_.posterior['n_leaves'].mean()):.2f}; R-hat of sigma {conv['rhat']:.3f}, "
+         f"bulk ESS {conv['ess_bulk']:.0f}")
+
     # -- classification: Haberman survival
     Xc, yc, names = load_haberman()
     perm = rng.permutation(len(yc))
     tr, te = perm[:230], perm[230:]
-    _say(f"\n[2/6] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
+    _say(f"\n[3/7] classifiers on Haberman survival ({len(tr)} train / {len(te)} test rows, features {names})")
     bfc = bt.BayesianForestClassifier(draws=args.trees, min_samples_leaf=5,
                                       random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      Bayesian forest accuracy: {np.mean(bfc.predict(Xc[te]) == yc[te]):.3f}")
-    _say("\n[3/6] BCART-PCFG: exact posterior over trees (5 bins per feature)")
+    _say("\n[4/7] BCART-PCFG: exact posterior over trees (5 bins per feature)")
     pc = bt.PCFGTreeClassifier(max_bins=5).fit(Xc[tr], yc[tr])
     _say(f"      MAP-tree accuracy: {np.mean(pc.predict(Xc[te]) == yc[te]):.3f}; "
          f"log evidence {float(pc.log_evidence_):.2f}")
-    _say("\n[4/6] safe-Bayesian random forest (1000 prior trees, importance weights)")
+    _say("\n[5/7] safe-Bayesian random forest (1000 prior trees, importance weights)")
     sb = bt.SafeBayesForestClassifier(random_state=args.seed).fit(Xc[tr], yc[tr])
     _say(f"      accuracy: {np.mean(sb.predict(Xc[te]) == yc[te]):.3f}")
     lengths = {} if args.draws is None else {"draws": args.draws, "tune": args.draws}
     bc = bt.BayesianCARTClassifier(chains=4, max_depth=5, random_state=args.seed, progressbar=True, **lengths)
-    _say(f"\n[5/6] Bayesian CART by MCMC (4 chains, {bc.tune} tuning steps + {bc.draws} draws each; each step "
+    _say(f"\n[6/7] Bayesian CART by MCMC (4 chains, {bc.tune} tuning steps + {bc.draws} draws each; each step "
          f"regrows the tree by particle Gibbs)")
     t0 = time.perf_counter()
     bc.fit(Xc[tr], yc[tr])
@@ -222,7 +236,7 @@ def cmd_demo(args) -> int:
          f"{bc.acceptance_['pgibbs']:.2f}; R-hat of n_leaves "
          f"{bc.convergence_.table['n_leaves']['rhat']:.3f}")
     bet_draws = 500 if args.draws is None else args.draws
-    _say(f"\n[6/6] BET: a Dirichlet-process mixture of trees (slice sampler; {bet_draws} tuning sweeps + "
+    _say(f"\n[7/7] BET: a Dirichlet-process mixture of trees (slice sampler; {bet_draws} tuning sweeps + "
          f"{bet_draws} draws, at most 24 trees)")
     t0 = time.perf_counter()
     bet = bt.BETClassifier(max_trees=24, max_depth=3, draws=bet_draws, tune=bet_draws, random_state=args.seed,
@@ -253,6 +267,7 @@ def cmd_demo(args) -> int:
     ax.scatter(X[:, 0], y, s=10, c="k", alpha=0.6, label="data")
     ax.fill_between(grid[:, 0], lo, hi, color="C0", alpha=0.25, label="90% posterior interval")
     ax.plot(grid[:, 0], draws.mean(0), "C0", lw=2, label="Bayesian forest mean")
+    ax.plot(grid[:, 0], bart_draws.mean(0), "C2", lw=2, ls="--", label="BART mean")
     ax.plot(grid[:, 0], cart.predict(grid), "C3", lw=1, label="CART")
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("acceleration (g)")
@@ -604,15 +619,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bayestrees", description="Bayesian inference over decision trees (JAX).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("demo", help="run every family on data shipped with the package and write a figure",
-                       description="Fits a Bayesian forest, an empirical Bayesian forest and CART to the motorcycle "
-                                   "data, and Bayesian-forest, PCFG, safe-Bayes and Bayesian CART (MCMC) "
+                       description="Fits a Bayesian forest, an empirical Bayesian forest, CART and BART to the "
+                                   "motorcycle data, and Bayesian-forest, PCFG, safe-Bayes and Bayesian CART (MCMC) "
                                    "classifiers to Haberman's survival data; prints what it did and writes a "
                                    "figure and a NetCDF posterior.")
     d.add_argument("--out", default="bayestrees-demo", help="output folder (default: ./bayestrees-demo)")
     d.add_argument("--trees", type=int, default=100, help="trees per forest (default 100)")
     d.add_argument("--draws", type=int, default=None,
-                   help="tuning steps and draws per chain of Bayesian CART and BET (default: Bayesian CART's "
-                        "defaults, 300 + 700 particle Gibbs steps; 500 + 500 sweeps for BET)")
+                   help="tuning steps and draws per chain of BART, Bayesian CART and BET (default: BART 500 + "
+                        "500 steps of 50 trees; Bayesian CART's defaults, 300 + 700 particle Gibbs steps; 500 + 500 "
+                        "sweeps for BET; given, BART runs 20 trees and 2 chains)")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     d.set_defaults(func=cmd_demo)
     f = sub.add_parser("fit", help="fit a model to a CSV or Parquet file",

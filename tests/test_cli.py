@@ -145,8 +145,9 @@ def test_demo_runs_every_family(tmp_path, capsys):
     rc = main(["demo", "--out", str(tmp_path), "--trees", "4", "--draws", "40"])
     assert rc == 0
     out = capsys.readouterr().out
-    for part in ("[1/6]", "[2/6]", "[3/6]", "[4/6]", "[5/6]", "[6/6]", "LOO comparison", "figure written"):
+    for part in ("[1/7]", "[2/7]", "[3/7]", "[4/7]", "[5/7]", "[6/7]", "[7/7]", "LOO comparison", "figure written"):
         assert part in out
+    assert "BART: a sum of 20 small trees" in out and "R-hat of sigma" in out.split("[2/7]")[1].split("[3/7]")[0]
     assert "trees per draw (components of at least min_leaf_rows rows" in out and "BET" in out.split("LOO comparison")[1]
     assert (tmp_path / "demo_mcycle.png").stat().st_size > 1000
     assert (tmp_path / "mcycle_bayesian_forest.nc").exists()
