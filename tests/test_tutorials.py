@@ -17,12 +17,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIALS = ROOT / "tutorials"
-NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare"]
+NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart"]
 if (TUTORIALS / "bet.py").exists():
     NAMES.append("bet")
 #: tutorials that read ../shared/data (next to the repository), skipped where it is absent
 SHARED = Path(os.environ.get("BAYESTREES_DATA", ROOT.parent / "shared" / "data"))
-NEEDS_SHARED = {"forests": SHARED / "california_housing.csv"}
+NEEDS_SHARED = {"forests": SHARED / "california_housing.csv", "bart": SHARED / "california_housing.csv"}
 MISSING = {n: p for n, p in NEEDS_SHARED.items() if not p.exists()}
 
 RUNNER = r"""

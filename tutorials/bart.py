@@ -1,0 +1,227 @@
+# %% [markdown]
+# # BART: Bayesian additive regression trees
+#
+# Chipman, George & McCulloch (2010): the function is a sum of `m` small trees,
+# `f(x) = g(x; T_1, M_1) + ... + g(x; T_m, M_m)`, and the response is
+# `y = f(x) + N(0, sigma^2)`. Each tree's prior (a node at depth `d` splits with
+# probability `0.95 (1 + d)^-2`) and the leaf prior `N(0, sigma_mu^2)`,
+# `sigma_mu = 0.5 / (k sqrt(m))` on the response scaled to `[-0.5, 0.5]`, keep
+# every tree a weak learner; `sigma^2` has the scaled inverse chi-squared prior
+# calibrated on a linear fit. The sampler is Bayesian backfitting: every step
+# moves each tree once (grow, prune, change, swap) on the residual of the other
+# trees, draws its leaf values, then draws `sigma`. The defaults are the
+# paper's (`m = 200`, `k = 2`, `nu = 3`, `q = 0.9`); `docs/bart.md` lists them
+# with their sources.
+#
+# What a fit gives: `predict` (the posterior mean of `f`), `predict_draws` (one
+# `f` per kept draw), `predict_interval`, `idata_` (ArviZ: `sigma`, leaves and
+# depth per tree, `split_counts` per feature, pointwise log-likelihood) and
+# `convergence_` (R-hat and ESS, as every MCMC family).
+#
+# Data: Friedman's (1991) function, where the truth is known, and California
+# housing (read from `../shared/data` next to the repository, or
+# `$BAYESTREES_DATA`). `BAYESTREES_TUTORIAL_QUICK=1` runs few trees and short
+# chains on fewer rows; figures go to `tutorials/output/bart/` (or
+# `$BAYESTREES_TUTORIAL_OUT/bart/`).
+
+# %%
+import os
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import bayestrees as bt
+
+QUICK = os.environ.get("BAYESTREES_TUTORIAL_QUICK", "0") not in ("", "0")
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "bart"
+OUT.mkdir(parents=True, exist_ok=True)
+SHARED_DATA = Path(os.environ.get("BAYESTREES_DATA", HERE.parent.parent / "shared" / "data"))
+pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 20)
+# chain lengths: tuning steps, kept draws, thinning, chains (a step moves every tree once)
+if QUICK:
+    M, LENGTHS, N_BF, PD_ROWS, PD_GRID = 20, dict(tune=100, draws=100, thin=1, chains=2), 20, 40, 10
+else:
+    M, LENGTHS, N_BF, PD_ROWS, PD_GRID = 200, dict(tune=1000, draws=500, thin=2, chains=4), 200, 100, 20
+
+
+def save(fig, name):
+    fig.savefig(OUT / name, dpi=110)
+    plt.close(fig)
+    print(f"figure: {OUT / name}")
+
+
+def rmse(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+# %% [markdown]
+# ## 1. Friedman's function
+#
+# `f(x) = 10 sin(pi x1 x2) + 20 (x3 - 1/2)^2 + 10 x4 + 5 x5`; `x6 ... x10` are
+# noise, every `x` uniform on [0, 1], and the noise sd is 1. We fit BART and,
+# for scale, this library's Bayesian forest (Exp(1)-weighted CART trees), and
+# measure both against the true `f` on 1,000 new rows.
+
+# %%
+def friedman_f(X):
+    return 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
+
+
+def friedman(rng, n, p=10):
+    X = rng.random((n, p))
+    return pd.DataFrame(X, columns=[f"x{j + 1}" for j in range(p)]), friedman_f(X)
+
+
+rng = np.random.default_rng(0)
+N = 200 if QUICK else 500
+X, f = friedman(rng, N)
+y = f + rng.normal(size=N)
+Xt, ft = friedman(rng, 1000)
+t0 = time.perf_counter()
+reg = bt.BARTRegressor(m=M, random_state=0, **LENGTHS).fit(X, y)
+print(f"BART, m = {M} trees, {LENGTHS['chains']} chains x ({LENGTHS['tune']} tuning + "
+      f"{LENGTHS['draws'] * LENGTHS['thin']} steps, one in {LENGTHS['thin']} kept) in "
+      f"{time.perf_counter() - t0:.1f}s (first run: JIT compilation included)")
+bf = bt.BayesianForestRegressor(draws=N_BF, min_samples_leaf=5, random_state=0).fit(X, y)
+sigma = reg.idata_.posterior["sigma"]
+print(pd.DataFrame({"test RMSE against f": [rmse(reg.predict(Xt), ft), rmse(bf.predict(Xt), ft)]},
+                   index=["BART", f"Bayesian forest ({N_BF} trees)"]).round(3))
+print(f"posterior of sigma (true 1): mean {float(sigma.mean()):.3f}, "
+      f"90% interval {np.round(np.quantile(sigma.values, [0.05, 0.95]), 3)}")
+print("acceptance per move type:", {k: round(v, 3) for k, v in reg.acceptance_.items()})
+
+# %% [markdown]
+# ### Convergence
+#
+# `convergence_` holds R-hat and bulk ESS of `sigma` and of the log joint
+# density `lp` across the chains (a fit warns when R-hat > 1.01 or the ESS is
+# below 100 per chain). `sigma` is the slowest quantity of BART to mix with
+# local tree moves: look at its trace. The trees themselves are not
+# identifiable one by one (any permutation of the `m` trees is the same sum), so
+# the per-tree sizes are summarised by their mean over the trees of a draw.
+
+# %%
+print(reg.convergence_)
+post = reg.idata_.posterior
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), layout="constrained")
+for c in range(post.sizes["chain"]):
+    axes[0].plot(post["sigma"].values[c], lw=0.7, label=f"chain {c}")
+    axes[1].plot(post["n_leaves"].values[c].mean(-1), lw=0.7)
+axes[0].axhline(1.0, color="k", ls=":", label="true sigma")
+axes[0].set_title("sigma, per kept draw")
+axes[0].legend(fontsize=7)
+axes[1].set_title("leaves per tree (mean over the m trees)")
+for ax in axes[:2]:
+    ax.set_xlabel("kept draw")
+leaves = np.bincount(post["n_leaves"].values.ravel())
+axes[2].bar(np.arange(len(leaves)), leaves / leaves.sum(), color="C0", alpha=0.7)
+axes[2].set_xlabel("leaves of one tree")
+axes[2].set_title("posterior share of trees by leaf count")
+save(fig, "friedman_convergence.png")
+
+# %% [markdown]
+# ### Variable importance and partial dependence
+#
+# `split_counts` counts each draw's splits per feature over all `m` trees; the
+# share of splits per feature, with a 90% interval over draws, should put
+# `x1 ... x5` ahead of the noise features (with many trees every feature is
+# split on somewhere, so the *share* says more than inclusion does).
+#
+# The partial dependence of the function on one feature averages each draw's
+# `f` over the rows with that feature set to a grid value; the band is the 90%
+# interval over draws. The dotted line is the same average of the true `f` over
+# the same rows.
+
+# %%
+rows = X.sample(PD_ROWS, random_state=0)
+feats = ["x3", "x4", "x5", "x8"]
+fig, axes = plt.subplots(1, 1 + len(feats), figsize=(4 + 3.3 * len(feats), 3.6), layout="constrained")
+bt.plots.plot_variable_importance(reg.idata_, ax=axes[0])
+axes[0].set_title("share of splits per feature")
+for ax, name in zip(axes[1:], feats):
+    bt.plots.plot_partial_dependence(reg, rows, name, ax=ax, grid_resolution=PD_GRID, max_rows=PD_ROWS)
+    grid = np.asarray(ax.lines[0].get_xdata(), float)  # the grid values (x of the posterior-mean line)
+    truth = []
+    for v in grid:
+        Z = rows.to_numpy().copy()
+        Z[:, int(name[1:]) - 1] = v
+        truth.append(friedman_f(Z).mean())
+    ax.plot(grid, truth, "k:", lw=2, label="true f, same average")
+    ax.legend(fontsize=6)
+    ax.set_title(f"partial dependence on {name}")
+save(fig, "friedman_importance_pd.png")
+
+# %% [markdown]
+# ## 2. California housing
+#
+# 20,640 census blocks, 8 features, median house value in dollars (capped at
+# 500,001). We fit BART on a random subset of the rows and hold out others,
+# against the Bayesian forest on the same rows. BART has a noise model, so
+# besides the credible interval of the function it gives a predictive interval
+# for a new response: each draw's `f` plus `N(0, sigma^2)` noise of the same
+# draw. Its coverage of the held-out responses is a check of the model (the
+# noise here is far from constant across blocks, which one `sigma` cannot
+# follow).
+
+# %%
+path = SHARED_DATA / "california_housing.csv"
+if not path.exists():
+    raise SystemExit(f"{path} not found: this part reads california_housing.csv from ../shared/data "
+                     "(or set BAYESTREES_DATA to its folder)")
+cal = pd.read_csv(path).sample(1000 if QUICK else 7000, random_state=0)
+yc = cal.pop("medianHouseValue").to_numpy()
+n_train = 800 if QUICK else 5000
+Xtr, Xte, ytr, yte = cal.iloc[:n_train], cal.iloc[n_train:], yc[:n_train], yc[n_train:]
+t0 = time.perf_counter()
+bart_cal = bt.BARTRegressor(m=M, random_state=0, **LENGTHS).fit(Xtr, ytr)
+t_bart = time.perf_counter() - t0
+t0 = time.perf_counter()
+bf_cal = bt.BayesianForestRegressor(draws=N_BF, min_samples_leaf=5, random_state=0).fit(Xtr, ytr)
+t_bf = time.perf_counter() - t0
+iv_bf = bf_cal.predict_interval(Xte, prob=0.9)
+f_draws = bart_cal.predict_draws(Xte)                                    # (chains * draws, rows)
+sig = bart_cal.idata_.posterior["sigma"].values.reshape(-1, 1)           # the same order of draws
+y_new = f_draws + sig * np.random.default_rng(1).normal(size=f_draws.shape)
+lo, hi = np.quantile(y_new, [0.05, 0.95], axis=0)
+lo_f, hi_f = bart_cal.predict_interval(Xte, prob=0.9).T
+table = pd.DataFrame({
+    "test RMSE ($)": [rmse(bart_cal.predict(Xte), yte), rmse(bf_cal.predict(Xte), yte)],
+    "fit s": [t_bart, t_bf],
+    "90% interval of f covers y": [np.mean((yte >= lo_f) & (yte <= hi_f)),
+                                   np.mean((yte >= iv_bf[:, 0]) & (yte <= iv_bf[:, 1]))],
+    "90% predictive interval covers y": [np.mean((yte >= lo) & (yte <= hi)), np.nan],
+}, index=[f"BART (m = {M})", f"Bayesian forest ({N_BF} trees)"])
+print(f"{len(ytr)} training rows, {len(yte)} held-out rows")
+print(table.round(3).to_string())
+print(f"posterior mean of sigma: ${float(bart_cal.idata_.posterior['sigma'].mean()):,.0f}")
+print(bart_cal.convergence_)
+
+# %% [markdown]
+# Which features carry the function, and how the value depends on median
+# income: BART's band and the Bayesian forest's on one axis.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11.5, 3.9), layout="constrained")
+bt.plots.plot_variable_importance(bart_cal.idata_, ax=axes[0])
+axes[0].set_title("BART: share of splits per feature")
+rows = Xtr.sample(PD_ROWS, random_state=0)
+bt.plots.plot_partial_dependence(bart_cal, rows, "medianIncome", ax=axes[1], grid_resolution=PD_GRID,
+                                 max_rows=PD_ROWS, color="C0", label="BART")
+bt.plots.plot_partial_dependence(bf_cal, rows, "medianIncome", ax=axes[1], grid_resolution=PD_GRID,
+                                 max_rows=PD_ROWS, color="C1", label="Bayesian forest", rug=False)
+axes[1].set_ylabel("median house value ($)")
+axes[1].set_title("partial dependence on median income")
+save(fig, "california_importance_pd.png")
+
+# %% [markdown]
+# BART has a likelihood, so LOO (PSIS) estimates its out-of-sample log
+# predictive density from the fit alone; `bt.compare` ranks it against the other
+# families that have one (Bayesian CART, BET, PCFG) on the same rows.
+
+# %%
+print(bt.loo(bart_cal.idata_))
