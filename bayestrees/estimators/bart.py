@@ -17,22 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference.bart import FAMILY, acceptance_rates
-from ..priors import ChipmanPrior
-from .base import ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BARTRegressor", "BARTClassifier"]
 
 
-class _BARTMixin(DrawsMixin, FamilyEstimator):
+class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
     _family = FAMILY
-
-    def _config_params(self, params: dict) -> dict:
-        """The config's parameters; ``prior`` defaults to ``ChipmanPrior(alpha, beta)``."""
-        out = super()._config_params(params)
-        if out.get("prior") is None:
-            out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
-        out["move_probs"] = tuple(out["move_probs"])
-        return out
 
     @property
     def acceptance_(self) -> dict:

@@ -19,6 +19,7 @@ from ..convergence import check_convergence, warn_convergence
 from ..data import Binner, check_new_rows, check_y_classification, check_y_regression
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
+from ..priors import ChipmanPrior
 
 try:  # optional dependency
     from sklearn.base import BaseEstimator as _SkBase
@@ -62,8 +63,8 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
         def score(self, X, y, sample_weight=None):
             return float(np.mean(self.predict(X) == np.asarray(y)))
 
-__all__ = ["TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "RegressorBase", "ClassifierBase", "NotFittedError",
-           "load", "HAVE_SKLEARN", "RENAMED"]
+__all__ = ["TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "ChipmanPriorMixin", "RegressorBase",
+           "ClassifierBase", "NotFittedError", "load", "HAVE_SKLEARN", "RENAMED"]
 
 #: the default of a former parameter name: "not given" (the new name is used)
 RENAMED = "renamed"
@@ -294,6 +295,22 @@ def _same(a, b) -> bool:
 
 def _is_renamed(v) -> bool:
     return isinstance(v, str) and v == RENAMED
+
+
+class ChipmanPriorMixin:
+    """Config parameters of the tree-MCMC estimators (Bayesian CART, BART): ``prior=None`` is
+    ``ChipmanPrior(alpha, beta)`` from the estimator's ``alpha`` and ``beta``, and the parameters named
+    in ``_tuple_params`` (lists allowed in ``__init__``) become tuples, as the hashable configs need."""
+
+    _tuple_params = ("move_probs",)
+
+    def _config_params(self, params: dict) -> dict:
+        out = super()._config_params(params)
+        if out.get("prior") is None:
+            out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
+        for name in self._tuple_params:
+            out[name] = tuple(out[name])
+        return out
 
 
 class DrawsMixin:

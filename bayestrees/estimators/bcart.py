@@ -14,23 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference.bcart import FAMILY, acceptance_rates
-from ..priors import ChipmanPrior
-from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import RENAMED, ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
 
 __all__ = ["BayesianCARTRegressor", "BayesianCARTClassifier"]
 
 
-class _BCARTMixin(DrawsMixin, FamilyEstimator):
+class _BCARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
     _family = FAMILY
-
-    def _config_params(self, params: dict) -> dict:
-        """The config's parameters; ``prior`` defaults to ``ChipmanPrior(alpha, beta)``."""
-        out = super()._config_params(params)
-        if out.get("prior") is None:
-            out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
-        out["move_probs"] = tuple(out["move_probs"])
-        out["temperatures"] = tuple(out["temperatures"])
-        return out
+    _tuple_params = ("move_probs", "temperatures")
 
     def _fitted(self) -> None:
         self.trees_ = self.result_.trees

@@ -69,7 +69,7 @@ class TemperedStep:
         R = self.n_replicas
         in_axes = (0, 0) + (None,) * len(args)
         st, infos = jax.vmap(self.step, in_axes=in_axes)(jax.random.split(k_rep, R), state, *args)
-        i = jax.random.randint(k_pair, (), 0, R - 1)
+        i = jax.random.randint(k_pair, (), 0, R - 1, dtype=jnp.int32)
         ll = jax.vmap(self.log_lik)(st)
         log_a = (st.beta[i] - st.beta[i + 1]) * (ll[i + 1] - ll[i])
         acc = jnp.log(jax.random.uniform(k_acc, dtype=ll.dtype)) < log_a

@@ -304,7 +304,7 @@ class _Init:
         J, d, n = cfg.max_trees, cfg.n_features, data.codes.shape[0]
         root = M.root_tree(cfg.mcmc, dt)
         tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
-        z = jax.random.randint(key, (n,), 0, cfg.init_trees).astype(jnp.int32)
+        z = jax.random.randint(key, (n,), 0, cfg.init_trees, dtype=jnp.int32)
         return State(tree, jnp.ones((J, cfg.mcmc.capacity), dt), jnp.full((J, d), 1.0 / d, dt),
                      jnp.full((J,), 0.5, dt), z)
 

@@ -50,7 +50,7 @@ def draw_weights(key, n: int, kind: str, dtype=jnp.float32, mask=None, n_valid=N
         # float32) would drop a row that the Bayesian bootstrap keeps
         w = jnp.maximum(jax.random.exponential(key, (n,), dtype), jnp.finfo(dtype).tiny)
     elif kind == "multinomial":
-        idx = jax.random.randint(key, (n,), 0, nv)
+        idx = jax.random.randint(key, (n,), 0, nv, dtype=jnp.int32)
         w = jnp.zeros(n, dtype).at[jnp.where(real, idx, n)].add(1.0, mode="drop")
     elif kind == "none":
         w = jnp.ones(n, dtype)

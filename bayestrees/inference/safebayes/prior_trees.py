@@ -293,7 +293,7 @@ def sample_prior_tree(key, n_features, split_prob: float = 0.475, max_internal: 
     k = sample_n_internal(key_size, split_prob, max_internal, logits, root_splits)
     internal = uniform_code_string(key_shape, k, L)
     n_nodes = 2 * k + 1
-    feature = jnp.where(internal, jax.random.randint(key_feat, (L,), 0, n_features), -1).astype(jnp.int32)
+    feature = jnp.where(internal, jax.random.randint(key_feat, (L,), 0, n_features, dtype=jnp.int32), -1).astype(jnp.int32)
     cut = jnp.where(internal, jax.random.uniform(key_cut, (L,)), 0.0)
     miss = internal & jax.random.bernoulli(key_miss, 0.5, (L,))
     left, right, depth = _structure(internal, n_nodes)
