@@ -3,7 +3,7 @@
 >>> with bt.Model():
 ...     X = bt.Data("X", X_train)
 ...     bt.BayesianCART("f", X, y_train, prior=bt.priors.ChipmanPrior(0.95, 2.0), max_depth=6)
-...     idata = bt.sample(draws=1000, tune=1000, chains=4, random_seed=0)
+...     idata = bt.sample(draws=700, tune=300, chains=4, random_seed=0)
 ...     bt.set_data({"X": X_test})
 ...     bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
 
@@ -38,7 +38,7 @@ class BayesianCART(TreeRV):
 
     Notes
     -----
-    ``bt.sample(draws, tune=1000, chains=4, thin=1, random_seed=...)`` runs ``chains``
+    ``bt.sample(draws, tune=300, chains=4, thin=1, random_seed=...)`` runs ``chains``
     vmapped chains of ``tune + draws * thin`` steps.  Posterior predictive draws at
     new rows: regression ``name`` = ``mu + sigma * eps`` (a draw of the response),
     ``name_mu`` the drawn function; classification ``name`` a drawn label and
