@@ -50,21 +50,21 @@ Priors: the same on both sides as far as bartz allows.
 bartz is not a dependency of this library. Install it for this script only, in a separate
 virtual environment, with the same JAX as the project's (the two must share one process), e.g.::
 
-    python3 -m venv /tmp/bzenv
-    /tmp/bzenv/bin/pip install -q "bartz==0.13.0" "jax==$(.venv/bin/python -c 'import jax; print(jax.__version__)')" -e .
+    python3 -m venv .venv-bartz
+    .venv-bartz/bin/pip install -q "bartz==0.13.0" "jax==$(.venv/bin/python -c 'import jax; print(jax.__version__)')" -e .
 
 or, as for the figures in ``docs/bart.md``, an environment without pip that reads the project's
 ``.venv`` for everything but bartz and its three small dependencies::
 
-    python3 -m venv --without-pip /tmp/bzenv
-    echo 'import site; site.addsitedir("'$PWD'/.venv/lib/python3.11/site-packages")' > /tmp/bzenv/lib/python3.11/site-packages/project_venv.pth
-    .venv/bin/python -m pip --python /tmp/bzenv/bin/python install "bartz==0.13.0"
+    python3 -m venv --without-pip .venv-bartz
+    echo 'import site; site.addsitedir("'$PWD'/.venv/lib/python3.11/site-packages")' > .venv-bartz/lib/python3.11/site-packages/project_venv.pth
+    .venv/bin/python -m pip --python .venv-bartz/bin/python install "bartz==0.13.0"
 
 then::
 
-    /tmp/bzenv/bin/python benchmarks/bart_bartz.py                    # n = 1,024 and 20 data sets
-    /tmp/bzenv/bin/python benchmarks/bart_bartz.py --large            # and n = 32,768
-    /tmp/bzenv/bin/python benchmarks/bart_bartz.py --datasets 3 --steps 20   # a short check
+    .venv-bartz/bin/python benchmarks/bart_bartz.py                    # n = 1,024 and 20 data sets
+    .venv-bartz/bin/python benchmarks/bart_bartz.py --large            # and n = 32,768
+    .venv-bartz/bin/python benchmarks/bart_bartz.py --datasets 3 --steps 20   # a short check
 
 A table is printed and JSON lines are appended to ``benchmarks/results/bart_bartz.jsonl`` (one
 line per timed size, per data set and a summary line for the accuracy part; each with the load

@@ -132,4 +132,4 @@ def test_sklearn_check_estimator(estimator, check):
 
 @parametrize_with_checks(_MCMC_ESTIMATORS, expected_failed_checks=_expected_failed, legacy=_FULL)
 def test_sklearn_check_mcmc_estimator(estimator, check):
-    check(estimator)
+    check(estimator)  # each scikit-learn check raises (AssertionError, ...) when the estimator fails it
