@@ -1,4 +1,7 @@
 """bayestrees: Bayesian inference over decision trees in JAX."""
+# a persistent JAX compilation cache, on by default unless JAX has one (bayestrees/compile_cache.py)
+from .compile_cache import compilation_cache_dir, set_compilation_cache, setup_default as _setup_cache
+_setup_cache()
 from . import data
 from . import tree
 from . import leaves
@@ -46,5 +49,6 @@ __all__ = [
     "BayesianCART", "BayesianCARTRegressor", "BayesianCARTClassifier",
     "BETMixture", "BETRegressor", "BETClassifier",
     "BART", "BARTRegressor", "BARTClassifier",
+    "set_compilation_cache", "compilation_cache_dir",
     "__version__",
 ]
