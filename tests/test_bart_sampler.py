@@ -1,15 +1,15 @@
 """BART's sampler against exact answers (fixed seeds; tolerances from the Monte Carlo error).
 
 (a) with every row weight 0 (no likelihood) the chains reproduce the prior: leaves and depth of
-    every tree against direct NumPy draws of the tree prior (truncated to trees whose nodes hold
-    ``min_leaf_rows = 5`` rows, by rejection), the leaf values' variance
+    every tree against direct NumPy draws of the tree prior with the interval rule prior
+    (truncated to trees whose nodes hold ``min_leaf_rows = 5`` rows, by rejection), the leaf values' variance
     ``sigma_mu^2``, and the quantiles of ``sigma`` (``sigma^2 ~ nu lambda / chi2_nu``, with
     ``P(sigma < sigma_hat) = q``);
 (b) one tree (``m = 1``) with ``sigma`` fixed is Bayesian CART: the chains' posterior of the number
-    of leaves and of the root's split variable matches the Bayesian CART family's on the same data,
-    with the same tree prior (rule prior included: both evaluate trees by
-    ``bayestrees.inference.moves.evaluate``; nodes of one row or more, Bayesian CART's rule) and the known-variance Normal leaves mapped to
-    Bayesian CART's standardised response;
+    of leaves and of the root's split variable matches Bayesian CART's random-move kernel on the
+    same data with the same target (the interval rule prior, ``MCMCConfig(rules="intervals")``,
+    whose trees ``bayestrees.inference.moves.evaluate`` scores in full; BART's kernel scores only
+    what a move changes, from cached counts);
 (b') two trees of depth at most 1 with ``sigma`` sampled: the posterior of the pair of trees and of
     ``sigma^2`` against exact enumeration (49 pairs) and quadrature;
 (c) trees held at the root (``max_depth = 0``): the sum of ``m`` leaves and ``sigma`` against
@@ -98,29 +98,29 @@ def test_truncated_normal_draws_follow_their_distribution():
 # ------------------------------------------------------------------------------------------------
 # (a) no likelihood: the prior
 # ------------------------------------------------------------------------------------------------
-def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth, q, cache):
-    """(n_leaves, depth, every node holds q rows) of one tree from the generative tree prior on the node's rows."""
-    key = rows.tobytes()
-    if key not in cache:
-        lo, hi = codes[rows].min(0), codes[rows].max(0)
-        cache[key] = lo, hi, np.flatnonzero(hi > lo)
-    lo, hi, valid = cache[key]
+def _direct_prior_draw(rng, codes, rows, lo, hi, depth, prior, max_depth, q):
+    """(n_leaves, depth, every node holds q rows) of one tree from the generative tree prior with the
+    interval rule prior: ``lo``/``hi`` the node's interval of every feature (cut points ``lo <= t < hi``)."""
+    valid = np.flatnonzero(hi > lo)
     p = prior.alpha * (1 + depth) ** -prior.beta
     if depth >= max_depth or len(valid) == 0 or rng.random() >= p:
         return 1, depth, len(rows) >= q
     j = valid[int(rng.random() * len(valid))]
     t = lo[j] + int(rng.random() * (hi[j] - lo[j]))
-    a = _direct_prior_draw(rng, codes, rows[codes[rows, j] <= t], depth + 1, prior, max_depth, q, cache)
-    b = _direct_prior_draw(rng, codes, rows[codes[rows, j] > t], depth + 1, prior, max_depth, q, cache)
+    hl, lr = hi.copy(), lo.copy()
+    hl[j], lr[j] = t, t + 1
+    a = _direct_prior_draw(rng, codes, rows[codes[rows, j] <= t], lo, hl, depth + 1, prior, max_depth, q)
+    b = _direct_prior_draw(rng, codes, rows[codes[rows, j] > t], lr, hi, depth + 1, prior, max_depth, q)
     return a[0] + b[0], max(a[1], b[1]), a[2] and b[2]
 
 
 def _direct_prior(rng, codes, prior, max_depth, q, size):
     """``size`` draws of (n_leaves, depth) from the tree prior truncated to trees whose nodes all hold
     ``q`` rows: draws of the generative prior, rejected when a node holds fewer."""
-    cache, out = {}, []
+    out = []
+    lo, hi = codes.min(0), codes.max(0)
     while len(out) < size:
-        n_leaves, depth, ok = _direct_prior_draw(rng, codes, np.arange(codes.shape[0]), 0, prior, max_depth, q, cache)
+        n_leaves, depth, ok = _direct_prior_draw(rng, codes, np.arange(codes.shape[0]), lo, hi, 0, prior, max_depth, q)
         if ok:
             out.append((n_leaves, depth))
     return out
@@ -188,29 +188,35 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart():
     draws = dict(draws=15000, tune=500, thin=4, chains=4)
     bart = fit_bart(jax.random.key(1), data, BARTConfig(m=1, prior=prior, max_depth=max_depth, fixed_sigma=sigma,
                                                       k=k, min_leaf_rows=1, **draws))
-    # the same model on Bayesian CART's scale: its response is (y - loc) / sd, BART's (y - mid) / range
-    _, loc, sd = standardize_response(data.y)
-    a, c = bart.y_scale / sd, (bart.y_shift - loc) / sd          # y_cart = a y_bart + c
-    leaves = KnownVarianceNormalLeaves(sigma2=(a * sigma / bart.y_scale) ** 2, tau2=(a * bart.sigma_mu) ** 2, m0=c)
-    # Bayesian CART's random moves: the kernel BART moves each of its trees with
-    cart = fit_bcart(jax.random.key(2), data, BCARTConfig(prior=prior, leaf_model=leaves, max_depth=max_depth,
-                                                          scheme="moves", **draws))
+    # the same model for Bayesian CART's random moves, on BART's scaled response: y_s ~ N(mu_leaf, s^2),
+    # mu_leaf ~ N(0, sigma_mu^2), the interval rule prior, nodes of one row or more
+    ys = (np.asarray(data.y, np.float64) - bart.y_shift) / bart.y_scale
+    leaves = KnownVarianceNormalLeaves(sigma2=(sigma / bart.y_scale) ** 2, tau2=bart.sigma_mu ** 2)
+    codes = np.asarray(data.codes).astype(np.int32)
+    mc = M.MCMCConfig(prior, leaves, max_depth, 2, rules="intervals")
+    md = M.MCMCData(jnp.asarray(codes), jnp.asarray(ys, jnp.float32), leaves.row_stats(jnp.asarray(ys, jnp.float32)),
+                    jnp.ones(n), prior=traced_params(prior, jnp.float32), code_lo=jnp.asarray(codes.min(0)),
+                    code_hi=jnp.asarray(codes.max(0)))
+
+    def shape(key, st, data):
+        return jnp.sum(st.tree.is_leaf()), jnp.where(st.tree.left[0] >= 0, st.tree.feature[0], -1), \
+            M.draw_leaves(key, st.tree, st.ev, data, mc).tree.value[st.ev.leaf, 0]
+
+    cart = run_chains(jax.random.key(2), M.build_kernel(mc), args=(md,), collect=shape, **draws)
+    nl_cart, root_cart, mu_cart = (np.asarray(a) for a in cart.samples)
     assert np.all(bart.sigma == pytest.approx(sigma))
     nl_bart, _, _ = tree_summaries(bart.feature, 2)
-    nl_cart = (np.asarray(cart.trees.left) == LEAF).sum(-1)
     tv_leaves = _tv(Counter(nl_bart.ravel().tolist()), Counter(nl_cart.ravel().tolist()))
-    tv_root = _tv(Counter(_root_feature(bart.feature[..., 0, :]).ravel().tolist()),
-                  Counter(np.where(np.asarray(cart.trees.left)[..., 0] >= 0,
-                                   np.asarray(cart.trees.feature)[..., 0], -1).ravel().tolist()))
+    tv_root = _tv(Counter(_root_feature(bart.feature[..., 0, :]).ravel().tolist()), Counter(root_cart.ravel().tolist()))
     # 60,000 draws of each, four moves apart: an ESS of about 16,000 for the number of leaves and 31,000
     # for the root's variable.  Over seeds (30, 130) .. (33, 133) the TV of the two samples was
     # 0.003-0.013 (leaves) and 0.001-0.010 (root variable); 0.03 is over twice the largest
     assert tv_leaves < 0.03, (tv_leaves, Counter(nl_bart.ravel().tolist()), Counter(nl_cart.ravel().tolist()))
     assert tv_root < 0.03, tv_root
     # and the function: posterior means of mu agree within their Monte Carlo error
-    mb, mc = bart.mu.mean((0, 1)), cart.mu.mean((0, 1))
-    se = np.array([np.hypot(_mcse(bart.mu[..., i]), _mcse(cart.mu[..., i])) for i in range(n)])
-    assert np.all(np.abs(mb - mc) < 5 * se + 1e-3), np.max(np.abs(mb - mc) / se)
+    mb, mc_ = bart.mu.mean((0, 1)), bart.y_shift + bart.y_scale * mu_cart.astype(np.float64).mean((0, 1))
+    se = np.array([np.hypot(_mcse(bart.mu[..., i]), bart.y_scale * _mcse(mu_cart[..., i])) for i in range(n)])
+    assert np.all(np.abs(mb - mc_) < 5 * se + 1e-3), np.max(np.abs(mb - mc_) / se)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,11 +263,12 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
     exact_s2 = sum(exact[k] * e_s2[k] for k in exact)
 
     mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, tau2), 1, d)
-    data = K.BARTData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(nu),
-                      jnp.float32(nu * lam), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32))
+    data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(nu),
+                      jnp.float32(nu * lam), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32),
+                      *(jnp.asarray(a) for a in K.data_intervals(codes)))
 
     def pair_of(key, st, data):
-        return st.tree.feature[:, 0], st.tree.threshold[:, 0], st.tree.left[:, 0], st.sigma2
+        return st.feature[:, 0], st.threshold[:, 0], st.feature[:, 0], st.sigma2
 
     res = run_chains(jax.random.key(0), K.build_kernel(K.KernelConfig(mc, m)), args=(data,), chains=4, draws=25000,
                      tune=200, collect=pair_of)
@@ -277,6 +284,93 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
     # 100,000 draws over 28 unordered pairs (ESS a few thousand): over four seeds the TV was 0.008-0.014
     assert tv < 0.03, tv
     assert abs(s2.mean() - exact_s2) < 4 * _mcse(s2), (s2.mean(), exact_s2, _mcse(s2))
+
+
+# ------------------------------------------------------------------------------------------------
+# (b'') the step leaves the exact posterior where it is
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("move_probs", [(0.5, 0.5, 0.0, 0.0), (0.25, 0.25, 0.4, 0.1)])
+def test_steps_from_the_exact_posterior_stay_at_it(move_probs):
+    """60,000 independent states (two stumps and their leaf values) drawn from the exact posterior
+    (``sigma`` fixed; the pair by enumeration, the four leaf values from their joint Normal given the
+    pair), each moved by six steps of its own chain: if the step leaves the posterior invariant the
+    pairs are still 60,000 independent draws from it (a chi-squared test), and the leaf values given
+    the pair still have their exact conditional mean.  This catches what a long chain's averages
+    can hide (a wrong leaf draw after a rejected move biased the other tree's residual)."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    n, d, m, N, steps = 8, 2, 2, 60000, 6
+    s2, tau2, alpha = 0.03, 0.25 ** 2, 0.95
+    codes = rng.integers(0, 4, size=(n, d))
+    y = (np.where(codes[:, 0] >= 2, 0.3, -0.2) + 0.15 * codes[:, 1] + 0.15 * rng.normal(size=n)).astype(np.float32)
+    prior = ChipmanPrior(alpha, 2.0)
+    lo, hi = codes.min(0), codes.max(0)
+    rules = [None] + [(j, t) for j in range(d) for t in range(lo[j], hi[j])]
+
+    def leaves_of(r):
+        return np.zeros(n, int) if r is None else np.where(codes[:, r[0]] <= r[1], 1, 2)
+
+    def design(pair):                                   # rows x (3 slots of tree 0, 3 of tree 1), used columns
+        Z = np.concatenate([(leaves_of(r)[:, None] == np.arange(3)).astype(float) for r in pair], 1)
+        return Z, Z.sum(0) > 0
+
+    def log_prior(r):
+        return np.log1p(-alpha) if r is None else np.log(alpha) - np.log(np.sum(hi > lo)) - np.log(hi[r[0]] - lo[r[0]])
+
+    pairs = list(itertools.product(rules, rules))
+    lp = np.array([log_prior(a) + log_prior(b) + stats.multivariate_normal(
+        np.zeros(n), s2 * np.eye(n) + tau2 * (lambda Z: Z @ Z.T)(design((a, b))[0])).logpdf(y) for a, b in pairs])
+    post = np.exp(lp - lp.max())
+    post /= post.sum()
+
+    def conditional(pair):                              # the leaf values' Normal given the pair
+        Z, used = design(pair)
+        cov = np.linalg.inv(Z[:, used].T @ Z[:, used] / s2 + np.eye(used.sum()) / tau2)
+        return cov @ Z[:, used].T @ y / s2, cov, used
+
+    which = rng.choice(len(pairs), size=N, p=post)
+    feat, thr = np.full((N, m, 3), -1, np.int32), np.zeros((N, m, 3), np.int32)
+    value, leaf, count = np.zeros((N, m, 3), np.float32), np.zeros((N, m, n), np.int8), np.zeros((N, m, 3), np.float32)
+    for i, pair in enumerate(pairs):
+        sel = np.flatnonzero(which == i)
+        mean, cov, used = conditional(pair)
+        full = np.zeros((len(sel), 3 * m))
+        full[:, used] = rng.multivariate_normal(mean, cov, size=len(sel))
+        for j, r in enumerate(pair):
+            if r is not None:
+                feat[sel, j, 0], thr[sel, j, 0] = r
+            value[sel, j], leaf[sel, j] = full[:, 3 * j:3 * j + 3], leaves_of(r)
+            count[sel, j] = np.bincount(leaves_of(r), minlength=3)
+    resid = y - np.take_along_axis(value, leaf.astype(int), 2).sum(1)
+    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count, resid)),
+                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
+    mc = M.MCMCConfig(prior, KnownVarianceNormalLeaves(1.0, tau2), 1, d, move_probs=move_probs)
+    data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
+                      jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
+                      *(jnp.asarray(a) for a in K.data_intervals(codes)))
+    step = jax.jit(jax.vmap(K.build_kernel(K.KernelConfig(mc, m, sample_sigma=False)).step, in_axes=(0, 0, None)))
+    keys = jax.random.split(jax.random.key(1), N)
+    for k in range(steps):
+        state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)
+    f, t = np.asarray(state.feature[:, :, 0]), np.asarray(state.threshold[:, :, 0])
+    index = {pair: i for i, pair in enumerate(pairs)}
+    now = np.array([index[tuple(None if f[c, j] < 0 else (int(f[c, j]), int(t[c, j])) for j in range(m))]
+                    for c in range(N)])
+    observed, expected = np.bincount(now, minlength=len(pairs)), N * post
+    big = expected >= 5                                  # the rest pooled into one cell
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    p_value = stats.chisquare(obs, exp).pvalue
+    # exact under invariance; with the bug above p was below 1e-30 after six steps
+    assert p_value > 1e-3, (p_value, sorted(zip(observed / N, post, pairs), key=lambda x: -abs(x[0] - x[1]))[:4])
+    vals = np.asarray(state.value)
+    for i in np.argsort(-post)[:3]:                     # the three likeliest pairs: conditional means
+        mean, cov, used = conditional(pairs[i])
+        got = vals[now == i].reshape(-1, 3 * m)[:, used]
+        z = (got.mean(0) - mean) / np.sqrt(np.diag(cov) / len(got))
+        assert np.all(np.abs(z) < 4.5), (pairs[i], z)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -347,18 +441,22 @@ def test_running_residual_equals_a_fresh_sum_after_10000_steps():
     prior = ChipmanPrior(0.95, 1.0)
     mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, 0.3 ** 2), max_depth, d)
     kcfg = K.KernelConfig(mc, m)
-    data = K.BARTData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
-                      jnp.float32(0.05), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32))
+    data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
+                      jnp.float32(0.05), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32),
+                      *(jnp.asarray(a) for a in K.data_intervals(codes)))
     steps = 10_000
     res = run_chains(jax.random.key(5), K.build_kernel(kcfg), args=(data,), chains=1, draws=1, tune=steps - 1)
     st = jax.tree_util.tree_map(lambda a: np.asarray(a[0, 0]), res.samples)
     assert int(np.asarray(res.info.proposed).sum()) == m          # the kept step moved every tree once
-    leaf = np.asarray(jax.vmap(H.route, in_axes=(0, None, None))(jax.tree_util.tree_map(jnp.asarray, st.tree),
+    trees = K.expand_trees(st.feature, st.threshold, st.value)
+    leaf = np.asarray(jax.vmap(H.route, in_axes=(0, None, None))(jax.tree_util.tree_map(jnp.asarray, trees),
                                                                 jnp.asarray(codes, jnp.int32), max_depth))
     np.testing.assert_array_equal(leaf, st.leaf)                  # the stored routing is the tree's
-    fresh = y.astype(np.float64) - np.take_along_axis(st.tree.value[..., 0].astype(np.float64), leaf, 1).sum(0)
+    # the cached rows per leaf are the routing's
+    np.testing.assert_array_equal(st.count, np.stack([np.bincount(lf, minlength=st.count.shape[1]) for lf in leaf]))
+    fresh = y.astype(np.float64) - np.take_along_axis(st.value.astype(np.float64), leaf, 1).sum(0)
     # 10,000 steps x 5 trees x 2 float32 roundings of |R| < 1 (ulp 1.2e-7, half an ulp each): a random walk
     # of 100,000 roundings has sd about 0.3 ulp x sqrt(1e5) = 1.1e-5; the tolerance is 5 times that
     err = np.abs(st.resid - fresh)
     assert err.max() < 6e-5, err.max()
-    assert np.abs(st.tree.value).max() > 0.01 and (np.asarray(st.tree.left) >= 0).any()  # trees did grow
+    assert np.abs(st.value).max() > 0.01 and (st.feature >= 0).any()  # trees did grow

@@ -91,11 +91,12 @@ from ..batching import scatter_add, scatter_max, take
 from ..leaves import LeafDraw, leaf_stats
 from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from . import heap as H
+from . import intervals as IV
 from .loop import Kernel
 from .tempering import tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
-           "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "log_var_prob", "collect", "root_tree"]
+           "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "choose_u", "log_var_prob", "collect", "root_tree"]
 
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
@@ -127,6 +128,10 @@ class MCMCConfig:
         ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
     local_moves : with ``scheme="mixed"``, the local moves made before each particle Gibbs
         regrowth in one step (:class:`bayestrees.inference.pgibbs.MixedStep`)
+    rules : "data" (default: the rule prior on the codes of the node's own rows, the module
+        docstring) or "intervals" (the ancestor-interval rule prior of the BART R packages:
+        :mod:`bayestrees.inference.intervals`; needs ``MCMCData.code_lo``/``code_hi`` and a prior
+        with the rule in it)
     """
 
     prior: Any
@@ -140,8 +145,13 @@ class MCMCConfig:
     particles: int = 10
     n_codes: int = 0
     local_moves: int = 50
+    rules: str = "data"
 
     def __post_init__(self):
+        if self.rules not in ("data", "intervals"):
+            raise ValueError(f"rules must be 'data' or 'intervals', got {self.rules!r}")
+        if self.rules == "intervals" and not self.prior.rule_in_prior:
+            raise ValueError("the interval rule prior needs a prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         t = tuple(float(b) for b in self.temperatures)
         if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
             raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
@@ -178,6 +188,8 @@ class MCMCData(NamedTuple):
     prior : the prior with traced parameters (:func:`bayestrees.priors.traced_params`), optional:
         its values replace those of ``MCMCConfig.prior`` (which then only names the kind), so fits
         that differ only in the prior's values share one compilation (default None: the config's)
+    code_lo, code_hi : int32 (d,), optional  the root's interval of every feature, for
+        ``MCMCConfig.rules == "intervals"``
     """
 
     codes: jax.Array
@@ -186,6 +198,8 @@ class MCMCData(NamedTuple):
     weight: jax.Array
     var_weight: Any = None
     prior: Any = None
+    code_lo: Any = None
+    code_hi: Any = None
 
 
 class Eval(NamedTuple):
@@ -262,8 +276,13 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
     else:
         leaf = H.reroute(tree, data.codes, leaf, node, cfg.max_depth)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
-    lo, hi, cnt = H.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
+    if cfg.rules == "intervals":
+        lo, hi = IV.interval_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, data.code_lo, data.code_hi,
+                                    cfg.max_depth)
+        cnt = H.node_counts(leaf, jnp.where(data.weight > 0, data.weight, 0.0), S)
+    else:
+        lo, hi, cnt = H.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     prior = cfg.prior if data.prior is None else data.prior
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
     q = cfg.min_leaf_rows
@@ -296,7 +315,7 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
 # ---------------------------------------------------------------------------------------------
 # proposals
 # ---------------------------------------------------------------------------------------------
-def _choose_u(u, mask):
+def choose_u(u, mask):
     """A uniform index among ``mask`` (and how many there were), from uniforms ``u`` of ``mask``'s shape."""
     k = jnp.sum(mask)
     return jnp.argmax(jnp.where(mask, random_bits.gumbel(u), -jnp.inf)).astype(jnp.int32), k
@@ -304,7 +323,7 @@ def _choose_u(u, mask):
 
 def _choose(key, mask):
     """A uniform index among ``mask`` (and how many there were); index 0 when none."""
-    return _choose_u(random_bits.open_uniform(key, mask.shape), mask)
+    return choose_u(random_bits.open_uniform(key, mask.shape), mask)
 
 
 def growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
@@ -332,7 +351,7 @@ def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
     """:func:`_draw_rule` from uniforms: ``u_var`` (d,) picks the variable, ``u_thr`` () the threshold."""
     nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
     if var_weight is None:
-        j, _ = _choose_u(u_var, nthr > 0)
+        j, _ = choose_u(u_var, nthr > 0)
     else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
         g = random_bits.gumbel(u_var) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
         j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
@@ -374,7 +393,7 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
 
     def grow(_):
         mask = growable(tree, ev, cfg)
-        s, k = _choose_u(u_node, mask)
+        s, k = choose_u(u_node, mask)
         j, t = _draw_rule_u(u_var, u_thr, ev, s)
         new, ok = grow_leaf(tree, s, j, t, heap=True)
         lq = -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(ev, s, j)
@@ -382,14 +401,14 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
 
     def prune(_):
         mask = _nog(tree, cfg)
-        s, k = _choose_u(u_node, mask)
+        s, k = choose_u(u_node, mask)
         new, ok = prune_node(tree, s)
         lq = -jnp.log(jnp.maximum(k, 1).astype(dt))
         return new, ok & (k > 0), s, lq, jnp.stack([tree.feature[s], tree.threshold[s]])
 
     def change(_):
         mask = tree.is_internal()
-        s, k = _choose_u(u_node, mask)
+        s, k = choose_u(u_node, mask)
         j, t = _draw_rule_u(u_var, u_thr, ev, s)
         new = _set_rule(tree, s, j, t)
         j_old = tree.feature[s]
@@ -403,7 +422,7 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
         idx = jnp.arange(S)
         par = jnp.maximum((idx - 1) // 2, 0)
         pair = tree.is_internal() & (idx > 0) & tree.is_internal()[par]
-        c, k = _choose_u(u_node, pair)
+        c, k = choose_u(u_node, pair)
         p = (c - 1) // 2
         sib = jnp.where(c % 2 == 1, c + 1, c - 1)
         rule = lambda i: (tree.feature[i], tree.threshold[i])  # noqa: E731

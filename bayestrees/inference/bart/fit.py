@@ -13,9 +13,11 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
 
 * ``m = 200`` trees (section 2.2.4: "m = 200 ... to be a reasonable default").
 * Tree prior ``ChipmanPrior(alpha=0.95, beta=2)``: a node at depth ``d`` splits with probability
-  ``0.95 (1 + d)^-2`` (section 2.2.2); the rule uniform over the node's valid variables and,
-  given the variable, uniform over its valid thresholds (split codes among the node's rows:
-  :mod:`bayestrees.inference.moves`).
+  ``0.95 (1 + d)^-2`` (section 2.2.2); the rule uniform over the variables with a cut point left
+  in the node's interval and, given the variable, uniform over those cut points (the interval
+  the node's ancestors leave it, from the smallest to the largest code of the training rows at
+  the root: :mod:`bayestrees.inference.intervals`; the prior of BayesTree, the R package BART and
+  bartz, which does not look at where the rows go).
 * ``max_depth = 5`` (leaves at depth 0..5, 63 heap slots; bartz's default ``max_depth=6`` counts
   levels from 1 and is the same limit).  Not in the paper, whose prior is untruncated: under
   ``alpha = 0.95, beta = 2`` the expected number of nodes at depth 5 is ``prod_{d<5} 2 p_d =
@@ -68,7 +70,7 @@ from ...convert import to_inferencedata
 from ...data import TrainingData, check_dtype, check_finite, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...leaves import KnownVarianceNormalLeaves
-from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
+from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
 from .. import moves as M
 from ..loop import check_chain_method, run_chains
 from . import kernel as K
@@ -96,7 +98,7 @@ class BARTConfig:
     Parameters
     ----------
     m : int >= 1  number of trees in the sum (default 200)
-    prior : a bt.priors object (ChipmanPrior, DepthDecayPrior, LeafCountPrior): the prior of each tree
+    prior : a bt.priors depth prior (ChipmanPrior, DepthDecayPrior): the prior of each tree's shape
     k : float > 0  leaf prior: ``sigma_mu = 0.5 / (k sqrt(m))`` on the scaled response (probit ``3 / (k sqrt(m))``)
     nu : float > 0  degrees of freedom of the ``nu lambda / chi2_nu`` prior of ``sigma^2``
     q : float in (0, 1)  prior probability that ``sigma < sigma_hat`` (sets ``lambda``)
@@ -134,8 +136,9 @@ class BARTConfig:
     chain_method: str = "auto"
 
     def __post_init__(self):
-        if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior, LeafCountPrior)):
-            raise ValueError(f"prior must be a bt.priors object (ChipmanPrior, DepthDecayPrior or LeafCountPrior), "
+        if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior)):
+            raise ValueError(f"prior must be a bt.priors depth prior (ChipmanPrior or DepthDecayPrior; BART's rule "
+                             f"prior is the interval prior, which LeafCountPrior's partition trees do not take), "
                              f"got {self.prior!r}")
         check_int("m", self.m, 1)
         check_positive("k", self.k)
@@ -304,9 +307,11 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
                       min_leaf_rows=int(config.min_leaf_rows))
     kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None)
     kernel = K.build_kernel(kcfg, dtype)
-    bdata = K.BARTData(jnp.asarray(codes), jnp.asarray(ys, dtype), jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype),
-                       jnp.asarray(config.nu, dtype), jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype),
-                       jnp.asarray(offset, dtype), traced_params(config.prior, dtype))
+    code_lo, code_hi = K.data_intervals(data.codes)
+    bdata = K.BARTData(jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)), jnp.asarray(ys, dtype),
+                       jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype), jnp.asarray(config.nu, dtype),
+                       jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype), jnp.asarray(offset, dtype),
+                       traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
     col = K.collect(kcfg, fdt, tdt)

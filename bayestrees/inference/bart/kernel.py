@@ -2,45 +2,54 @@
 
 The kernel is written for ONE chain over NamedTuple :class:`State`/:class:`Info` and run by
 :func:`bayestrees.inference.loop.run_chains` (vmapped chains or threads).  A chain holds ``m``
-heap trees (the layout of :mod:`bayestrees.inference.moves`), each tree's routing of the
-training rows and node ranges, the running residual and the noise variance.
+heap trees as compact arrays (split variable, split code and leaf value per slot: the layout of
+:class:`Draw`), each tree's routing of the training rows, the running residual and the noise
+variance.
 
 Model (on the response scaled to ``[-0.5, 0.5]``, or the probit latent scale)
 -------------------------------------------------------------------------------
 ``y_i = sum_j g(x_i; T_j, M_j) + e_i``, ``e_i ~ N(0, sigma^2 / w_i)`` (``w_i`` known row weights,
-1 by default); every tree ``T_j`` from the tree prior (a :mod:`bayestrees.priors` object; the
-split rule drawn uniformly among the node's valid variables and thresholds, as in
-:mod:`bayestrees.inference.moves`), every leaf value ``mu ~ N(0, sigma_mu^2)`` independently
-(:class:`~bayestrees.leaves.KnownVarianceNormalLeaves` with ``tau2 = sigma_mu^2``),
+1 by default); every tree ``T_j`` from the tree prior (a :mod:`bayestrees.priors` depth prior; the
+split rule from the ancestor-interval rule prior of :mod:`bayestrees.inference.intervals`, the
+prior of the BART R packages and bartz: variable uniform among those with a cut point left in
+the node's interval, threshold uniform among those cut points), truncated to trees whose nodes
+all hold ``min_leaf_rows`` rows; every leaf value ``mu ~ N(0, sigma_mu^2)`` independently
+(:class:`~bayestrees.leaves.KnownVarianceNormalLeaves` with ``tau2 = sigma_mu^2``);
 ``sigma^2 ~ nu lambda / chi2_nu``.  Binary outcomes (probit, Albert & Chib 1993):
 ``P(y_i = 1) = Phi(offset + f(x_i))`` through the latent ``z_i ~ N(offset + f(x_i), 1 / w_i)``,
 ``y_i = 1[z_i > 0]``, ``sigma = 1`` fixed.
 
 One step (Bayesian backfitting, CGM 2010 section 3)
 ---------------------------------------------------
-1. For ``j = 1 .. m`` in turn (a ``lax.scan`` over the trees), with the running residual
+1. For every tree at once (``vmap``; nothing here reads the residual): a Metropolis-Hastings
+   proposal ``T_j'`` of one move (grow, prune, change or swap, types drawn with ``move_probs``:
+   the moves and proposal ratios of :mod:`bayestrees.inference.moves`, the node chosen
+   uniformly among those the move applies to, the rule from the interval rule prior), with the
+   part of its log acceptance ratio that does not involve the data: ``log p(T') - log p(T) +
+   log q(T | T') - log q(T' | T)``.  Tree ``j``'s proposal depends only on ``T_j``, which no
+   earlier visit of the step changes, so drawing them all first is the same kernel as drawing
+   each when its tree is visited.
+2. For ``j = 1 .. m`` in turn (a ``lax.scan`` over the trees), with the running residual
    ``R = y - sum_j g_j`` (``z - offset - sum_j g_j`` for probit):
 
    a. ``r = R + g_j`` (the partial residual: every tree but ``j``);
-   b. one Metropolis-Hastings move of ``T_j`` (grow, prune, change or swap:
-      :class:`bayestrees.inference.moves.MoveStep`) with ``y = r`` and ``M_j`` integrated out
-      under the known-variance Normal leaf model;
-   c. ``M_j`` drawn from its conjugate posterior given ``T_j`` and ``r``;
+   b. the rows' leaves in ``T_j'`` (a grow or prune moves the rows of one node; a change or swap
+      routes the rows of the changed subtree again), one scatter of ``[1, p_i, p_i r_i]``
+      (``p_i = w_i / sigma^2``) into the leaves of ``T_j`` and of ``T_j'``, the marginal
+      likelihoods with ``M_j`` integrated out and the row-count constraint; accept or reject;
+   c. ``M_j`` drawn from its conjugate posterior given the kept tree and ``r``;
    d. ``R = r - g_j`` with the new tree.
 
-   The residual is carried, never recomputed over all trees (each visit costs the routing of
-   the rows through one changed subtree, a scatter of the rows into that tree's leaves and
-   one of their codes into its node ranges: :func:`bayestrees.inference.moves.evaluate`).
-2. Regression: ``sigma^2 ~ IG((nu + n_+) / 2, (nu lambda + sum_i w_i R_i^2) / 2)`` (``n_+``:
+   The residual is carried, never recomputed over all trees: a visit costs ``O(n)`` (``O(n D)``
+   for a change or swap), independent of the number of features.
+3. Regression: ``sigma^2 ~ IG((nu + n_+) / 2, (nu lambda + sum_i w_i R_i^2) / 2)`` (``n_+``:
    rows with ``w_i > 0``), or fixed.  Probit: ``z_i`` from its truncated normal
    (:func:`truncated_normal`) and ``R`` moved by the change of ``z``.
 
-Each tree's stored state is what does not depend on the residual (its rows' leaves, as int8
-or int16 slot numbers; its node ranges and log prior), so step 1a-b recomputes only the leaf
-statistics of the tree visited.  The kernel passes the move kernel row statistics
-``[p_i, p_i r_i, 0, 0]`` (``p_i = w_i / sigma^2``): the sum of squares and the normalising term of
-the Normal likelihood are the same for every tree and cancel in every acceptance ratio
-(:class:`~bayestrees.leaves.KnownVarianceNormalLeaves`, Notes).
+The sum of squares and the normalising term of the Normal likelihood are the same for every tree
+and cancel in every acceptance ratio (:class:`~bayestrees.leaves.KnownVarianceNormalLeaves`, Notes):
+per leaf the marginal is ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` with ``P = sum p_i``,
+``Q = sum p_i r_i`` over its rows.
 """
 from __future__ import annotations
 
@@ -53,28 +62,30 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
 from ... import random_bits
-from ...batching import take
-from ...leaves import leaf_stats
+from ...batching import scatter_add, take
 from ...tree import FREE, LEAF, Tree
 from .. import heap as H
+from .. import intervals as IV
 from .. import moves as M
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "leaf_dtype"]
+           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors"]
 
 
 class BARTData(NamedTuple):
     """Training data of the kernel (every value traced: fits that differ only in them share a compilation).
 
-    codes : int32 (n, d)  feature codes (no missing values)
+    codes : (d, n)  feature codes, one row per feature (uint8 up to 255 codes; no missing values)
     y : float (n,)  the scaled response (regression) or the 0/1 labels (probit)
     weight : float (n,)  known row weights ``w_i`` (noise sd ``sigma / sqrt(w_i)``; 0: no likelihood)
-    rows : float (n,)  1 for a data row, 0 for padding (the moves' ``MCMCData.weight``: nodes must hold rows)
+    rows : float (n,)  1 for a data row, 0 for padding (nodes must hold ``min_leaf_rows`` of them)
     nu, nu_lam : float ()  the inverse-chi2 prior of ``sigma^2``: ``nu`` and ``nu * lambda``
     sigma2 : float ()  the starting (or, when not sampled, the fixed) noise variance
     offset : float ()  probit offset ``Phi^-1(mean y)`` (0 for regression)
     prior : the tree prior with traced values (:func:`bayestrees.priors.traced_params`)
+    code_lo, code_hi : int32 (d,)  the root's interval of every feature (smallest and largest code
+        among the rows; :mod:`bayestrees.inference.intervals`)
     """
 
     codes: jax.Array
@@ -86,6 +97,8 @@ class BARTData(NamedTuple):
     sigma2: jax.Array
     offset: jax.Array
     prior: Any = None
+    code_lo: Any = None
+    code_hi: Any = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +106,7 @@ class KernelConfig:
     """Static settings of the kernel (hashable: one compilation per setting and data shape).
 
     mcmc : M.MCMCConfig (the prior's kind, ``KnownVarianceNormalLeaves(1, sigma_mu^2)``, max_depth,
-        move probabilities; scheme "moves")
+        move probabilities, min_leaf_rows; scheme "moves")
     m : number of trees
     probit : binary outcomes through the probit latent variables
     sample_sigma : draw ``sigma^2`` (regression); False keeps ``BARTData.sigma2``
@@ -107,6 +120,8 @@ class KernelConfig:
     def __post_init__(self):
         if self.mcmc.scheme != "moves":
             raise ValueError("BART's tree step is one move per tree (MCMCConfig.scheme 'moves')")
+        if not self.mcmc.prior.rule_in_prior:
+            raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         if self.probit and self.sample_sigma:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
 
@@ -116,25 +131,37 @@ def leaf_dtype(capacity: int):
     return jnp.int8 if capacity <= 128 else jnp.int16 if capacity <= 32768 else jnp.int32
 
 
+def data_intervals(codes, rows=None):
+    """``(code_lo, code_hi)`` int32 (d,): each feature's smallest and largest code among the rows ((n, d) codes)."""
+    c = np.asarray(codes).astype(np.int64)
+    if rows is not None:
+        c = c[np.asarray(rows) > 0]
+    if c.shape[0] == 0:
+        z = np.zeros(c.shape[1], np.int32)
+        return z, z
+    return c.min(0).astype(np.int32), c.max(0).astype(np.int32)
+
+
 class State(NamedTuple):
     """One chain.
 
-    tree : Tree, batch (m,): heap trees; ``value`` the current leaf values
+    feature : int32 (m, S)  split variable of each internal slot, -1 elsewhere
+    threshold : int32 (m, S)  split code (codes ``<= t`` go left; 0 where not internal)
+    value : float (m, S)  leaf values (0 where not a leaf)
     leaf : int8/int16 (m, n)  each training row's leaf slot in each tree
-    lo, hi : int32 (m, S, d)  node code ranges (:func:`bayestrees.inference.heap.code_ranges`)
-    count : float (m, S)  rows per node
-    log_prior : float (m,)  each tree's log prior (with its rules)
+    count : float (m, S)  rows (``BARTData.rows``) per leaf slot (0 elsewhere)
+    wsum : float (m, S)  row weight ``sum w_i`` per leaf slot (0 elsewhere)
     resid : float (n,)  the running residual ``y - sum_j g_j`` (probit: ``z - offset - sum_j g_j``)
     sigma2 : float ()  noise variance
     z : float (n,)  probit latent minus the offset (regression: the scaled response, unchanged)
     """
 
-    tree: Tree
+    feature: jax.Array
+    threshold: jax.Array
+    value: jax.Array
     leaf: jax.Array
-    lo: jax.Array
-    hi: jax.Array
     count: jax.Array
-    log_prior: jax.Array
+    wsum: jax.Array
     resid: jax.Array
     sigma2: jax.Array
     z: jax.Array
@@ -183,15 +210,10 @@ def truncated_normal(u, mean, sd, positive):
     return mean + s * sd * t
 
 
-def _root_state(cfg: KernelConfig, data: BARTData, dtype):
-    """The root leaf, its evaluation on the data and the stacked state of ``m`` such trees."""
-    mc = cfg.mcmc
-    root = M.root_tree(mc, dtype)
-    rs = jnp.zeros((data.codes.shape[0], 4), dtype)
-    ev = M.evaluate(root, M.MCMCData(data.codes, data.y, rs, data.rows, prior=data.prior), mc)
-    stack = lambda a: jnp.broadcast_to(a, (cfg.m,) + a.shape)  # noqa: E731
-    return (jax.tree_util.tree_map(stack, root), stack(ev.leaf.astype(leaf_dtype(mc.capacity))), stack(ev.lo),
-            stack(ev.hi), stack(ev.count), stack(ev.log_prior))
+def _probit_z(u, eta, y, weight):
+    """The latent ``z`` given ``eta = offset + f``: truncated normal where ``w > 0``, ``eta`` elsewhere."""
+    sd = 1.0 / jnp.sqrt(jnp.where(weight > 0, weight, 1.0))
+    return jnp.where(weight > 0, truncated_normal(u, eta, sd, y > 0.5), eta)
 
 
 @dataclass(frozen=True)
@@ -201,83 +223,269 @@ class _Init:
 
     def __call__(self, key, data: BARTData) -> State:
         dt = self.dtype
-        tree, leaf, lo, hi, count, lprior = _root_state(self.cfg, data, dt)
+        m, S = self.cfg.m, self.cfg.mcmc.capacity
+        n = data.y.shape[0]
         y = jnp.asarray(data.y, dt)
         if self.cfg.probit:  # z from its conditional given f = 0
             u = random_bits.open_uniform(key, y.shape).astype(dt)
-            sd = 1.0 / jnp.sqrt(jnp.where(data.weight > 0, data.weight, 1.0))
             eta = jnp.broadcast_to(jnp.asarray(data.offset, dt), y.shape)
-            z = jnp.where(data.weight > 0, truncated_normal(u, eta, sd, y > 0.5), eta) - data.offset
+            z = _probit_z(u, eta, data.y, data.weight) - data.offset
         else:
             z = y
-        return State(tree, leaf, lo, hi, count, lprior, z, jnp.asarray(data.sigma2, dt), z)
+        root = jnp.zeros((m, S), dt).at[:, 0]
+        return State(jnp.full((m, S), -1, jnp.int32), jnp.zeros((m, S), jnp.int32), jnp.zeros((m, S), dt),
+                     jnp.zeros((m, n), leaf_dtype(S)), root.set(jnp.sum(data.rows).astype(dt)),
+                     root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), z,
+                     jnp.asarray(data.sigma2, dt), z)
+
+
+def _tables(S: int):
+    idx = np.arange(S)
+    return (np.minimum(2 * idx + 1, S - 1), np.minimum(2 * idx + 2, S - 1), np.maximum((idx - 1) // 2, 0),
+            np.floor(np.log2(idx + 1)).astype(np.int32))
+
+
+class _Proposal(NamedTuple):
+    """One tree's proposal (step 1 of the module docstring)."""
+
+    kind: jax.Array        # int32: 0 grow, 1 prune, 2 change or swap (how the rows move)
+    move: jax.Array        # int32: index into moves.MOVES
+    ok: jax.Array          # the move is possible and the proposed tree has prior mass
+    node: jax.Array        # int32: the grown / pruned node, or the top of the changed subtree
+    var: jax.Array         # int32: the grown rule's variable
+    thr: jax.Array         # int32: the grown rule's threshold
+    feature: jax.Array     # int32 (S,): T'
+    threshold: jax.Array   # int32 (S,)
+    leaf_old: jax.Array    # bool (S,): leaves of T
+    leaf_new: jax.Array    # bool (S,): leaves of T'
+    log_ratio: jax.Array   # log p(T') - log p(T) + log q(T | T') - log q(T' | T)
+
+
+def _propose(u, f, t, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
+    """The proposal for one tree ``(f, t)`` from the uniforms ``u`` (4 + 2 + S + d of them)."""
+    mc = cfg.mcmc
+    S, D = mc.capacity, mc.max_depth
+    lc, rc, par, depth = _tables(S)
+    prior = mc.prior if data.prior is None else data.prior
+    lo0, hi0 = data.code_lo, data.code_hi
+    lp, avail, internal, is_leaf, _ = IV.log_tree_prior(f, t, lo0, hi0, prior, D, dtype=dtype)
+    growable = is_leaf & (depth < D) & (avail > 0)
+    nog = internal & ~internal[lc] & ~internal[rc]
+    pair = internal & (np.arange(S) > 0) & internal[par]
+    log_p = jnp.log(jnp.asarray(mc.move_probs, jnp.float32))
+    move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)
+    mask = jnp.stack([growable, nog, internal, pair])[move]
+    s, k = M.choose_u(u[6:6 + S], mask)
+    # the rule: variable uniform among those with a cut point left, threshold uniform among them
+    lo_s, hi_s = IV.node_interval(f, t, lo0, hi0, s, D)
+    nthr = jnp.maximum(hi_s - lo_s, 0)
+    j, _ = M.choose_u(u[6 + S:], nthr > 0)
+    cnt = jnp.maximum(nthr[j], 1)
+    tn = (lo_s[j] + jnp.minimum(jnp.floor(u[5] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
+    log_avail = jnp.log(jnp.maximum(jnp.sum(nthr > 0), 1).astype(dtype))
+    log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))  # noqa: E731
+    # the proposed tree: up to three slots set (the swap's parent, child and the child's twin sibling)
+    c, p = s, jnp.maximum((s - 1) // 2, 0)
+    sib = jnp.where(s % 2 == 1, s + 1, s - 1)
+    sib_int = internal[jnp.clip(sib, 0, S - 1)] & (s > 0)
+    same = sib_int & (f[sib] == f[c]) & (t[sib] == t[c])
+    is_swap, is_prune = move == 3, move == 1
+    slot0 = jnp.where(is_swap, p, s)
+    f0 = jnp.where(is_swap, f[c], jnp.where(is_prune, -1, j))
+    t0 = jnp.where(is_swap, t[c], jnp.where(is_prune, 0, tn))
+    slots = jnp.stack([slot0, jnp.where(is_swap, c, S), jnp.where(is_swap & same, sib, S)])
+    fn = f.at[slots].set(jnp.stack([f0, f[p], f[p]]), mode="drop")
+    tn_ = t.at[slots].set(jnp.stack([t0, t[p], t[p]]), mode="drop")
+    lp_new, avail_new, internal_new, leaf_new, rules_ok = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
+    n_growable_new = jnp.sum(leaf_new & (depth < D) & (avail_new > 0))
+    n_nog_new = jnp.sum(internal_new & ~internal_new[lc] & ~internal_new[rc])
+    logk = lambda x: jnp.log(jnp.maximum(x, 1).astype(dtype))  # noqa: E731
+    # log q(T | T') - log q(T' | T) per move type (moves module, Notes); s's interval is the same in T and T'
+    lq = jnp.stack([
+        -logk(n_nog_new) + logk(k) + log_avail + log_nthr(j),              # grow
+        -logk(n_growable_new) - log_avail - log_nthr(f[s]) + logk(k),      # prune
+        log_nthr(j) - log_nthr(jnp.maximum(f[s], 0)),                       # change
+        jnp.zeros((), dtype)])[move]                                        # swap
+    bad_swap = is_swap & ((sib_int & ~same & (f[sib] == f[p]) & (t[sib] == t[p])) | ((f[p] == f[c]) & (t[p] == t[c])))
+    ok = (k > 0) & rules_ok & ~bad_swap & ((move == 1) | (move == 3) | (nthr[j] > 0))
+    kind = jnp.minimum(move, 2).astype(jnp.int32)
+    return _Proposal(kind, move, ok, slot0.astype(jnp.int32), j, tn, fn, tn_, is_leaf, leaf_new,
+                     (lp_new - lp + lq).astype(dtype))
+
+
+def _inside(leaf, node):
+    """Rows whose leaf lies in the subtree of heap slot ``node``."""
+    dn, dl = H.depth_of(node), H.depth_of(leaf)
+    return (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
+
+
+def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
+    """The rows' leaves after a change of the tree below ``node``: its rows descend again from it."""
+    n = codes.shape[1]
+    flat = codes.reshape(-1)
+    cols = jnp.arange(n, dtype=jnp.int32)
+    rule = jnp.stack([feature, threshold], -1)
+
+    def level(_, x):
+        r = take(rule, x)
+        c = take(flat, jnp.maximum(r[:, 0], 0) * n + cols).astype(jnp.int32)
+        return jnp.where(r[:, 0] >= 0, 2 * x + 1 + (c > r[:, 1]).astype(jnp.int32), x)
+
+    return jax.lax.fori_loop(0, max_depth - H.depth_of(node), level, jnp.where(_inside(leaf, node), node, leaf))
+
+
+class _Moved(NamedTuple):
+    """What a proposal does to the rows of one tree (step 2b of the module docstring)."""
+
+    leaf: jax.Array      # int32 (n,): the rows' leaves in T'
+    count: jax.Array     # (S,): rows per leaf of T'
+    wsum: jax.Array      # (S,): row weight per leaf of T'
+    q_old: jax.Array     # (S,): sum w_i r_i per leaf of T
+    q_new: jax.Array     # (S,): per leaf of T'
+    valid: jax.Array     # every leaf of T' holds min_leaf_rows rows
+
+
+def _grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
+    """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
+
+    The finer tree (T' after a grow, T after a prune) gives both trees' sums: the coarser tree's
+    leaf at the node holds its two children's.  A grow's children's rows and weights are one
+    masked pass over the node's rows; the rest comes from the cached counts.
+    """
+    s, grow = pr.node, pr.kind == 0
+    lc, rc = 2 * s + 1, 2 * s + 2
+    col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+    at = leaf == s
+    left = at & (col <= pr.thr)
+    grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
+    real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
+    finer = jnp.where(real_grow, grown, leaf)
+    qf = scatter_add(jnp.zeros(S, wr.dtype), finer, wr)
+    merged = qf.at[s].set(qf[lc] + qf[rc]).at[lc].set(0.0).at[rc].set(0.0)
+    # a grow's children: rows and weight to the left by one pass; to the right what the node keeps
+    c_l = jnp.sum(jnp.where(left, data.rows, 0.0)).astype(count.dtype)
+    w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0)).astype(wsum.dtype)
+    split = lambda a, x_l: a.at[lc].set(x_l).at[rc].set(a[s] - x_l).at[s].set(0.0)  # noqa: E731
+    join = lambda a: a.at[s].set(a[lc] + a[rc]).at[lc].set(0.0).at[rc].set(0.0)  # noqa: E731
+    count_new = jnp.where(grow, split(count, c_l), join(count))
+    wsum_new = jnp.where(grow, split(wsum, w_l), join(wsum))
+    valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+    leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
+    return _Moved(leaf_new, count_new, wsum_new, jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged), valid)
+
+
+def _change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
+    """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
+    new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
+    rows = data.rows.astype(wr.dtype)
+    st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
+    q_old = scatter_add(jnp.zeros(S, wr.dtype), leaf, wr)
+    valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= q, True))
+    return _Moved(new, st[:, 0].astype(count.dtype), st[:, 1].astype(wsum.dtype), q_old, st[:, 2], valid)
+
+
+def _leaf_marginal(P, Q, tau2):
+    """Per leaf ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` (the terms that differ between trees)."""
+    return -0.5 * jnp.log1p(tau2 * P) + 0.5 * Q * Q / (P + 1.0 / tau2)
 
 
 @dataclass(frozen=True)
 class _Step:
-    """One step: a move and a leaf draw for every tree in turn, then ``sigma^2`` (or the probit ``z``)."""
+    """One step: proposals for every tree, then a move and a leaf draw for every tree in turn, then ``sigma^2``."""
 
     cfg: KernelConfig
 
     def __call__(self, key, state: State, data: BARTData):
         cfg = self.cfg
         mc = cfg.mcmc
-        S = mc.capacity
+        S, m = mc.capacity, cfg.m
         dt = state.resid.dtype
         ldt = state.leaf.dtype
-        k_trees, k_last = random_bits.split(key)
-        prec = (data.weight / state.sigma2).astype(dt)
-        zero = jnp.zeros_like(prec)
-        one = jnp.ones((), dt)
-        move = M.MoveStep(mc)
+        d = data.codes.shape[0]
+        tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+        q = jnp.asarray(mc.min_leaf_rows, dt)
+        k_prop, k_acc, k_val, k_last = random_bits.split(key, 4)
+        u = random_bits.open_uniform(k_prop, (m, 6 + S + d))
+        prop = jax.vmap(lambda uu, f, t: _propose(uu, f, t, data, cfg, dt))(u, state.feature, state.threshold)
+        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+        zval = random_bits.normal(k_val, (m, S), dt)
+        w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
+        inv_s2 = 1.0 / state.sigma2
+        local = mc.move_probs[2] + mc.move_probs[3] == 0  # grow and prune only: no change or swap to route
 
         def visit(R, xs):
-            k, tree, leaf, lo, hi, count, lprior = xs
-            k_move, k_leaf = random_bits.split(k)
-            leaf = leaf.astype(jnp.int32)
-            r = R + take(tree.value[:, 0], leaf)
-            rs = jnp.stack([prec, prec * r, zero, zero], -1)
-            stats = leaf_stats(leaf, rs, S, data.rows)
-            ev = M.Eval(leaf, stats, lo, hi, count, mc.leaf_model.log_marginal(stats, tree.is_leaf()), lprior,
-                        jnp.array(True))
-            md = M.MCMCData(data.codes, r, rs, data.rows, prior=data.prior)
-            st, info = move(k_move, M.State(tree, ev, one), md)
-            is_leaf = st.tree.is_leaf()
-            draw = mc.leaf_model.draw(k_leaf, st.ev.stats, is_leaf)
-            value = jnp.where(is_leaf[:, None], draw.value, 0.0).astype(tree.value.dtype)
-            R = r - take(value[:, 0], st.ev.leaf)
-            new = (st.tree._replace(value=value), st.ev.leaf.astype(ldt), st.ev.lo, st.ev.hi, st.ev.count,
-                   st.ev.log_prior)
-            kind = jax.nn.one_hot(info.move, 4, dtype=jnp.int32)
-            return R, (new, kind * info.ok, kind * info.accepted, info.at_max_depth)
+            pr, f, t, v, leaf8, count, wsum, lu, zv = xs
+            leaf = leaf8.astype(jnp.int32)
+            r = R + take(v, leaf)
+            wr = w * r
+            gp = lambda _: _grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
+            if local:
+                mv = gp(None)
+            else:
+                mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
+                                                                          mc.max_depth), gp, None)
+            lm_old = _leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
+            lm_new = _leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
+            ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
+            log_a = jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
+            acc = lu < log_a
+            is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
+            wsum = jnp.where(acc, mv.wsum, wsum)
+            qk = jnp.where(acc, mv.q_new, mv.q_old)
+            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
+            value = jnp.where(is_leaf, var * qk * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(v.dtype)
+            leaf = jnp.where(acc, mv.leaf, leaf)
+            R = r - take(value, leaf)
+            out = (jnp.where(acc, pr.feature, f), jnp.where(acc, pr.threshold, t), value, leaf.astype(ldt),
+                   jnp.where(acc, mv.count, count), wsum, acc)
+            return R, out
 
-        xs = (random_bits.split(k_trees, cfg.m), state.tree, state.leaf, state.lo, state.hi, state.count,
-              state.log_prior)
-        R, (new, proposed, accepted, at_max) = jax.lax.scan(visit, state.resid, xs)
-        tree, leaf, lo, hi, count, lprior = new
+        xs = (prop, state.feature, state.threshold, state.value, state.leaf, state.count, state.wsum, log_u, zval)
+        R, (feature, threshold, value, leaf, count, wsum, acc) = jax.lax.scan(visit, state.resid, xs)
         sigma2, z = state.sigma2, state.z
         if cfg.probit:
             f = state.z - R
-            u = random_bits.open_uniform(k_last, R.shape).astype(dt)
-            sd = 1.0 / jnp.sqrt(jnp.where(data.weight > 0, data.weight, 1.0))
-            eta = f + data.offset
-            z = jnp.where(data.weight > 0, truncated_normal(u, eta, sd, data.y > 0.5), eta) - data.offset
+            uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
+            z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
             R = z - f
         elif cfg.sample_sigma:
             live = (data.weight > 0) & (data.rows > 0)
             a = 0.5 * (data.nu + jnp.sum(live))
             b = 0.5 * (data.nu_lam + jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
             sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
-        info = Info(jnp.sum(proposed, 0), jnp.sum(accepted, 0), jnp.sum(at_max).astype(jnp.int32))
-        return State(tree, leaf, lo, hi, count, lprior, R, sigma2, z), info
+        kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
+        new_state = State(feature, threshold, value, leaf, count, wsum, R, sigma2, z)
+        info = Info(jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0),
+                    _at_max_depth(new_state, data, cfg))
+        return new_state, info
+
+
+def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype=jnp.float32):
+    """Every tree's ``(log p(T), avail, internal, leaf)`` (vmapped :func:`intervals.log_tree_prior`)."""
+    mc = cfg.mcmc
+    prior = mc.prior if data.prior is None else data.prior
+
+    def one(f, t):
+        lp, avail, internal, leaf, _ = IV.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
+                                                         dtype=dtype)
+        return lp, avail, internal, leaf
+
+    return jax.vmap(one)(feature, threshold)
+
+
+def _at_max_depth(state: State, data: BARTData, cfg: KernelConfig):
+    """Trees with a leaf at ``max_depth`` that could otherwise split."""
+    _, avail, _, leaf = tree_log_priors(state.feature, state.threshold, data, cfg)
+    depth = H.depth_of(jnp.arange(cfg.mcmc.capacity))
+    return jnp.sum(jnp.any(leaf & (depth >= cfg.mcmc.max_depth) & (avail > 0), -1)).astype(jnp.int32)
 
 
 def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
     """``log p(y | f, sigma) + sum_j [log p(T_j) + log p(M_j)] + log p(sigma^2)``, up to a constant."""
     dt = state.resid.dtype
     tau2 = jnp.asarray(cfg.mcmc.leaf_model.tau2, dt)
-    is_leaf = state.tree.is_leaf()
-    mu = state.tree.value[..., 0]
+    lp_trees, _, _, is_leaf = tree_log_priors(state.feature, state.threshold, data, cfg, dt)
+    mu = state.value
     lp_leaves = jnp.sum(jnp.where(is_leaf, -0.5 * mu * mu / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2), 0.0))
     live = (data.weight > 0) & (data.rows > 0)
     if cfg.probit:
@@ -290,7 +498,7 @@ def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
         ll = jnp.sum(jnp.where(live, 0.5 * jnp.log(w / (2 * jnp.pi * s2)) - 0.5 * w * state.resid ** 2 / s2, 0.0))
         # sigma^2 ~ IG(nu / 2, nu lambda / 2): log density up to a constant in sigma^2
         lp_sigma = (-(0.5 * data.nu + 1.0) * jnp.log(s2) - 0.5 * data.nu_lam / s2) if cfg.sample_sigma else 0.0
-    return (ll + jnp.sum(state.log_prior) + lp_leaves + lp_sigma).astype(dt)
+    return (ll + jnp.sum(lp_trees) + lp_leaves + lp_sigma).astype(dt)
 
 
 @dataclass(frozen=True)
@@ -305,11 +513,9 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
     threshold_dtype: Any = jnp.uint8
 
     def __call__(self, key, state: State, data: BARTData) -> Draw:
-        t = state.tree
-        internal = t.is_internal()
-        feature = jnp.where(internal, t.feature, -1).astype(self.feature_dtype)
-        threshold = jnp.where(internal, t.threshold, 0).astype(self.threshold_dtype)
-        value = jnp.where(t.is_leaf(), t.value[..., 0], 0.0).astype(jnp.float32)
+        feature = state.feature.astype(self.feature_dtype)
+        threshold = state.threshold.astype(self.threshold_dtype)
+        value = state.value.astype(jnp.float32)
         fit = (state.z - state.resid).astype(jnp.float32)
         return Draw(feature, threshold, value, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg))
 

@@ -1,0 +1,166 @@
+"""The ancestor-interval rule prior of heap trees: what BART's R packages and bartz draw rules from.
+
+A node's *interval* of feature ``j`` is the range of codes its ancestors' rules leave it: the root
+has ``[code_lo_j, code_hi_j]`` (the smallest and largest code of ``j`` among the training rows), a
+rule ``(j, t)`` (codes ``<= t`` go left) gives the left child ``[lo, t]`` and the right child
+``[t + 1, hi]`` of feature ``j`` and leaves the other features' intervals as they were.  The
+rule prior at a node: the variable uniform among the *available* ones (``hi_j > lo_j``: at least
+one cut point left; or with probability ``xi_j / sum_available xi`` given split-variable weights
+``xi``), the threshold uniform among its ``hi_j - lo_j`` cut points ``lo_j <= t < hi_j``.  A node
+with no available variable (or at ``max_depth``) is a leaf with probability 1.
+
+Unlike the data-dependent rule prior of :func:`bayestrees.inference.moves.evaluate` (ranges of
+the codes of the node's own rows), this prior does not depend on where the rows go, so a tree's
+prior is a function of its rules alone, computed here without touching the rows.  Trees whose
+nodes hold fewer than ``min_leaf_rows`` rows are excluded by the samplers (the prior truncated
+there), as in the R package BART.
+
+Costs: :func:`interval_ranges` (every node's interval of every feature) is ``O(S D d)``;
+:func:`node_rule_terms` (what the prior needs: the number of available variables at every node
+and the cut points of every node's own variable) is ``O(S D^2)`` with ``D = max_depth``,
+independent of the number of features, because only the features on a node's path can have lost
+their cut points; :func:`node_interval` is one node's interval of every feature, ``O(D d)``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior"]
+
+_BIG = 1 << 30
+
+
+@lru_cache(maxsize=None)
+def path_tables(max_depth: int):
+    """Static (NumPy) tables of the heap's paths, ``D = max(max_depth, 1)`` columns.
+
+    anc : int32 (S, D)  ``anc[s, a]`` the ancestor of slot ``s`` at depth ``a`` (0 where ``a >= depth(s)``)
+    right : bool (S, D)  ``s`` lies in the right subtree of that ancestor
+    on : bool (S, D)  ``a < depth(s)``: the column is an ancestor of ``s``
+    depth : int32 (S,)
+    """
+    S = 2 ** (int(max_depth) + 1) - 1
+    D = max(int(max_depth), 1)
+    s = np.arange(S)
+    depth = np.floor(np.log2(s + 1)).astype(np.int32)
+    anc = np.zeros((S, D), np.int32)
+    right = np.zeros((S, D), bool)
+    on = np.zeros((S, D), bool)
+    for a in range(D):
+        ok = depth > a
+        shift = np.maximum(depth - a, 0)
+        anc[:, a] = np.where(ok, ((s + 1) >> shift) - 1, 0)
+        child = np.where(ok, ((s + 1) >> np.maximum(depth - a - 1, 0)) - 1, 0)  # the path's node at depth a + 1
+        right[:, a] = ok & (child % 2 == 0)
+        on[:, a] = ok
+    return anc, right, on, depth
+
+
+def _path_rules(feature, threshold, max_depth: int):
+    anc, right, on, _ = path_tables(max_depth)
+    pf = jnp.where(on, jnp.take(feature, anc), -1)
+    pt = jnp.take(threshold, anc)
+    return pf, pt, jnp.asarray(right), jnp.asarray(on)
+
+
+def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int):
+    """Every node's interval of every feature: ``lo, hi`` int32 (S, d), cut points ``lo <= t < hi``.
+
+    ``feature`` (S,) is the split variable of internal slots and -1 elsewhere; values at slots that
+    are not nodes are meaningless.  The layout of :func:`bayestrees.inference.heap.code_ranges`, so
+    the moves' rule draws and counts (:func:`bayestrees.inference.heap.rule_counts`) read it as they
+    read the data's ranges.
+    """
+    pf, pt, right, _ = _path_rules(feature, threshold, max_depth)
+    d = code_lo.shape[-1]
+    hit = pf[..., None] == jnp.arange(d, dtype=pf.dtype)                       # (S, D, d)
+    lo = jnp.max(jnp.where(hit & right[..., None], pt[..., None] + 1, -_BIG), 1)
+    hi = jnp.min(jnp.where(hit & ~right[..., None], pt[..., None], _BIG), 1)
+    return (jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32))
+
+
+def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, var_weight=None, dtype=jnp.float32):
+    """What the rule prior needs at every node, in ``O(S D^2)``.
+
+    Returns ``(avail, nthr_own, own_ok)``: ``avail`` float (S,) the number of available variables at
+    the node (with ``var_weight``: the sum of their weights ``xi``), ``nthr_own`` int32 (S,) the
+    cut points of the node's own split variable in its interval (0 at slots that are not internal)
+    and ``own_ok`` bool (S,) whether the node's threshold is one of them.
+    A feature on the node's path is counted out of the root's available ones when its interval
+    there has no cut point left.
+    """
+    pf, pt, right, on = _path_rules(feature, threshold, max_depth)
+    code_lo, code_hi = jnp.asarray(code_lo), jnp.asarray(code_hi)
+    D = pf.shape[1]
+    root_ok = code_hi > code_lo
+    w = jnp.ones(code_lo.shape, dtype) if var_weight is None else jnp.asarray(var_weight, dtype)
+    pfc = jnp.maximum(pf, 0)
+    # the interval, at the node, of the feature of each of its ancestors: (S, D) over the (S, D, D) pairs
+    same = (pf[:, :, None] == pf[:, None, :]) & on[:, None, :] & on[:, :, None]
+    lo = jnp.max(jnp.where(same & right[:, None, :], pt[:, None, :] + 1, -_BIG), 2)
+    hi = jnp.min(jnp.where(same & ~right[:, None, :], pt[:, None, :], _BIG), 2)
+    n_path = jnp.maximum(jnp.minimum(hi, code_hi[pfc]) - jnp.maximum(lo, code_lo[pfc]), 0)
+    earlier = jnp.tril(jnp.ones((D, D), bool), -1)                              # a' < a
+    first = on & ~jnp.any(same & earlier[None], 2)
+    lost = first & root_ok[pfc] & (n_path == 0)
+    avail = jnp.sum(jnp.where(root_ok, w, 0.0)) - jnp.sum(jnp.where(lost, w[pfc], 0.0), 1)
+    # the node's own variable in its interval
+    f = jnp.maximum(feature, 0)
+    own = (pf == feature[:, None]) & on
+    lo_o = jnp.max(jnp.where(own & right, pt + 1, -_BIG), 1)
+    hi_o = jnp.min(jnp.where(own & ~right, pt, _BIG), 1)
+    lo_o, hi_o = jnp.maximum(lo_o, code_lo[f]), jnp.minimum(hi_o, code_hi[f])
+    n_own = jnp.maximum(hi_o - lo_o, 0)
+    own_ok = (threshold >= lo_o) & (threshold < hi_o)
+    return avail, jnp.where(feature >= 0, n_own, 0).astype(jnp.int32), own_ok
+
+
+def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int):
+    """One node's interval of every feature: ``lo, hi`` int32 (d,), in ``O(D d)``."""
+    anc, right, on, _ = path_tables(max_depth)
+    a, r, o = jnp.asarray(anc)[node], jnp.asarray(right)[node], jnp.asarray(on)[node]
+    pf = jnp.where(o, jnp.take(feature, a), -1)
+    pt = jnp.take(threshold, a)
+    d = code_lo.shape[-1]
+    hit = pf[:, None] == jnp.arange(d, dtype=pf.dtype)                         # (D, d)
+    lo = jnp.max(jnp.where(hit & r[:, None], pt[:, None] + 1, -_BIG), 0)
+    hi = jnp.min(jnp.where(hit & ~r[:, None], pt[:, None], _BIG), 0)
+    return jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
+
+
+def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, var_weight=None,
+                   dtype=jnp.float32):
+    """``log p(T)`` of a heap tree under a depth prior with the interval rule prior, and its parts.
+
+    ``log p(T) = sum_internal [log p_split(d) + log p_rule] + sum_leaves log p_stop(d)``, with
+    ``log p_rule = -log(avail) - log(nthr_own)`` (weighted: ``log xi_j - log avail - log nthr_own``)
+    and ``p_stop = 1`` at a leaf that cannot split (``max_depth`` or no available variable).
+    ``prior`` has ``log_split(depth)`` and ``log_stop(depth)`` (a :mod:`bayestrees.priors` depth
+    prior, values possibly traced).
+
+    Returns ``(log_prior, avail, internal, leaf, rules_ok)``: ``avail`` (S,) as
+    :func:`node_rule_terms`, ``internal`` and ``leaf`` bool (S,) the tree's internal nodes and
+    leaves, ``rules_ok`` whether every internal node's threshold is one of its interval's cut
+    points (a tree where it is not has prior probability 0; such a tree also sends no row to one
+    side of that node).
+    """
+    _, _, _, depth = path_tables(max_depth)
+    depth = jnp.asarray(depth)
+    S = feature.shape[-1]
+    internal = feature >= 0
+    parent = jnp.asarray(np.maximum((np.arange(S) - 1) // 2, 0))
+    used = (jnp.arange(S) == 0) | internal[parent]
+    leaf = used & ~internal
+    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, var_weight, dtype)
+    dt = dtype
+    log_rule = -jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0) - jnp.log(jnp.maximum(n_own, 1).astype(dt))
+    if var_weight is not None:
+        log_rule = log_rule + jnp.log(jnp.maximum(jnp.take(jnp.asarray(var_weight, dt), jnp.maximum(feature, 0)), 1e-30))
+    cannot = (depth >= max_depth) | (avail <= 0)
+    lsplit = prior.log_split(depth).astype(dt)
+    lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dt))
+    lp = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0))
+    return lp.astype(dt), avail, internal, leaf, jnp.all(own_ok | ~internal)
