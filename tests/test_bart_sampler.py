@@ -344,13 +344,15 @@ def test_steps_from_the_exact_posterior_stay_at_it(move_probs):
             value[sel, j], leaf[sel, j] = full[:, 3 * j:3 * j + 3], leaves_of(r)
             count[sel, j] = np.bincount(leaves_of(r), minlength=3)
     resid = y - np.take_along_axis(value, leaf.astype(int), 2).sum(1)
-    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count, resid)),
-                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
     mc = M.MCMCConfig(prior, KnownVarianceNormalLeaves(1.0, tau2), 1, d, move_probs=move_probs)
+    kcfg = K.KernelConfig(mc, m, sample_sigma=False)
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))
-    step = jax.jit(jax.vmap(K.build_kernel(K.KernelConfig(mc, m, sample_sigma=False)).step, in_axes=(0, 0, None)))
+    lprior, avail = jax.vmap(lambda f, t: K.tree_log_priors(f, t, data, kcfg)[:2])(jnp.asarray(feat), jnp.asarray(thr))
+    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count)), lprior, avail, jnp.asarray(resid),
+                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
+    step = jax.jit(jax.vmap(K.build_kernel(kcfg).step, in_axes=(0, 0, None)))
     keys = jax.random.split(jax.random.key(1), N)
     for k in range(steps):
         state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)

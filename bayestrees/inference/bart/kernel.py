@@ -151,6 +151,8 @@ class State(NamedTuple):
     leaf : int8/int16 (m, n)  each training row's leaf slot in each tree
     count : float (m, S)  rows (``BARTData.rows``) per leaf slot (0 elsewhere)
     wsum : float (m, S)  row weight ``sum w_i`` per leaf slot (0 elsewhere)
+    log_prior : float (m,)  each tree's log prior (:func:`bayestrees.inference.intervals.log_tree_prior`)
+    avail : float (m, S)  variables with a cut point left at each slot (the same function's ``avail``)
     resid : float (n,)  the running residual ``y - sum_j g_j`` (probit: ``z - offset - sum_j g_j``)
     sigma2 : float ()  noise variance
     z : float (n,)  probit latent minus the offset (regression: the scaled response, unchanged)
@@ -162,6 +164,8 @@ class State(NamedTuple):
     leaf: jax.Array
     count: jax.Array
     wsum: jax.Array
+    log_prior: jax.Array
+    avail: jax.Array
     resid: jax.Array
     sigma2: jax.Array
     z: jax.Array
@@ -233,10 +237,12 @@ class _Init:
         else:
             z = y
         root = jnp.zeros((m, S), dt).at[:, 0]
-        return State(jnp.full((m, S), -1, jnp.int32), jnp.zeros((m, S), jnp.int32), jnp.zeros((m, S), dt),
-                     jnp.zeros((m, n), leaf_dtype(S)), root.set(jnp.sum(data.rows).astype(dt)),
-                     root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), z,
-                     jnp.asarray(data.sigma2, dt), z)
+        feature, threshold = jnp.full((m, S), -1, jnp.int32), jnp.zeros((m, S), jnp.int32)
+        lp, avail, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt)
+        return State(feature, threshold, jnp.zeros((m, S), dt), jnp.zeros((m, n), leaf_dtype(S)),
+                     root.set(jnp.sum(data.rows).astype(dt)),
+                     root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), lp, avail.astype(dt),
+                     z, jnp.asarray(data.sigma2, dt), z)
 
 
 def _tables(S: int):
@@ -259,16 +265,20 @@ class _Proposal(NamedTuple):
     leaf_old: jax.Array    # bool (S,): leaves of T
     leaf_new: jax.Array    # bool (S,): leaves of T'
     log_ratio: jax.Array   # log p(T') - log p(T) + log q(T | T') - log q(T' | T)
+    log_prior: jax.Array   # log p(T')
+    avail: jax.Array       # (S,): T''s available variables per slot
 
 
-def _propose(u, f, t, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
-    """The proposal for one tree ``(f, t)`` from the uniforms ``u`` (4 + 2 + S + d of them)."""
+def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
+    """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from the
+    uniforms ``u`` (4 + 2 + S + d of them)."""
     mc = cfg.mcmc
     S, D = mc.capacity, mc.max_depth
     lc, rc, par, depth = _tables(S)
     prior = mc.prior if data.prior is None else data.prior
     lo0, hi0 = data.code_lo, data.code_hi
-    lp, avail, internal, is_leaf, _ = IV.log_tree_prior(f, t, lo0, hi0, prior, D, dtype=dtype)
+    internal = f >= 0
+    is_leaf = ((np.arange(S) == 0) | internal[par]) & ~internal
     growable = is_leaf & (depth < D) & (avail > 0)
     nog = internal & ~internal[lc] & ~internal[rc]
     pair = internal & (np.arange(S) > 0) & internal[par]
@@ -310,7 +320,7 @@ def _propose(u, f, t, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
     ok = (k > 0) & rules_ok & ~bad_swap & ((move == 1) | (move == 3) | (nthr[j] > 0))
     kind = jnp.minimum(move, 2).astype(jnp.int32)
     return _Proposal(kind, move, ok, slot0.astype(jnp.int32), j, tn, fn, tn_, is_leaf, leaf_new,
-                     (lp_new - lp + lq).astype(dtype))
+                     (lp_new - lp + lq).astype(dtype), lp_new.astype(dtype), avail_new.astype(dtype))
 
 
 def _inside(leaf, node):
@@ -406,7 +416,8 @@ class _Step:
         q = jnp.asarray(mc.min_leaf_rows, dt)
         k_prop, k_acc, k_val, k_last = random_bits.split(key, 4)
         u = random_bits.open_uniform(k_prop, (m, 6 + S + d))
-        prop = jax.vmap(lambda uu, f, t: _propose(uu, f, t, data, cfg, dt))(u, state.feature, state.threshold)
+        prop = jax.vmap(lambda *a: _propose(*a, data, cfg, dt))(u, state.feature, state.threshold, state.log_prior,
+                                                                 state.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
@@ -454,9 +465,11 @@ class _Step:
             b = 0.5 * (data.nu_lam + jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
             sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
         kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
-        new_state = State(feature, threshold, value, leaf, count, wsum, R, sigma2, z)
+        lprior = jnp.where(acc, prop.log_prior, state.log_prior)
+        avail = jnp.where(acc[:, None], prop.avail, state.avail)
+        new_state = State(feature, threshold, value, leaf, count, wsum, lprior, avail, R, sigma2, z)
         info = Info(jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0),
-                    _at_max_depth(new_state, data, cfg))
+                    _at_max_depth(new_state, cfg))
         return new_state, info
 
 
@@ -473,18 +486,25 @@ def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype
     return jax.vmap(one)(feature, threshold)
 
 
-def _at_max_depth(state: State, data: BARTData, cfg: KernelConfig):
+def _at_max_depth(state: State, cfg: KernelConfig):
     """Trees with a leaf at ``max_depth`` that could otherwise split."""
-    _, avail, _, leaf = tree_log_priors(state.feature, state.threshold, data, cfg)
-    depth = H.depth_of(jnp.arange(cfg.mcmc.capacity))
-    return jnp.sum(jnp.any(leaf & (depth >= cfg.mcmc.max_depth) & (avail > 0), -1)).astype(jnp.int32)
+    S, D = cfg.mcmc.capacity, cfg.mcmc.max_depth
+    deep = np.arange(S) >= 2 ** D - 1                                  # the slots at max_depth
+    par = np.maximum((np.arange(S) - 1) // 2, 0)
+    leaf = (state.feature < 0) & (state.feature[:, par] >= 0)         # used, not internal (depth >= 1)
+    if D == 0:
+        leaf = state.feature < 0
+    return jnp.sum(jnp.any(leaf & deep & (state.avail > 0), -1)).astype(jnp.int32)
 
 
 def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
     """``log p(y | f, sigma) + sum_j [log p(T_j) + log p(M_j)] + log p(sigma^2)``, up to a constant."""
     dt = state.resid.dtype
     tau2 = jnp.asarray(cfg.mcmc.leaf_model.tau2, dt)
-    lp_trees, _, _, is_leaf = tree_log_priors(state.feature, state.threshold, data, cfg, dt)
+    lp_trees = state.log_prior
+    S = cfg.mcmc.capacity
+    par = np.maximum((np.arange(S) - 1) // 2, 0)
+    is_leaf = (state.feature < 0) & ((np.arange(S) == 0) | (state.feature[:, par] >= 0))
     mu = state.value
     lp_leaves = jnp.sum(jnp.where(is_leaf, -0.5 * mu * mu / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2), 0.0))
     live = (data.weight > 0) & (data.rows > 0)
