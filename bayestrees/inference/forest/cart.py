@@ -883,6 +883,8 @@ def _fit_batch(prep: Prepared, y, y_rank, weights, seeds, y_shift, y_scale, limi
         st = grow(st, prep, stats, y_rank, seed, lim, cfg, y_shift, y_scale, n_stages=n_stages)
         return st.tree, st.overflow
 
+    if weights.shape[0] == 1:  # one tree per call (the usual case on CPU): no batching to trace or run
+        return jax.tree_util.tree_map(lambda a: a[None], one(weights[0], seeds[0]))
     return jax.vmap(one)(weights, seeds)
 
 
