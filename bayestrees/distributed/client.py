@@ -54,12 +54,15 @@ def local_client(n_workers: int | None = None):
 
 
 def worker_env() -> dict:
-    """Environment for local worker processes: a JAX compilation cache shared by the workers (in a
-    temporary folder, unless ``JAX_COMPILATION_CACHE_DIR`` is set), so that a program one worker
-    compiled, or a restarted worker compiled before, is loaded instead of compiled again."""
+    """Environment for local worker processes: a JAX compilation cache shared by the workers (this
+    process's, :func:`bayestrees.compilation_cache_dir`, else ``JAX_COMPILATION_CACHE_DIR``, else a
+    temporary folder), so that a program one worker compiled, or a restarted worker or an earlier
+    process compiled before, is loaded instead of compiled again."""
     import tempfile
 
-    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    from ..compile_cache import compilation_cache_dir
+
+    cache = compilation_cache_dir() or os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if not cache:
         cache = _LOCAL.get("cache") or tempfile.mkdtemp(prefix="bayestrees-dask-jax-cache-")
         _LOCAL["cache"] = cache

@@ -35,7 +35,8 @@ from . import workers
 from .cart import CARTConfig, Prepared, fit_trees, prepare_codes, response_ranks, sort_by_trunk
 from .chunk import WEIGHT_KINDS, draw_weights, fit_chunk
 
-__all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress"]
+__all__ = ["WEIGHT_KINDS", "draw_weights", "fit_forest", "fit_trunk", "choose_chunk", "Progress", "start_workers",
+           "worker_count"]
 
 def choose_chunk(n: int, d: int, n_stats: int, n_trees: int, memory_budget: float = 1.5e9) -> int:
     """Trees per compiled call: a power of two.
@@ -91,6 +92,7 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         cfg = positive_config(cfg)  # every real row has a positive weight
     chunk = chunk_size or choose_chunk(n, d, cfg.n_stats, n_trees)
     n_chunks = -(-n_trees // chunk)
+    jobs = worker_count(n, d, cfg, n_trees, chunk_size, n_jobs)
     blocks = None if block_of_row is None else jnp.asarray(block_of_row, jnp.int32)
     nb = max(1, int(n_blocks))
     y = jnp.asarray(y)
@@ -109,8 +111,8 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
         prog.update(min(chunk, n_trees - c * chunk))
         return out
 
-    jobs = min(resolve_n_jobs(n_jobs), n_chunks)
-    pool = workers.default_pool().get(jobs, quiet=True) if jobs > 1 and workers.use_processes(jobs) else None
+    pool = workers.default_pool().get(jobs, quiet=True) if jobs > 1 else None
+    jobs = jobs or min(resolve_n_jobs(n_jobs), n_chunks)  # in threads when there are no worker processes
     with prog:  # closed on an error too (it closes itself once every tree is fitted)
         if jobs == 1:
             results = [run(c) for c in range(n_chunks)]
@@ -138,6 +140,23 @@ def positive_config(cfg: CARTConfig, prep: Prepared | None = None, weights=None)
     return dataclasses.replace(cfg, positive_weights=True)
 
 
+def worker_count(n: int, d: int, cfg: CARTConfig, n_trees: int, chunk_size: int | None, n_jobs) -> int:
+    """How many worker processes :func:`fit_forest` uses for this forest (0: none, it runs in this
+    process, in threads when ``n_jobs > 1``).  ``n`` is the padded row count, ``d`` the features."""
+    chunk = chunk_size or choose_chunk(n, d, cfg.n_stats, n_trees)
+    jobs = min(resolve_n_jobs(n_jobs), -(-n_trees // chunk))
+    return jobs if jobs > 1 and workers.use_processes(jobs) else 0
+
+
+def start_workers(n: int, d: int, cfg: CARTConfig, n_trees: int, chunk_size: int | None, n_jobs) -> None:
+    """Start the worker processes a forest fit will use (see :func:`worker_count`), without waiting for
+    them: they import JAX while the calling process prepares the data (or fits an empirical Bayesian
+    forest's trunk)."""
+    jobs = worker_count(n, d, cfg, n_trees, chunk_size, n_jobs)
+    if jobs:
+        workers.default_pool().get(jobs, quiet=True)
+
+
 def resolve_n_jobs(n_jobs) -> int:
     """scikit-learn's convention: None -> 1, -1 -> all available CPUs, -2 -> all but one, ..."""
     if n_jobs is None:
@@ -156,17 +175,30 @@ def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
     The workers draw the weights and seeds themselves, with the same key and function as
     in-process, so the trees are the same; this process only waits.
     """
-    remote = workers.RemoteFit(pool, job)
     results: list = [None] * n_chunks
-    # a program no worker has run yet is compiled by one worker first; the others then load it from
-    # the workers' compilation cache instead of compiling it too (time and memory)
+    # a program no worker has run yet is compiled once and the workers load it from their compilation
+    # cache instead of compiling it too (time and memory).  It is compiled by an extra process that
+    # is not pinned to one core, so the compiler uses every core (a pinned worker's would use one),
+    # and that process then exits with the compiler's memory; a program an earlier process left in a
+    # persistent cache is loaded by every worker at once.
     sig = (job["cfg"], job["n"], job["chunk"], str(job["dtype"]), job["weights"], job["trunk"] is None,
            job["blocks"] is None, tuple(job["prep"].codes_t.shape), bool(jax.config.jax_enable_x64))
     first = 0
-    if not any(sig in w.seen for w in pool):
-        results[0] = remote.fit(pool[0], 0)
-        prog.update(min(chunk, n_trees))
-        first = 1
+    compiler = None
+    if not any(sig in w.seen for w in pool) and not workers.program_cached(pool, sig):
+        try:
+            compiler = workers.start_compiler(pool)
+        except workers.WorkerError:  # then the first worker compiles while the others wait
+            compiler = pool[0]
+    try:
+        remote = workers.RemoteFit(pool if compiler is None or compiler in pool else [compiler, *pool], job)
+        if compiler is not None:
+            results[0] = remote.fit(compiler, 0)
+            prog.update(min(chunk, n_trees))
+            first = 1
+    finally:
+        if compiler is not None and compiler not in pool:
+            compiler.close()
     for w in pool:
         w.seen.add(sig)
     next_chunk = iter(range(first, n_chunks))
@@ -195,6 +227,7 @@ def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
         except BaseException:  # an error in a worker, or KeyboardInterrupt here: stop handing out chunks
             stop.set()
             raise
+    workers.remember_program(pool, sig)
     return results
 
 

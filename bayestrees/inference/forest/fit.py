@@ -40,7 +40,7 @@ import numpy as np
 from ...convert import to_inferencedata
 from ...data import TrainingData, bucket_size, check_dtype, missing_code, pad_rows, standardize_response
 from ...tree import Tree, pack, predict
-from .bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk
+from .bootstrap import WEIGHT_KINDS, fit_forest, fit_trunk, root_trunk, start_workers
 from .cart import CARTConfig, default_capacity, prepare_codes
 
 __all__ = [
@@ -334,6 +334,8 @@ def fit_bayesian_forest(key, data: TrainingData, config: ForestConfig) -> Forest
     has_missing = bool((codes == miss).any())
     n_pad = bucket_size(n)
     cfg = cart_config(config, data.task, n_pad, d, n_classes, has_missing, miss)
+    # worker processes, if the fit uses them, start now and import JAX while the rows are prepared
+    start_workers(n_pad, d, cfg, config.n_trees, config.chunk_size, config.n_jobs)
     codes_p = pad_rows(codes, n_pad, miss)
     ytrain = pad_rows(ytrain, n_pad, 0)
     real = np.arange(n_pad) < n

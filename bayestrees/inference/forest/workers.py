@@ -9,14 +9,20 @@ trees at a time at the single-core speed (see ``docs/performance.md``).
 
 Each worker is a fresh interpreter (``python -c``, so the user's ``__main__``
 is never re-imported and no ``if __name__ == "__main__"`` guard is needed),
-pinned with ``os.sched_setaffinity`` before JAX starts.  The workers share a
-JAX compilation cache in a temporary folder (removed at shutdown; a
-``JAX_COMPILATION_CACHE_DIR`` set by the user is used instead): a new program
-is compiled by one worker while the others wait, and they load it from the cache.  Messages are pickles
-over the worker's stdin/stdout.
+pinned with ``os.sched_setaffinity`` before JAX starts.  It imports only the modules a chunk fit
+needs (``chunk`` and what it imports: the package ``__init__`` files, with the estimators,
+ArviZ and the other families, are skipped), so it is ready in about a second instead of three.
 
-The workers and their cache folder belong to a :class:`WorkerPool`; ``close()`` stops them and
-removes the folder.  The forest fits use the pool :func:`default_pool` returns: its workers are
+The workers use the JAX compilation cache of the process that started them
+(:mod:`bayestrees.compile_cache`: the persistent one in the user's cache folder by default, or the
+user's own), or, when that process has none, a temporary folder of the pool's (removed at
+shutdown).  A new program is compiled once, by an extra process that is not pinned to a core (so
+the compiler uses every core) and exits afterwards (:func:`start_compiler`), while the workers
+wait; they then load it from the cache.  A program the cache already held (:func:`program_cached`)
+is loaded by every worker at once.  Messages are pickles over the worker's stdin/stdout.
+
+The workers and their temporary cache folder belong to a :class:`WorkerPool`; ``close()`` stops
+them and removes the folder.  The forest fits use the pool :func:`default_pool` returns: its workers are
 started on first use, kept for later fits (their compiled programs stay warm) and stopped at
 interpreter exit or by :func:`shutdown` (a later parallel fit starts them again).
 
@@ -29,6 +35,8 @@ process runs for a chunk of trees; this module never imports ``bootstrap``.  Set
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import os
 import pickle
 import shutil
@@ -38,8 +46,8 @@ import tempfile
 import threading
 import uuid
 
-__all__ = ["WorkerError", "WorkerPool", "available_cpus", "default_pool", "get_workers", "shutdown",
-           "use_processes", "serve"]
+__all__ = ["WorkerError", "WorkerPool", "available_cpus", "default_pool", "get_workers", "program_cached",
+           "remember_program", "shutdown", "start_compiler", "use_processes", "serve"]
 
 
 class WorkerError(RuntimeError):
@@ -63,29 +71,43 @@ def use_processes(n_jobs: int) -> bool:
     return jax.default_backend() == "cpu" and hasattr(os, "sched_setaffinity")
 
 
+#: the worker's first lines: pin to a core, then import the worker loop without running the package
+#: ``__init__`` files above it (``bayestrees``, ``inference``, ``forest``), which import the whole
+#: library (ArviZ, the estimators, every family: 2 s of a worker's 3 s start); each is replaced by
+#: an empty package module of the same name and folder, so the modules below import as usual
 _BOOT = (
-    "import os, sys\n"
+    "import os, sys, types\n"
     "cpu = int(sys.argv[1])\n"
     "if cpu >= 0: os.sched_setaffinity(0, {cpu})\n"
+    "root = sys.argv[2]\n"
+    "for name in ('bayestrees', 'bayestrees.inference', 'bayestrees.inference.forest'):\n"
+    "    m = types.ModuleType(name)\n"
+    "    m.__path__ = [os.path.join(root, *name.split('.')[1:])]\n"
+    "    m.__package__ = name\n"
+    "    sys.modules[name] = m\n"
     "from bayestrees.inference.forest.workers import serve\n"
     "serve()\n"
 )
+
+#: the ``bayestrees`` package's folder (``_BOOT``'s ``root``)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Worker:
     """One worker process and the pipe protocol to it."""
 
-    def __init__(self, cpu: int, cache: str | None = None):
+    def __init__(self, cpu: int, cache: dict | None = None):
         env = dict(os.environ)
         env["JAX_PLATFORMS"] = "cpu"
-        if cache is not None:
-            env["BAYESTREES_WORKER_CACHE"] = cache
+        if cache is not None:  # the compilation cache settings (compile_cache.worker_settings)
+            env["BAYESTREES_WORKER_CACHE"] = json.dumps(cache)
         self.cpu = cpu
+        self.cache = cache
         self.seen: set = set()  # signatures of the programs this worker has run
         self.lock = threading.Lock()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(cpu)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env=env)
+            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(cpu), _PACKAGE_DIR],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as e:  # pragma: no cover - depends on the system
             raise WorkerError(f"could not start a worker process: {e}") from e
 
@@ -139,9 +161,10 @@ class WorkerPool:
         The running workers (a copy; each has ``cpu``, the core it is pinned to or -1, and
         ``proc``, its :class:`subprocess.Popen`).
     cache_dir : str or None
-        The workers' shared JAX compilation cache (a temporary folder made when the first worker
-        starts, unless ``JAX_COMPILATION_CACHE_DIR`` is set: the user's own cache is then used
-        as it is), or None before that and after :meth:`close`.
+        The pool's own JAX compilation cache folder: a temporary folder made when a worker starts
+        while the calling process has no compilation cache
+        (:func:`bayestrees.compile_cache.compilation_cache_dir` None), or None (before that,
+        after :meth:`close`, and while the workers use the calling process's cache).
     """
 
     def __init__(self):
@@ -177,11 +200,16 @@ class WorkerPool:
             for w in [w for w in self._workers if w.proc.poll() is not None]:
                 w.close()  # a dead worker's pipes are closed; a new one takes its place
             self._workers[:] = [w for w in self._workers if w.proc.poll() is None]
+            cache = self._cache_settings()
+            if any(w.cache != cache for w in self._workers):  # the cache setting changed: new workers
+                for w in self._workers:
+                    w.close()
+                self._workers.clear()
             cpus = available_cpus()
             try:
                 while len(self._workers) < n_jobs:
                     free = [c for c in cpus if c not in {w.cpu for w in self._workers}]
-                    self._workers.append(_Worker(free[0] if n_jobs <= len(cpus) and free else -1, self._cache_folder()))
+                    self._workers.append(_Worker(free[0] if n_jobs <= len(cpus) and free else -1, cache))
             except WorkerError as e:
                 if not quiet:
                     raise
@@ -191,12 +219,18 @@ class WorkerPool:
                 return None
             return self._workers[:n_jobs]
 
-    def _cache_folder(self) -> str | None:
-        if "JAX_COMPILATION_CACHE_DIR" in os.environ:  # the user's own cache, if set, is used as it is
-            return None
+    def _cache_settings(self) -> dict:
+        """The compilation cache new workers use: the calling process's, else the pool's own folder."""
+        from ...compile_cache import worker_settings
+
+        settings = worker_settings()
+        if settings is not None:
+            return settings
         if self._cache is None:
             self._cache = tempfile.mkdtemp(prefix="bayestrees-jax-cache-")
-        return self._cache
+        # the first worker to compile a program writes it here and the others load it: loading
+        # takes a fifth of the time and half the resident memory of compiling
+        return {"dir": self._cache, "min_compile_time_secs": 0.0, "min_entry_size_bytes": -1}
 
     def close(self) -> None:
         """Stop every worker and remove the shared cache folder; calling it again does nothing."""
@@ -236,6 +270,56 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+def start_compiler(workers) -> _Worker:
+    """A worker process not pinned to a core, with the compilation cache of ``workers``: it fits a
+    forest's first chunk while compiling its programs on every core, then is closed (its programs
+    stay in the cache, and its memory goes with it)."""
+    return _Worker(-1, workers[0].cache if workers else None)
+
+
+def _program_marker(workers, sig) -> str | None:
+    """A file in the workers' cache folder that stands for "the program of ``sig`` is in this cache".
+
+    Its name hashes ``sig`` with what else the compiled program depends on: the JAX and jaxlib
+    versions, ``XLA_FLAGS`` and the source of the modules that build the program.
+    """
+    folder = workers[0].cache["dir"] if workers and workers[0].cache else None
+    if folder is None:
+        return None
+    import jax
+    import jaxlib
+
+    h = hashlib.sha256(repr((sig, jax.__version__, jaxlib.__version__, os.environ.get("XLA_FLAGS", ""))).encode())
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("cart.py", "chunk.py"):
+        try:
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(f.read())
+        except OSError:  # pragma: no cover - an installation without sources
+            return None
+    return os.path.join(folder, "bayestrees-programs", h.hexdigest()[:32])
+
+
+def program_cached(workers, sig) -> bool:
+    """Whether a fit with program signature ``sig`` has run before with the workers' compilation cache
+    (so its programs are there to load, and every worker may load them at once)."""
+    marker = _program_marker(workers, sig)
+    return marker is not None and os.path.exists(marker)
+
+
+def remember_program(workers, sig) -> None:
+    """Record that the programs of ``sig`` are in the workers' compilation cache (see :func:`program_cached`)."""
+    marker = _program_marker(workers, sig)
+    if marker is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker, "wb"):
+            pass
+    except OSError:  # a read-only cache: the next fit compiles on one worker first, as without it
+        pass
+
+
 class RemoteFit:
     """One forest fit: its data (``job`` of :func:`~bayestrees.inference.forest.bootstrap.fit_forest`) is sent
     once to each worker; then ``fit(worker, c)`` fits chunk ``c`` there."""
@@ -271,12 +355,10 @@ def serve() -> None:
     import numpy as np
 
     cache = os.environ.get("BAYESTREES_WORKER_CACHE")
-    if cache:
-        # the first worker to compile a program writes it here and the others load it: loading
-        # takes a fifth of the time and half the resident memory of compiling
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if cache:  # the compilation cache of the process that started this one, or the pool's folder
+        from ...compile_cache import use_in_worker
+
+        use_in_worker(json.loads(cache))
 
     from .chunk import fit_chunk
 
