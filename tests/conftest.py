@@ -49,12 +49,19 @@ if os.environ.get("BAYESTREES_TEST_XLA_OPT", "0") != "default":
 #: inherit the variable, so a program compiled in one process is loaded by the others instead of being
 #: compiled again.  It is made by the first process that loads this file (the controller) and removed
 #: when that process ends its run.
+#:
+#: The library's own persistent cache (``bayestrees.compile_cache``: on by default, in the user's cache
+#: folder) is never written by the tests: it leaves a folder given to JAX alone, and
+#: ``BAYESTREES_COMPILATION_CACHE`` names the same folder for any process that drops JAX's variable.
+#: (``tests/test_compile_cache.py`` checks the default set-up itself, in subprocesses with a temporary
+#: ``XDG_CACHE_HOME``.)
 SUITE_CACHE = None
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     SUITE_CACHE = tempfile.mkdtemp(prefix="bayestrees-test-jax-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = SUITE_CACHE
     os.environ["BAYESTREES_TEST_SUITE_CACHE"] = SUITE_CACHE
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+os.environ.setdefault("BAYESTREES_COMPILATION_CACHE", os.environ.get("JAX_COMPILATION_CACHE_DIR") or "0")
 
 
 def pytest_unconfigure(config):

@@ -1,5 +1,9 @@
 """No hidden global state: importing or fitting changes no process-wide setting, and the state the
-library keeps (worker pool, prior-forest cache) is owned by objects with an explicit ``close()``."""
+library keeps (worker pool, prior-forest cache) is owned by objects with an explicit ``close()``.
+
+The one documented exception: ``import bayestrees`` gives JAX a persistent compilation cache folder
+when JAX has none (``bayestrees.compile_cache``; ``BAYESTREES_COMPILATION_CACHE=0`` or
+``bt.set_compilation_cache(False)`` turns it off; ``tests/test_compile_cache.py``)."""
 import json
 import subprocess
 import sys

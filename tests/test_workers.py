@@ -108,6 +108,8 @@ def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     """A reply left unread (Ctrl-C while waiting) must not be taken for the answer to a later message."""
     X, y = data
     pool = workers.get_workers(2)
+    # the program is known to both workers, so no compiling process comes first (its reply would be the unread one)
+    bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     flaky = _InterruptedOnce(workers.pickle.load)
     monkeypatch.setattr(workers.pickle, "load", flaky)
     with pytest.raises(KeyboardInterrupt):
@@ -121,19 +123,33 @@ def test_an_interrupted_call_does_not_desync_the_workers(data, monkeypatch):
     assert _same_trees(one, two)
 
 
+def _no_cache_in_this_process(monkeypatch):
+    """As in a process without a compilation cache (``bt.set_compilation_cache(False)``), for the
+    worker pool only: the test process keeps the suite's cache."""
+    import bayestrees.compile_cache
+
+    monkeypatch.setattr(bayestrees.compile_cache, "worker_settings", lambda: None)
+
+
 def test_workers_share_a_compilation_cache_that_shutdown_removes(data, monkeypatch):
     import os
 
     X, y = data
-    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    if cache and cache != os.environ.get("BAYESTREES_TEST_SUITE_CACHE"):
-        pytest.skip("the user's own compilation cache is used")
-    # the test suite's own cache (tests/conftest.py) is set aside: new workers make and share theirs
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    _no_cache_in_this_process(monkeypatch)  # new workers make and share a folder of the pool's own
+    started = []
+    monkeypatch.setattr(workers, "start_compiler", lambda pool, f=workers.start_compiler: started.append(1) or f(pool))
     workers.shutdown()
-    bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    one = bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
     folder = workers.default_pool().cache_dir
-    assert os.path.isdir(folder) and os.listdir(folder)  # the compiled programs, written by one worker
+    # the programs, written by the compiling process (gone now: only the two workers run)
+    assert os.path.isdir(folder) and any(f.endswith("-cache") for f in os.listdir(folder))
+    assert len(workers.default_pool().workers) == 2 and len(started) == 1
+    # new workers find the program in the cache: they load it, all at once, and nothing compiles it again
+    for w in workers.default_pool().workers:
+        w.proc.kill()
+        w.proc.wait()
+    again = bt.BayesianForestRegressor(draws=4, chunk_size=1, n_jobs=2, random_state=0).fit(X, y)
+    assert len(started) == 1 and _same_trees(one, again)
     workers.shutdown()
     assert not os.path.exists(folder) and not workers.default_pool().workers
     assert workers.default_pool().cache_dir is None
@@ -145,7 +161,7 @@ def test_workers_share_a_compilation_cache_that_shutdown_removes(data, monkeypat
 def test_a_pool_closes_its_workers_and_cache_and_closing_twice_is_harmless(monkeypatch):
     import os
 
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)  # the pool makes its own cache folder
+    _no_cache_in_this_process(monkeypatch)  # the pool makes its own cache folder
     pool = workers.WorkerPool()
     assert pool is not workers.default_pool()
     started = pool.get(1)
