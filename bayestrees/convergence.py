@@ -68,9 +68,11 @@ class ConvergenceReport:
         if self.ok:
             return ""
         who = f"{self.family} " if self.family else ""
+        better = {"bart": "BART: more tune steps, or thin to keep fewer, less correlated draws"}.get(
+            self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "
+                         "temperatures=...")
         advice = ("The draws are not yet the posterior: run longer chains (draws, tune) or a kernel that "
-                  "mixes better (Bayesian CART: scheme='pgibbs', the default, with more particles, or "
-                  "tempering with temperatures=...), and keep several chains to check.")
+                  f"mixes better ({better}), and keep several chains to check.")
         return (f"{who}MCMC ({self.chains} chains x {self.draws} draws) has not converged: "
                 + "; ".join(self.problems) + ". " + advice)
 

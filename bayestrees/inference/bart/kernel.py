@@ -269,9 +269,22 @@ class _Proposal(NamedTuple):
     avail: jax.Array       # (S,): T''s available variables per slot
 
 
+def _pick(u, mask):
+    """A uniform index among ``mask`` from one uniform ``u`` (the ``floor(u k)``-th of the ``k`` set
+    entries) and ``k``; index 0 when none is set."""
+    c = jnp.cumsum(mask.astype(jnp.int32))
+    k = c[-1]
+    target = jnp.minimum(jnp.floor(u * k).astype(jnp.int32), jnp.maximum(k - 1, 0))
+    return jnp.argmax(c > target).astype(jnp.int32), k
+
+
+#: uniforms per tree and step: move type, threshold, node, variable
+N_UNIFORMS = 4
+
+
 def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
-    """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from the
-    uniforms ``u`` (4 + 2 + S + d of them)."""
+    """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from
+    ``N_UNIFORMS`` uniforms ``u``."""
     mc = cfg.mcmc
     S, D = mc.capacity, mc.max_depth
     lc, rc, par, depth = _tables(S)
@@ -282,16 +295,17 @@ def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _P
     growable = is_leaf & (depth < D) & (avail > 0)
     nog = internal & ~internal[lc] & ~internal[rc]
     pair = internal & (np.arange(S) > 0) & internal[par]
-    log_p = jnp.log(jnp.asarray(mc.move_probs, jnp.float32))
-    move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)
+    cum = np.cumsum(mc.move_probs)
+    move = jnp.sum(u[0] >= jnp.asarray(cum[:-1], jnp.float32)).astype(jnp.int32)  # never a type of probability 0
+    move = jnp.where(jnp.asarray(mc.move_probs)[move] > 0, move, jnp.argmax(jnp.asarray(mc.move_probs) > 0))
     mask = jnp.stack([growable, nog, internal, pair])[move]
-    s, k = M.choose_u(u[6:6 + S], mask)
+    s, k = _pick(u[2], mask)
     # the rule: variable uniform among those with a cut point left, threshold uniform among them
     lo_s, hi_s = IV.node_interval(f, t, lo0, hi0, s, D)
     nthr = jnp.maximum(hi_s - lo_s, 0)
-    j, _ = M.choose_u(u[6 + S:], nthr > 0)
+    j, _ = _pick(u[3], nthr > 0)
     cnt = jnp.maximum(nthr[j], 1)
-    tn = (lo_s[j] + jnp.minimum(jnp.floor(u[5] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
+    tn = (lo_s[j] + jnp.minimum(jnp.floor(u[1] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
     log_avail = jnp.log(jnp.maximum(jnp.sum(nthr > 0), 1).astype(dtype))
     log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))  # noqa: E731
     # the proposed tree: up to three slots set (the swap's parent, child and the child's twin sibling)
@@ -306,9 +320,40 @@ def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _P
     slots = jnp.stack([slot0, jnp.where(is_swap, c, S), jnp.where(is_swap & same, sib, S)])
     fn = f.at[slots].set(jnp.stack([f0, f[p], f[p]]), mode="drop")
     tn_ = t.at[slots].set(jnp.stack([t0, t[p], t[p]]), mode="drop")
-    lp_new, avail_new, internal_new, leaf_new, rules_ok = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
-    n_growable_new = jnp.sum(leaf_new & (depth < D) & (avail_new > 0))
-    n_nog_new = jnp.sum(internal_new & ~internal_new[lc] & ~internal_new[rc])
+    # T''s prior, available variables and leaves.  A grow or a prune changes them only at the node
+    # and its children: the children's available variables are the node's, less the split variable
+    # where its side of the cut has no cut point left (O(d) from the node's interval)
+    ds = jnp.asarray(depth)[s]
+    a_s = avail[s]
+    ic, jc = jnp.minimum(2 * s + 1, S - 1), jnp.minimum(2 * s + 2, S - 1)
+    lstop = lambda dd, av: jnp.where((dd >= D) | (av <= 0), 0.0, prior.log_stop(dd)).astype(dtype)  # noqa: E731
+    log_rule = lambda v: (prior.log_split(ds).astype(dtype) - jnp.log(jnp.maximum(a_s, 1).astype(dtype))  # noqa: E731
+                          - log_nthr(v))
+    had = (nthr[j] > 0).astype(dtype)
+    a_l = a_s - had + (tn - lo_s[j] > 0).astype(dtype)
+    a_r = a_s - had + (hi_s[j] - tn - 1 > 0).astype(dtype)
+    jo = jnp.maximum(f[s], 0)
+    lp_grow = lp - lstop(ds, a_s) + log_rule(j) + lstop(ds + 1, a_l) + lstop(ds + 1, a_r)
+    lp_prune = lp + lstop(ds, a_s) - log_rule(jo) - lstop(ds + 1, avail[ic]) - lstop(ds + 1, avail[jc])
+    kids = jnp.stack([2 * s + 1, 2 * s + 2])
+    avail_grow = avail.at[kids].set(jnp.stack([a_l, a_r]).astype(avail.dtype), mode="drop")
+    avail_prune = avail.at[kids].set(0.0, mode="drop")
+    leaf_grow = is_leaf.at[s].set(False).at[kids].set(True, mode="drop")
+    leaf_prune = is_leaf.at[s].set(True).at[kids].set(False, mode="drop")
+    sib_leaf = is_leaf[jnp.clip(sib, 0, S - 1)] & (s > 0)       # then the parent leaves N(T) when s grows
+    n_nog_new = jnp.sum(nog) + 1 - sib_leaf.astype(jnp.int32)
+    n_growable_new = jnp.sum(growable) - growable[ic] - growable[jc] + 1
+    lp_new = jnp.where(move == 0, lp_grow, lp_prune)
+    avail_new = jnp.where(move == 0, avail_grow, avail_prune)
+    leaf_new = jnp.where(move == 0, leaf_grow, leaf_prune)
+    rules_ok = jnp.array(True)
+    if mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
+        lp_f, avail_f, _, leaf_f, ok_f = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
+        local = move < 2
+        lp_new = jnp.where(local, lp_new, lp_f)
+        avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
+        leaf_new = jnp.where(local, leaf_new, leaf_f)
+        rules_ok = local | ok_f
     logk = lambda x: jnp.log(jnp.maximum(x, 1).astype(dtype))  # noqa: E731
     # log q(T | T') - log q(T' | T) per move type (moves module, Notes); s's interval is the same in T and T'
     lq = jnp.stack([
@@ -411,11 +456,10 @@ class _Step:
         S, m = mc.capacity, cfg.m
         dt = state.resid.dtype
         ldt = state.leaf.dtype
-        d = data.codes.shape[0]
         tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
         q = jnp.asarray(mc.min_leaf_rows, dt)
         k_prop, k_acc, k_val, k_last = random_bits.split(key, 4)
-        u = random_bits.open_uniform(k_prop, (m, 6 + S + d))
+        u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
         prop = jax.vmap(lambda *a: _propose(*a, data, cfg, dt))(u, state.feature, state.threshold, state.log_prior,
                                                                  state.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
