@@ -78,8 +78,9 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         birth step asks); the prior is truncated to such trees.
     max_bins : int, default 100
         Split codes per feature (BayesTree's 100 cutpoints).
-    move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
-        Probabilities of grow, prune, change and swap.
+    move_probs : tuple, default (0.5, 0.5, 0.0, 0.0)
+        Probabilities of grow, prune, change and swap (grow and prune only, as the R package BART
+        and bartz; ``(0.25, 0.25, 0.4, 0.1)`` are BayesTree's).
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
@@ -98,7 +99,7 @@ class BARTRegressor(_BARTMixin, RegressorBase):
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, nu=3.0, q=0.9, sigma_hat=None,
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
-                 max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None, dtype="float32",
+                 max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), random_state=None, dtype="float32",
                  progressbar=False, chain_method="auto"):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method)
@@ -121,7 +122,7 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     _task = "classification"
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
-                 max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.25, 0.25, 0.4, 0.1), random_state=None,
+                 max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), random_state=None,
                  dtype="float32", progressbar=False, chain_method="auto"):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method)

@@ -40,8 +40,10 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
   ``p >= n - 1``.  The linear fit uses each feature bin's representative value (the raw values
   where a feature has at most ``max_bins`` distinct values; a categorical feature its category
   code).
-* Moves: grow 0.25, prune 0.25, change 0.4, swap 0.1 (Chipman et al. 1998's moves with BayesTree's
-  probabilities).
+* Moves: grow 0.5, prune 0.5 (the R package BART's birth/death steps, ``pbd = 1``, and bartz's).
+  Chipman et al. 1998's change and swap moves are there too (``move_probs=(0.25, 0.25, 0.4, 0.1)``,
+  BayesTree's): on Friedman's function (``n = 1,000``, ``benchmarks/bart_mixing.py``) they did not
+  make ``sigma`` mix better per step, and a step with them costs twice as much (docs/bart.md).
 * Probit offset ``Phi^-1(mean y)`` (the R package BART's ``binaryOffset``).
 * ``max_bins = 100`` split codes per feature (BayesTree's ``numcut = 100``).
 
@@ -130,7 +132,7 @@ class BARTConfig:
     thin: int = 1
     max_depth: int = 5
     min_leaf_rows: int = 5
-    move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
+    move_probs: tuple = (0.5, 0.5, 0.0, 0.0)
     dtype: Any = "float32"
     progressbar: bool = False
     chain_method: str = "auto"
