@@ -9,7 +9,7 @@ Two parts, every number of one run taken in one process on the same data:
    ahead of time (``jit(...).lower(...).compile()``; the time is reported separately, as
    "compile s"), run ``--warmup`` steps, then timed over ``--steps`` steps, ``--repeats`` times,
    the two libraries taking turns; the median of the repeats is reported, and the ratio
-   ours / bartz. Both step functions are called from Python once per step with the chain state
+   ours / bartz (``--speed-chains C``: C chains on both sides, each library's step under ``jax.vmap``). Both step functions are called from Python once per step with the chain state
    donated (bartz's ``mcmcstep.step`` donates it; ours is jitted with ``donate_argnums``) and
    synchronised at the end of each timed block only.
 
@@ -86,6 +86,7 @@ import time
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import bayestrees as bt
@@ -175,18 +176,30 @@ def speed(n, p, args) -> dict:
     sh = ols_sigma_hat(X, y)
     keys = list(jax.random.split(jax.random.key(args.seed), args.warmup + args.steps * args.repeats + 1))
 
+    C = args.speed_chains
     kernel, kargs = ours_kernel(X, y, sh, args.seed)
-    state0 = jax.jit(kernel.init)(jax.random.key(args.seed), *kargs)
+    if C == 1:
+        state0 = jax.jit(kernel.init)(jax.random.key(args.seed), *kargs)
+        ours_fn, bz_fn, chain_keys = kernel.step, bartz_mcmcstep.step, (lambda k: k)
+    else:  # C chains on each side, vmapped (run_chains's "vectorized" chains; mc_gbart's mc_cores)
+        state0 = jax.jit(jax.vmap(kernel.init, in_axes=(0,) + (None,) * len(kargs)))(
+            jax.random.split(jax.random.key(args.seed), C), *kargs)
+        ours_fn = jax.vmap(kernel.step, in_axes=(0, 0) + (None,) * len(kargs))
+        bz_fn = jax.vmap(bartz_mcmcstep.step)
+        chain_keys = lambda k: jax.random.split(k, C)  # noqa: E731
+    keys = [chain_keys(k) for k in keys]
     t0 = time.perf_counter()
-    ours_c = jax.jit(kernel.step, donate_argnums=(1,)).lower(keys[0], state0, *kargs).compile()
+    ours_c = jax.jit(ours_fn, donate_argnums=(1,)).lower(keys[0], state0, *kargs).compile()
     ours_compile = time.perf_counter() - t0
 
     def ours_step(k, s):
         return ours_c(k, s, *kargs)[0]
 
     bz_state = bartz_initial_state(X, y, sh, args.seed)
+    if C > 1:
+        bz_state = jax.tree_util.tree_map(lambda a: jnp.stack([a] * C), bz_state)
     t0 = time.perf_counter()
-    bz_c = bartz_mcmcstep.step.lower(keys[0], bz_state).compile()
+    bz_c = jax.jit(bz_fn, donate_argnums=(1,)).lower(keys[0], bz_state).compile()
     bz_compile = time.perf_counter() - t0
 
     def run(step, state, ks):
@@ -206,7 +219,7 @@ def speed(n, p, args) -> dict:
         bz_state = run(bz_c, bz_state, ks)
         t_bz.append((time.perf_counter() - t0) / args.steps)
     ours_s, bz_s = statistics.median(t_ours), statistics.median(t_bz)
-    return {"part": "speed", "n": n, "p": p, "m": M_TREES, "chains": 1, "steps": args.steps, "repeats": args.repeats,
+    return {"part": "speed", "n": n, "p": p, "m": M_TREES, "chains": C, "steps": args.steps, "repeats": args.repeats,
             "warmup": args.warmup, "ours_s_per_step": ours_s, "bartz_s_per_step": bz_s, "ratio": ours_s / bz_s,
             "ours_s_per_step_repeats": t_ours, "bartz_s_per_step_repeats": t_bz,
             "ours_compile_s": ours_compile, "bartz_compile_s": bz_compile}
@@ -260,6 +273,8 @@ def main():
     ap.add_argument("--tune", type=int, default=1000, help="discarded steps per chain (default 1000)")
     ap.add_argument("--draws", type=int, default=1000, help="kept steps per chain (default 1000)")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed part")
+    ap.add_argument("--speed-chains", type=int, default=1, help="chains of the speed part, vmapped on both sides "
+                    "(default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS / "bart_bartz.jsonl"))
     args = ap.parse_args()
@@ -268,7 +283,7 @@ def main():
               **machine(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     records = []
     if not args.no_speed:
-        print(f"speed: seconds per full step (m = {M_TREES} trees, p = {args.p}, one chain), median of "
+        print(f"speed: seconds per full step (m = {M_TREES} trees, p = {args.p}, {args.speed_chains} chain(s)), median of "
               f"{args.repeats} x {args.steps} steps after {args.warmup} warm-up steps")
         print(f"{'n':>8} {'ours ms':>9} {'bartz ms':>9} {'ours/bartz':>10} {'compile s ours':>15} "
               f"{'compile s bartz':>16} {'load before':>18} {'load after':>18}")
