@@ -58,6 +58,7 @@ FLAG_SETS = {
 def run(flags: str, timeout: float, mem_gb: float) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
     env["XLA_FLAGS"] = flags
+    env["BAYESTREES_COMPILATION_CACHE"] = "0"  # no persistent cache: every round compiles (bayestrees.compile_cache)
     # bound the child's memory, so a compiler that runs away is stopped before it takes the machine
     pre = None
     if mem_gb > 0 and sys.platform.startswith("linux"):

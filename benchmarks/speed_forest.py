@@ -54,6 +54,10 @@ from pathlib import Path
 
 import numpy as np
 
+# the compile time is reported, so no persistent compilation cache (bayestrees.compile_cache, on by
+# default) unless one is asked for: with it, a second run would load the programs the first compiled
+os.environ.setdefault("BAYESTREES_COMPILATION_CACHE", "0")
+
 ROOT = Path(__file__).resolve().parents[1]
 # the public data sets: ../shared/data relative to the repository root unless BAYESTREES_DATA or --data-dir says
 DATA_DIR = Path(os.environ.get("BAYESTREES_DATA", ROOT.parent / "shared" / "data"))
