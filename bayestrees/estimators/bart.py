@@ -42,11 +42,12 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 
 def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
-          random_state, dtype, progressbar, chain_method):
+          random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
     self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
+    self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = sparse, sparse_a, sparse_b, sparse_rho
 
 
 class BARTRegressor(_BARTMixin, RegressorBase):
@@ -81,6 +82,14 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     move_probs : tuple, default (0.5, 0.5, 0.0, 0.0)
         Probabilities of grow, prune, change and swap (grow and prune only, as the R package BART
         and bartz; ``(0.25, 0.25, 0.4, 0.1)`` are BayesTree's).
+    sparse : bool, default False
+        Linero's (2018) sparse Dirichlet prior on the split variables (the R package BART's
+        ``sparse=TRUE``, "DART"): ``s ~ Dirichlet(alpha / p)``, ``alpha / (alpha + rho) ~ Beta(a, b)``;
+        ``idata_.posterior`` then holds ``split_probs`` (per feature) and ``sparse_alpha``.  For many
+        features of which few matter.
+    sparse_a, sparse_b : float, default 0.5 and 1.0
+    sparse_rho : float, optional
+        Default: the number of features.
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
@@ -99,10 +108,10 @@ class BARTRegressor(_BARTMixin, RegressorBase):
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, nu=3.0, q=0.9, sigma_hat=None,
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
-                 max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto"):
+                 max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
+                 sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto"):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
-              move_probs, random_state, dtype, progressbar, chain_method)
+              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
 
     def predict(self, X) -> np.ndarray:
@@ -122,10 +131,11 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     _task = "classification"
 
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
-                 max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), random_state=None,
-                 dtype="float32", progressbar=False, chain_method="auto"):
+                 max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False,
+                 sparse_a=0.5, sparse_b=1.0, sparse_rho=None, random_state=None, dtype="float32", progressbar=False,
+                 chain_method="auto"):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
-              move_probs, random_state, dtype, progressbar, chain_method)
+              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -28,7 +28,8 @@ from functools import lru_cache
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior"]
+__all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior",
+           "log_tree_prior_weighted", "log_available_weight"]
 
 _BIG = 1 << 30
 
@@ -82,11 +83,11 @@ def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int):
     return (jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32))
 
 
-def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, var_weight=None, dtype=jnp.float32):
+def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=jnp.float32):
     """What the rule prior needs at every node, in ``O(S D^2)``.
 
     Returns ``(avail, nthr_own, own_ok)``: ``avail`` float (S,) the number of available variables at
-    the node (with ``var_weight``: the sum of their weights ``xi``), ``nthr_own`` int32 (S,) the
+    the node, ``nthr_own`` int32 (S,) the
     cut points of the node's own split variable in its interval (0 at slots that are not internal)
     and ``own_ok`` bool (S,) whether the node's threshold is one of them.
     A feature on the node's path is counted out of the root's available ones when its interval
@@ -96,7 +97,7 @@ def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, var_we
     code_lo, code_hi = jnp.asarray(code_lo), jnp.asarray(code_hi)
     D = pf.shape[1]
     root_ok = code_hi > code_lo
-    w = jnp.ones(code_lo.shape, dtype) if var_weight is None else jnp.asarray(var_weight, dtype)
+    w = jnp.ones(code_lo.shape, dtype)
     pfc = jnp.maximum(pf, 0)
     # the interval, at the node, of the feature of each of its ancestors: (S, D) over the (S, D, D) pairs
     same = (pf[:, :, None] == pf[:, None, :]) & on[:, None, :] & on[:, :, None]
@@ -131,13 +132,13 @@ def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int):
     return jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
 
 
-def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, var_weight=None,
-                   dtype=jnp.float32):
+def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, dtype=jnp.float32):
     """``log p(T)`` of a heap tree under a depth prior with the interval rule prior, and its parts.
 
     ``log p(T) = sum_internal [log p_split(d) + log p_rule] + sum_leaves log p_stop(d)``, with
-    ``log p_rule = -log(avail) - log(nthr_own)`` (weighted: ``log xi_j - log avail - log nthr_own``)
-    and ``p_stop = 1`` at a leaf that cannot split (``max_depth`` or no available variable).
+    ``log p_rule = -log(avail) - log(nthr_own)`` and ``p_stop = 1`` at a leaf that cannot split
+    (``max_depth`` or no available variable).  :func:`log_tree_prior_weighted` is the same with
+    split-variable probabilities.
     ``prior`` has ``log_split(depth)`` and ``log_stop(depth)`` (a :mod:`bayestrees.priors` depth
     prior, values possibly traced).
 
@@ -154,13 +155,54 @@ def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, 
     parent = jnp.asarray(np.maximum((np.arange(S) - 1) // 2, 0))
     used = (jnp.arange(S) == 0) | internal[parent]
     leaf = used & ~internal
-    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, var_weight, dtype)
+    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, dtype)
     dt = dtype
     log_rule = -jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0) - jnp.log(jnp.maximum(n_own, 1).astype(dt))
-    if var_weight is not None:
-        log_rule = log_rule + jnp.log(jnp.maximum(jnp.take(jnp.asarray(var_weight, dt), jnp.maximum(feature, 0)), 1e-30))
     cannot = (depth >= max_depth) | (avail <= 0)
     lsplit = prior.log_split(depth).astype(dt)
     lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dt))
     lp = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0))
     return lp.astype(dt), avail, internal, leaf, jnp.all(own_ok | ~internal)
+
+
+def log_available_weight(lo, hi, log_w):
+    """``log sum_{available j} w_j`` over the last axis (``lo``/``hi`` intervals, ``-inf`` when none is
+    available), from log weights: a log-sum-exp, so that weights far below the float range (a sparse
+    Dirichlet draw) neither underflow nor cancel."""
+    ok = hi > lo
+    x = jnp.where(ok, log_w, -jnp.inf)
+    mx = jnp.max(x, -1, keepdims=True)
+    mx = jnp.where(jnp.isfinite(mx), mx, 0.0)
+    return (mx[..., 0] + jnp.log(jnp.sum(jnp.where(ok, jnp.exp(x - mx), 0.0), -1))).astype(log_w.dtype)
+
+
+def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_depth: int, log_w, dtype=jnp.float32):
+    """:func:`log_tree_prior` with split-variable probabilities ``w`` (given as ``log_w``, (d,)): a node
+    picks its variable ``j`` with probability ``w_j / sum_available w``, in ``O(S D d)``.
+
+    Returns ``(log_prior, avail, internal, leaf, rules_ok, log_avail_w)``: ``avail`` the number of
+    available variables per slot (whether a node can split does not depend on ``w``) and
+    ``log_avail_w`` (S,) the log of their total weight.
+    """
+    _, _, _, depth = path_tables(max_depth)
+    depth = jnp.asarray(depth)
+    S = feature.shape[-1]
+    internal = feature >= 0
+    parent = jnp.asarray(np.maximum((np.arange(S) - 1) // 2, 0))
+    used = (jnp.arange(S) == 0) | internal[parent]
+    leaf = used & ~internal
+    lo, hi = interval_ranges(feature, threshold, code_lo, code_hi, max_depth)
+    avail = jnp.sum(hi > lo, -1).astype(dtype)
+    log_aw = log_available_weight(lo, hi, jnp.asarray(log_w, dtype))
+    f = jnp.maximum(feature, 0)
+    lo_f = jnp.take_along_axis(lo, f[:, None], -1)[:, 0]
+    hi_f = jnp.take_along_axis(hi, f[:, None], -1)[:, 0]
+    n_own = jnp.maximum(hi_f - lo_f, 0)
+    own_ok = (threshold >= lo_f) & (threshold < hi_f)
+    log_rule = (jnp.take(jnp.asarray(log_w, dtype), f) - jnp.where(avail > 0, log_aw, 0.0)
+                - jnp.log(jnp.maximum(n_own, 1).astype(dtype)))
+    cannot = (depth >= max_depth) | (avail <= 0)
+    lsplit = prior.log_split(depth).astype(dtype)
+    lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dtype))
+    lp = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0))
+    return lp.astype(dtype), avail, internal, leaf, jnp.all(own_ok | ~internal), log_aw

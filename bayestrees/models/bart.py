@@ -29,7 +29,8 @@ class BART(TreeRV):
     task : {"auto", "regression", "classification"}
     **params
         The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
-        ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``dtype``), as for
+        ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``sparse`` and its
+        ``sparse_a``, ``sparse_b``, ``sparse_rho``, ``dtype``), as for
         :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
         (default 100)
 

@@ -113,6 +113,13 @@ class BARTConfig:
     min_leaf_rows : int >= 1  every node of every tree holds at least this many training rows (the
         prior is truncated to such trees; a move that breaks it is rejected)
     move_probs : probabilities of grow, prune, change, swap
+    sparse : the sparse Dirichlet split-variable prior (Linero 2018; the R package BART's
+        ``sparse=TRUE``): ``s ~ Dirichlet(alpha / p, ...)``, ``alpha / (alpha + rho) ~ Beta(a, b)``, a
+        node's variable ``j`` with probability ``s_j / sum_available s``; the posterior of ``s`` is
+        reported as ``split_probs``
+    sparse_a, sparse_b : the Beta prior of ``alpha / (alpha + rho)`` (defaults 0.5 and 1, Linero's
+        and the R package's)
+    sparse_rho : float > 0, optional  (default: the number of features ``p``)
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
     chain_method : "auto", "vectorized" or "parallel": how several chains run
@@ -133,6 +140,10 @@ class BARTConfig:
     max_depth: int = 5
     min_leaf_rows: int = 5
     move_probs: tuple = (0.5, 0.5, 0.0, 0.0)
+    sparse: bool = False
+    sparse_a: float = 0.5
+    sparse_b: float = 1.0
+    sparse_rho: Any = None
     dtype: Any = "float32"
     progressbar: bool = False
     chain_method: str = "auto"
@@ -160,6 +171,12 @@ class BARTConfig:
         if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12:
             raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
                              f"grow = prune, got {self.move_probs!r}")
+        if not isinstance(self.sparse, (bool, np.bool_)):
+            raise ValueError(f"sparse must be True or False, got {self.sparse!r}")
+        check_positive("sparse_a", self.sparse_a)
+        check_positive("sparse_b", self.sparse_b)
+        if self.sparse_rho is not None:
+            check_positive("sparse_rho", self.sparse_rho)
         check_dtype(self.dtype)
         check_chain_method(self.chain_method)
 
@@ -183,6 +200,7 @@ class BARTResult:
     offset : probit offset ``Phi^-1(mean y)`` (0 for regression)
     sigma_mu, sigma_hat, lam : the calibrated prior (scaled units)
     weights : (n,) row weights, or None
+    split_prob, sparse_alpha : (chains, draws, d) and (chains, draws) the sparse prior's draws (None without it)
     """
 
     feature: np.ndarray
@@ -202,6 +220,8 @@ class BARTResult:
     lam: float
     weights: Any
     seconds: float
+    split_prob: Any = None
+    sparse_alpha: Any = None
 
     @property
     def mu(self) -> np.ndarray:
@@ -307,13 +327,15 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     mc = M.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
                       data.d, tuple(float(p) for p in config.move_probs), "moves",
                       min_leaf_rows=int(config.min_leaf_rows))
-    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None)
+    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse))
+    rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = K.build_kernel(kcfg, dtype)
     code_lo, code_hi = K.data_intervals(data.codes)
     bdata = K.BARTData(jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)), jnp.asarray(ys, dtype),
                        jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype), jnp.asarray(config.nu, dtype),
                        jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype), jnp.asarray(offset, dtype),
-                       traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi))
+                       traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi),
+                       jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
     col = K.collect(kcfg, fdt, tdt)
@@ -326,8 +348,9 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     seconds = time.perf_counter() - t0
     assert draws.feature.shape[-1] == S
     sigma = None if probit else draws.sigma.astype(np.float64) * scale
+    sparse = (draws.split_prob, draws.alpha) if config.sparse else (None, None)
     return BARTResult(draws.feature, draws.threshold, draws.value, sigma, draws.fit, draws.lp, info, config,
-                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds)
+                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds, *sparse)
 
 
 def acceptance_rates(info) -> dict:
@@ -386,7 +409,8 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     trees plus ``attrs["bart_offset"]`` is the function, on the probit scale for two classes, whose
     ``output`` coordinate is then ``"latent"``; ``weight``/``count`` are 0: the draws keep no rows
     per node); ``sample_stats``: ``lp`` (log joint density on the scaled response), moves
-    proposed and accepted per step, trees at ``max_depth``.
+    proposed and accepted per step, trees at ``max_depth``.  With the sparse prior the posterior
+    also holds ``split_probs`` (dim ``feature``) and ``sparse_alpha``.
     """
     info = result.info
     rates = acceptance_rates(info)
@@ -409,8 +433,10 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
         trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=result.mu, sigma=result.sigma, log_likelihood=_log_likelihood(result, data),
         class_names=data.classes, n_bins=data.n_bins, tree_dims=("tree",),
-        posterior_extra={"n_leaves": n_leaves, "depth": depth, "split_counts": splits},
-        extra_dims={"split_counts": ["feature"]}, sample_stats=ss, attrs=meta,
+        posterior_extra={"n_leaves": n_leaves, "depth": depth, "split_counts": splits,
+                         **({"split_probs": result.split_prob, "sparse_alpha": result.sparse_alpha}
+                            if result.split_prob is not None else {})},
+        extra_dims={"split_counts": ["feature"], "split_probs": ["feature"]}, sample_stats=ss, attrs=meta,
         coords=None if reg else {"output": ["latent"]})
 
 

@@ -86,6 +86,7 @@ class BARTData(NamedTuple):
     prior : the tree prior with traced values (:func:`bayestrees.priors.traced_params`)
     code_lo, code_hi : int32 (d,)  the root's interval of every feature (smallest and largest code
         among the rows; :mod:`bayestrees.inference.intervals`)
+    sparse_prior : float (3,), optional  ``(a, b, rho)`` of the sparse prior (``KernelConfig.sparse``)
     """
 
     codes: jax.Array
@@ -99,6 +100,7 @@ class BARTData(NamedTuple):
     prior: Any = None
     code_lo: Any = None
     code_hi: Any = None
+    sparse_prior: Any = None
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,14 @@ class KernelConfig:
     m : number of trees
     probit : binary outcomes through the probit latent variables
     sample_sigma : draw ``sigma^2`` (regression); False keeps ``BARTData.sigma2``
+    sparse : the sparse Dirichlet split-variable prior (Linero 2018; :func:`_sparse_update`)
     """
 
     mcmc: Any
     m: int
     probit: bool = False
     sample_sigma: bool = True
+    sparse: bool = False
 
     def __post_init__(self):
         if self.mcmc.scheme != "moves":
@@ -152,7 +156,10 @@ class State(NamedTuple):
     count : float (m, S)  rows (``BARTData.rows``) per leaf slot (0 elsewhere)
     wsum : float (m, S)  row weight ``sum w_i`` per leaf slot (0 elsewhere)
     log_prior : float (m,)  each tree's log prior (:func:`bayestrees.inference.intervals.log_tree_prior`)
-    avail : float (m, S)  variables with a cut point left at each slot (the same function's ``avail``)
+    avail : float (m, S)  variables with a cut point left at each slot (the same function's ``avail``;
+        with the sparse prior the sum of their probabilities ``s_j``)
+    log_s : float (d,)  the split-variable probabilities' logarithms (sparse prior; ``-log d`` otherwise)
+    alpha : float ()  the sparse prior's concentration ``alpha`` (0 without it)
     resid : float (n,)  the running residual ``y - sum_j g_j`` (probit: ``z - offset - sum_j g_j``)
     sigma2 : float ()  noise variance
     z : float (n,)  probit latent minus the offset (regression: the scaled response, unchanged)
@@ -169,6 +176,8 @@ class State(NamedTuple):
     resid: jax.Array
     sigma2: jax.Array
     z: jax.Array
+    log_s: Any = None
+    alpha: Any = None
 
 
 class Info(NamedTuple):
@@ -188,6 +197,8 @@ class Draw(NamedTuple):
     sigma : ()  noise sd (scaled units; 1 for probit)
     fit : float32 (n,)  ``sum_j g_j(x_i)`` at the training rows (from the running residual)
     lp : ()  log joint density ``log p(y, T, M, sigma)`` (scaled units, up to a constant)
+    split_prob : float32 (d,)  the sparse prior's split-variable probabilities (shape (0,) without it)
+    alpha : float32 ()  its concentration (0 without it)
     """
 
     feature: jax.Array
@@ -196,6 +207,8 @@ class Draw(NamedTuple):
     sigma: jax.Array
     fit: jax.Array
     lp: jax.Array
+    split_prob: Any = None
+    alpha: Any = None
 
 
 def truncated_normal(u, mean, sd, positive):
@@ -238,11 +251,14 @@ class _Init:
             z = y
         root = jnp.zeros((m, S), dt).at[:, 0]
         feature, threshold = jnp.full((m, S), -1, jnp.int32), jnp.zeros((m, S), jnp.int32)
-        lp, avail, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt)
+        d = data.codes.shape[0]
+        log_s = jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt)
+        alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
+        lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
         return State(feature, threshold, jnp.zeros((m, S), dt), jnp.zeros((m, n), leaf_dtype(S)),
                      root.set(jnp.sum(data.rows).astype(dt)),
                      root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), lp, avail.astype(dt),
-                     z, jnp.asarray(data.sigma2, dt), z)
+                     z, jnp.asarray(data.sigma2, dt), z, log_s, alpha)
 
 
 def _tables(S: int):
@@ -278,13 +294,27 @@ def _pick(u, mask):
     return jnp.argmax(c > target).astype(jnp.int32), k
 
 
+def _pick_weighted(u, mask, w):
+    """An index among ``mask`` with probability ``w_j / sum_mask w`` from one uniform ``u``."""
+    c = jnp.cumsum(jnp.where(mask, w, 0.0))
+    hit = c > u * c[-1]
+    last = jnp.argmax(jnp.where(mask, jnp.arange(mask.shape[0]), -1))
+    return jnp.where(jnp.any(hit), jnp.argmax(hit), last).astype(jnp.int32)
+
+
+def _weights(cfg: KernelConfig, log_s):
+    """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior,
+    None (uniform among the available variables) otherwise."""
+    return log_s if cfg.sparse else None
+
+
 #: uniforms per tree and step: move type, threshold, node, variable
 N_UNIFORMS = 4
 
 
-def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _Proposal:
+def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:
     """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from
-    ``N_UNIFORMS`` uniforms ``u``."""
+    ``N_UNIFORMS`` uniforms ``u``; ``w`` the split-variable log probabilities (sparse prior) or None."""
     mc = cfg.mcmc
     S, D = mc.capacity, mc.max_depth
     lc, rc, par, depth = _tables(S)
@@ -303,11 +333,21 @@ def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _P
     # the rule: variable uniform among those with a cut point left, threshold uniform among them
     lo_s, hi_s = IV.node_interval(f, t, lo0, hi0, s, D)
     nthr = jnp.maximum(hi_s - lo_s, 0)
-    j, _ = _pick(u[3], nthr > 0)
+    if w is None:
+        j, _ = _pick(u[3], nthr > 0)
+        a_here = jnp.sum(nthr > 0).astype(dtype)                  # = avail[s] at a node
+        log_avail = jnp.log(jnp.where(a_here > 0, a_here, 1.0))
+        log_w = lambda v: jnp.zeros((), dtype)  # noqa: E731
+    else:  # log-space weights: a sparse Dirichlet draw's tiny s_j neither underflow nor cancel
+        x = jnp.where(nthr > 0, w, -jnp.inf)
+        mx = jnp.max(x)
+        j = _pick_weighted(u[3], nthr > 0, jnp.exp(jnp.where(nthr > 0, x - jnp.where(jnp.isfinite(mx), mx, 0.0), -jnp.inf)))
+        log_avail = jnp.where(jnp.any(nthr > 0), IV.log_available_weight(lo_s, hi_s, w.astype(dtype)), 0.0)
+        log_w = lambda v: w[v].astype(dtype)  # noqa: E731
     cnt = jnp.maximum(nthr[j], 1)
     tn = (lo_s[j] + jnp.minimum(jnp.floor(u[1] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
-    log_avail = jnp.log(jnp.maximum(jnp.sum(nthr > 0), 1).astype(dtype))
-    log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))  # noqa: E731
+    # minus the log of the rule's probability given the node, up to log avail: log nthr_v - log w_v
+    log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype)) - log_w(v)  # noqa: E731
     # the proposed tree: up to three slots set (the swap's parent, child and the child's twin sibling)
     c, p = s, jnp.maximum((s - 1) // 2, 0)
     sib = jnp.where(s % 2 == 1, s + 1, s - 1)
@@ -327,7 +367,7 @@ def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _P
     a_s = avail[s]
     ic, jc = jnp.minimum(2 * s + 1, S - 1), jnp.minimum(2 * s + 2, S - 1)
     lstop = lambda dd, av: jnp.where((dd >= D) | (av <= 0), 0.0, prior.log_stop(dd)).astype(dtype)  # noqa: E731
-    log_rule = lambda v: (prior.log_split(ds).astype(dtype) - jnp.log(jnp.maximum(a_s, 1).astype(dtype))  # noqa: E731
+    log_rule = lambda v: (prior.log_split(ds).astype(dtype) - jnp.log(jnp.where(a_s > 0, a_s, 1.0))  # noqa: E731
                           - log_nthr(v))
     had = (nthr[j] > 0).astype(dtype)
     a_l = a_s - had + (tn - lo_s[j] > 0).astype(dtype)
@@ -347,7 +387,13 @@ def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype) -> _P
     avail_new = jnp.where(move == 0, avail_grow, avail_prune)
     leaf_new = jnp.where(move == 0, leaf_grow, leaf_prune)
     rules_ok = jnp.array(True)
-    if mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
+    if w is not None:   # the sparse prior: T' scored in full, its node weights in log space (O(S D d))
+        lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = IV.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
+                                                                                   dtype=dtype)
+        lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
+        n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
+        n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
+    elif mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
         lp_f, avail_f, _, leaf_f, ok_f = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
         local = move < 2
         lp_new = jnp.where(local, lp_new, lp_f)
@@ -458,10 +504,11 @@ class _Step:
         ldt = state.leaf.dtype
         tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
         q = jnp.asarray(mc.min_leaf_rows, dt)
-        k_prop, k_acc, k_val, k_last = random_bits.split(key, 4)
+        k_prop, k_acc, k_val, k_last, k_sparse = random_bits.split(key, 5)
         u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
-        prop = jax.vmap(lambda *a: _propose(*a, data, cfg, dt))(u, state.feature, state.threshold, state.log_prior,
-                                                                 state.avail)
+        w_var = _weights(cfg, state.log_s)
+        prop = jax.vmap(lambda *a: _propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
+                                                                        state.log_prior, state.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
@@ -511,23 +558,91 @@ class _Step:
         kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
         lprior = jnp.where(acc, prop.log_prior, state.log_prior)
         avail = jnp.where(acc[:, None], prop.avail, state.avail)
-        new_state = State(feature, threshold, value, leaf, count, wsum, lprior, avail, R, sigma2, z)
+        log_s, alpha = state.log_s, state.alpha
+        if cfg.sparse:
+            log_s, alpha, lprior, avail = _sparse_update(k_sparse, feature, threshold, lprior, avail, log_s, alpha,
+                                                         data, cfg, dt)
+        new_state = State(feature, threshold, value, leaf, count, wsum, lprior, avail, R, sigma2, z, log_s, alpha)
         info = Info(jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0),
                     _at_max_depth(new_state, cfg))
         return new_state, info
 
 
-def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype=jnp.float32):
-    """Every tree's ``(log p(T), avail, internal, leaf)`` (vmapped :func:`intervals.log_tree_prior`)."""
+def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype=jnp.float32, log_w=None):
+    """Every tree's ``(log p(T), avail, internal, leaf, log_avail_w)`` (vmapped
+    :func:`intervals.log_tree_prior`, or :func:`intervals.log_tree_prior_weighted` with the sparse
+    prior's split-variable log probabilities ``log_w``; ``log_avail_w`` is then the log of the
+    available variables' total probability per slot, else None)."""
     mc = cfg.mcmc
     prior = mc.prior if data.prior is None else data.prior
 
     def one(f, t):
-        lp, avail, internal, leaf, _ = IV.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
-                                                         dtype=dtype)
-        return lp, avail, internal, leaf
+        if log_w is None:
+            lp, avail, internal, leaf, _ = IV.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
+                                                             dtype=dtype)
+            return lp, avail, internal, leaf
+        return IV.log_tree_prior_weighted(f, t, data.code_lo, data.code_hi, prior, mc.max_depth, log_w, dtype=dtype)
 
-    return jax.vmap(one)(feature, threshold)
+    out = jax.vmap(one)(feature, threshold)
+    if log_w is None:
+        return out + (None,)
+    lp, avail, internal, leaf, _, log_aw = out
+    return lp, avail, internal, leaf, log_aw
+
+
+def _log_gamma_draw(key, shape, dtype):
+    """``log G`` for ``G ~ Gamma(shape)``, accurate for small shapes: ``log G(shape + 1) + log(U) / shape``."""
+    k1, k2 = random_bits.split(key)
+    g = random_bits.gamma(k1, (shape + 1.0).astype(jnp.float32), dtype=dtype)
+    u = random_bits.open_uniform(k2, shape.shape).astype(dtype)
+    return jnp.log(g) + jnp.log(u) / shape
+
+
+def _log_alpha_density(alpha, log_s, a, b, rho):
+    """``log p(alpha) + log Dir(s; alpha / d)`` up to a constant, in ``log alpha`` coordinates
+    (``alpha / (alpha + rho) ~ Beta(a, b)``)."""
+    from jax.scipy.special import gammaln
+
+    d = log_s.shape[0]
+    x = alpha / (alpha + rho)
+    log_prior = (a - 1.0) * jnp.log(x) + (b - 1.0) * jnp.log1p(-x) + jnp.log(rho) - 2.0 * jnp.log(alpha + rho)
+    log_dir = gammaln(alpha) - d * gammaln(alpha / d) + (alpha / d) * jnp.sum(log_s)
+    return log_prior + log_dir + jnp.log(alpha)
+
+
+def _sparse_update(key, feature, threshold, lprior, avail, log_s, alpha, data: BARTData, cfg: KernelConfig, dtype):
+    """The sparse Dirichlet prior's step (Linero 2018, "Bayesian regression trees for high-dimensional
+    prediction and variable selection", JASA 113): ``s ~ Dirichlet(alpha / d, ...)``, ``alpha / (alpha +
+    rho) ~ Beta(a, b)``, and a node's split variable is ``j`` with probability ``s_j / sum_available s``.
+
+    ``s``: an independence Metropolis-Hastings step whose proposal is Linero's Gibbs draw
+    ``Dirichlet(alpha / d + c)`` (``c_j``: internal nodes splitting on ``j`` over all trees).  The
+    target is ``Dir(s; alpha / d) prod_nodes s_j / W_node(s)`` (``W_node``: the sum of ``s`` over the
+    node's available variables), so the ratio is ``prod_nodes W_node(s) / W_node(s')``; it is 1 when
+    every variable is available at every node, where Linero's Gibbs draw is exact.  ``alpha``: a
+    random-walk step on ``log alpha`` (sd 0.5).  Returns ``(log_s, alpha, log_prior, avail)`` with
+    every tree's log prior under the kept ``s`` (the available variables do not depend on ``s``).
+    The probabilities are kept as logarithms throughout: a draw with small ``alpha / d`` holds
+    ``s_j`` far below the float range.
+    """
+    d = log_s.shape[0]
+    a, b, rho = (data.sparse_prior[i].astype(dtype) for i in range(3))
+    k_s, k_acc, k_a, k_aacc = random_bits.split(key, 4)
+    internal = feature >= 0
+    c = jnp.sum(jax.nn.one_hot(jnp.where(internal, feature, -1), d, dtype=dtype), (0, 1))
+    log_g = _log_gamma_draw(k_s, (alpha / d + c).astype(dtype), dtype)
+    log_s_new = log_g - jax.scipy.special.logsumexp(log_g)
+    _, _, _, _, log_w_old = tree_log_priors(feature, threshold, data, cfg, dtype, log_s)
+    lp_new, _, _, _, log_w_new = tree_log_priors(feature, threshold, data, cfg, dtype, log_s_new)
+    log_ratio = jnp.sum(jnp.where(internal, log_w_old - log_w_new, 0.0))
+    acc = jnp.log(random_bits.open_uniform(k_acc, ())) < log_ratio
+    log_s = jnp.where(acc, log_s_new, log_s)
+    lprior = jnp.where(acc, lp_new, lprior)
+    z = random_bits.normal(k_a, (), dtype)
+    alpha_new = alpha * jnp.exp(0.5 * z)
+    log_a = _log_alpha_density(alpha_new, log_s, a, b, rho) - _log_alpha_density(alpha, log_s, a, b, rho)
+    alpha = jnp.where(jnp.log(random_bits.open_uniform(k_aacc, ())) < log_a, alpha_new, alpha)
+    return log_s, alpha, lprior, avail
 
 
 def _at_max_depth(state: State, cfg: KernelConfig):
@@ -562,7 +677,12 @@ def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
         ll = jnp.sum(jnp.where(live, 0.5 * jnp.log(w / (2 * jnp.pi * s2)) - 0.5 * w * state.resid ** 2 / s2, 0.0))
         # sigma^2 ~ IG(nu / 2, nu lambda / 2): log density up to a constant in sigma^2
         lp_sigma = (-(0.5 * data.nu + 1.0) * jnp.log(s2) - 0.5 * data.nu_lam / s2) if cfg.sample_sigma else 0.0
-    return (ll + jnp.sum(lp_trees) + lp_leaves + lp_sigma).astype(dt)
+    lp_sparse = 0.0
+    if cfg.sparse:  # log p(s | alpha) + log p(alpha) (the latter without the log-alpha Jacobian)
+        a, b, rho = (data.sparse_prior[i].astype(dt) for i in range(3))
+        lp_sparse = (_log_alpha_density(state.alpha, state.log_s, a, b, rho) - jnp.log(state.alpha)
+                     - jnp.sum(state.log_s))
+    return (ll + jnp.sum(lp_trees) + lp_leaves + lp_sigma + lp_sparse).astype(dt)
 
 
 @dataclass(frozen=True)
@@ -581,7 +701,9 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         threshold = state.threshold.astype(self.threshold_dtype)
         value = state.value.astype(jnp.float32)
         fit = (state.z - state.resid).astype(jnp.float32)
-        return Draw(feature, threshold, value, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg))
+        split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
+        return Draw(feature, threshold, value, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg),
+                    split_prob, state.alpha.astype(jnp.float32))
 
 
 def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
