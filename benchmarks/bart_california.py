@@ -21,7 +21,6 @@ Appends JSON lines to ``benchmarks/results/bart_california.jsonl``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -32,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forest_california import SEED, load  # noqa: E402
-from forest_common import data_dir, machine, rmse  # noqa: E402
+from forest_common import append_jsonl, data_dir, machine, rmse  # noqa: E402
 
 import bayestrees as bt  # noqa: E402
 
@@ -88,10 +87,8 @@ def main():
         print(f"{f:>4} {'sklearn-RF':>10} {rec['rmse']:9.0f} {rec['fit_s']:7.1f}", flush=True)
         for r in rows[-3:]:
             r.update(load_before=[round(x, 2) for x in load0], **machine())
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "a") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
+    for row in rows:
+        append_jsonl(args.out, row)
     print(f"\nappended {len(rows)} lines to {os.path.relpath(args.out)}")
 
 

@@ -27,6 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forest_common import append_jsonl  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -97,10 +100,8 @@ def main():
             rows.append(row)
             print(f"{n:>9} {lib:>7} {row['rss_before_mb']:13.0f} {row['peak_after_mb']:13.0f} "
                   f"{row['bytes_per_row']:9.0f}", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "a") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
+    for row in rows:
+        append_jsonl(args.out, row)
     print(f"\nappended {len(rows)} lines to {os.path.relpath(args.out)}")
 
 

@@ -22,16 +22,18 @@ average before and after each fit).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import time
+import sys
 from pathlib import Path
 
 import arviz as az
 import numpy as np
 
 import bayestrees as bt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forest_common import append_jsonl  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0)}
@@ -97,10 +99,8 @@ def main():
             print(f"{moves:>5} {row['seed']:>4} {row['rhat_sigma']:11.3f} {row['rhat_f_max']:11.3f} "
                   f"{row['ess_sigma']:9.0f} {row['ess_f_min']:9.0f} {row['sigma_mean']:6.3f} {row['seconds']:6.1f} "
                   f"{row['ess_sigma_per_s']:6.1f} {row['rmse']:6.3f}", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "a") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
+    for row in rows:
+        append_jsonl(args.out, row)
     print(f"\nappended {len(rows)} lines to {os.path.relpath(args.out)}")
 
 

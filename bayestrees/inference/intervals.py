@@ -148,21 +148,30 @@ def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, 
     points (a tree where it is not has prior probability 0; such a tree also sends no row to one
     side of that node).
     """
+    depth, internal, leaf = _shape(feature, max_depth)
+    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, dtype)
+    log_rule = (-jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0)
+                - jnp.log(jnp.maximum(n_own, 1).astype(dtype)))
+    lp = _total(prior, depth, internal, leaf, avail, log_rule, max_depth, dtype)
+    return lp, avail, internal, leaf, jnp.all(own_ok | ~internal)
+
+
+def _shape(feature, max_depth: int):
+    """``(depth, internal, leaf)`` of a heap tree's slots (``feature`` -1 where not internal)."""
     _, _, _, depth = path_tables(max_depth)
-    depth = jnp.asarray(depth)
     S = feature.shape[-1]
     internal = feature >= 0
     parent = jnp.asarray(np.maximum((np.arange(S) - 1) // 2, 0))
     used = (jnp.arange(S) == 0) | internal[parent]
-    leaf = used & ~internal
-    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, dtype)
-    dt = dtype
-    log_rule = -jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0) - jnp.log(jnp.maximum(n_own, 1).astype(dt))
+    return jnp.asarray(depth), internal, used & ~internal
+
+
+def _total(prior, depth, internal, leaf, avail, log_rule, max_depth: int, dtype):
+    """``sum_internal [log p_split + log_rule] + sum_leaves log p_stop`` (``p_stop = 1`` where a leaf cannot split)."""
     cannot = (depth >= max_depth) | (avail <= 0)
-    lsplit = prior.log_split(depth).astype(dt)
-    lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dt))
-    lp = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0))
-    return lp.astype(dt), avail, internal, leaf, jnp.all(own_ok | ~internal)
+    lsplit = prior.log_split(depth).astype(dtype)
+    lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dtype))
+    return jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0)).astype(dtype)
 
 
 def log_available_weight(lo, hi, log_w):
@@ -184,13 +193,7 @@ def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_dep
     available variables per slot (whether a node can split does not depend on ``w``) and
     ``log_avail_w`` (S,) the log of their total weight.
     """
-    _, _, _, depth = path_tables(max_depth)
-    depth = jnp.asarray(depth)
-    S = feature.shape[-1]
-    internal = feature >= 0
-    parent = jnp.asarray(np.maximum((np.arange(S) - 1) // 2, 0))
-    used = (jnp.arange(S) == 0) | internal[parent]
-    leaf = used & ~internal
+    depth, internal, leaf = _shape(feature, max_depth)
     lo, hi = interval_ranges(feature, threshold, code_lo, code_hi, max_depth)
     avail = jnp.sum(hi > lo, -1).astype(dtype)
     log_aw = log_available_weight(lo, hi, jnp.asarray(log_w, dtype))
@@ -201,8 +204,5 @@ def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_dep
     own_ok = (threshold >= lo_f) & (threshold < hi_f)
     log_rule = (jnp.take(jnp.asarray(log_w, dtype), f) - jnp.where(avail > 0, log_aw, 0.0)
                 - jnp.log(jnp.maximum(n_own, 1).astype(dtype)))
-    cannot = (depth >= max_depth) | (avail <= 0)
-    lsplit = prior.log_split(depth).astype(dtype)
-    lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(dtype))
-    lp = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(leaf, lstop, 0.0))
-    return lp.astype(dtype), avail, internal, leaf, jnp.all(own_ok | ~internal), log_aw
+    lp = _total(prior, depth, internal, leaf, avail, log_rule, max_depth, dtype)
+    return lp, avail, internal, leaf, jnp.all(own_ok | ~internal), log_aw
