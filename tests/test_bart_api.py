@@ -136,20 +136,20 @@ def test_friedman_sum_of_trees_beats_one_tree():
 
 
 @pytest.mark.slow
-def test_sparse_prior_finds_the_features_that_matter():
+def test_sparse_prior_finds_the_features_that_matter(reg):
     """Friedman's function of 5 of 25 features with the sparse Dirichlet prior: the posterior split
-    probabilities are reported per feature, sum to 1, and put most of their mass on the 5 (seed 0:
-    0.93 of it; the 20 others share the rest)."""
+    probabilities are reported per feature, sum to 1, and put most of their mass on the 5 (their
+    prior share is 5/25 = 0.2; data and fit seeds 0-2 gave 0.78-0.93, seed 0 0.93)."""
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(200, 25))
     y = _friedman(X) + rng.normal(size=200)
-    est = _fit(bt.BARTRegressor(m=30, sparse=True, draws=200, tune=300, chains=2, random_state=0), X, y)
+    est = _fit(bt.BARTRegressor(m=20, sparse=True, draws=100, tune=200, chains=1, random_state=0), X, y)
     probs = est.idata_.posterior["split_probs"]
     assert probs.dims == ("chain", "draw", "feature") and probs.shape[-1] == 25
     np.testing.assert_allclose(probs.sum("feature"), 1.0, rtol=1e-4)
-    assert float(probs.mean(("chain", "draw"))[:5].sum()) > 0.8
+    assert float(probs.mean(("chain", "draw"))[:5].sum()) > 0.6
     assert "sparse_alpha" in est.idata_.posterior
-    assert "split_probs" not in _fit(bt.BARTRegressor(m=5, draws=5, tune=5, chains=1), X, y).idata_.posterior
+    assert "split_probs" not in reg[0].idata_.posterior          # only with the sparse prior
 
 
 def test_probit_classifier(clf):

@@ -6,8 +6,11 @@
 (c) a one-leaf tree (max_depth=0) matches the conjugate closed form;
 (d) every move's acceptance ratio equals a direct computation (brute-force proposal
     probabilities and an independent NumPy target) on small trees.
-(a) runs for the three schemes (random moves, the systematic sweep, particle Gibbs); (b) for the
-random moves, plain and tempered, and for particle Gibbs.
+(a) runs for the random moves and particle Gibbs, (b) for the random moves, plain and tempered,
+and for particle Gibbs.  The sweep's and the mixed scheme's (a) and the mixed scheme's (b) run with
+``BAYESTREES_FULL_TESTS=1`` (``full_only``): the sweep has its brute-force test in
+``tests/test_sampler_exactness.py``, and the mixed scheme composes the random moves and particle
+Gibbs, each tested here.
 """
 from collections import Counter
 from functools import partial
@@ -81,7 +84,8 @@ def _direct_prior_draw(rng, codes, rows, depth, prior, max_depth):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["moves", "sweep", "pgibbs", "mixed"])
+@pytest.mark.parametrize("scheme", ["moves", pytest.param("sweep", marks=pytest.mark.full_only), "pgibbs",
+                                    pytest.param("mixed", marks=pytest.mark.full_only)])
 def test_chains_without_likelihood_reproduce_the_chipman_prior(scheme):
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 5, size=(40, 2))
@@ -173,7 +177,8 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
-                                                  ("pgibbs", (1.0,)), ("mixed", (1.0,))])
+                                                  ("pgibbs", (1.0,)),
+                                                  pytest.param("mixed", (1.0,), marks=pytest.mark.full_only)])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
     from bayestrees.inference.pcfg.fit import fit_posterior
 
