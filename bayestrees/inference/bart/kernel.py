@@ -70,7 +70,7 @@ from .. import moves as M
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors"]
+           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS"]
 
 
 class BARTData(NamedTuple):
