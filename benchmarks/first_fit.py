@@ -119,11 +119,16 @@ def child(args) -> None:
     folder = bt.compilation_cache_dir() if hasattr(bt, "compilation_cache_dir") else None
     entries = len([f for f in os.listdir(folder) if f.endswith("-cache")]) if folder and os.path.isdir(folder) else 0
     steady = 1 + int(np.argmin(fits[1:]))
-    print(json.dumps({"bayestrees_file": bt.__file__, "import_s": t_import, "fit_s": fits, "cpu_s": cpus, "tree1_s": trees,
+    # records name no machine's paths: the library relative to this repository (or "another checkout"),
+    # the cache folder by its kind
+    here = Path(__file__).resolve().parents[1]
+    lib = Path(bt.__file__).resolve()
+    lib_name = str(lib.relative_to(here)) if here in lib.parents else "another checkout"
+    print(json.dumps({"bayestrees_file": lib_name, "import_s": t_import, "fit_s": fits, "cpu_s": cpus, "tree1_s": trees,
                       "fit1": fits[0], "fit2": fits[steady], "compile": fits[0] - fits[steady],
                       "compile_cpu": cpus[0] - cpus[steady], "tree1": trees[0], "tree1_steady": trees[steady],
                       "compile_tree1": trees[0] - trees[steady], "result_epoch": first_result,
-                      "rmse": rmse, "cache_dir": folder, "cache_entries": entries}))
+                      "rmse": rmse, "cache_dir": "temporary folder" if folder else None, "cache_entries": entries}))
 
 
 def run(kind: str, cache: str, n_jobs: int, args) -> dict:
@@ -145,7 +150,7 @@ def run(kind: str, cache: str, n_jobs: int, args) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{kind} run failed:\n{out.stderr[-3000:]}")
     rec = json.loads(out.stdout.strip().splitlines()[-1])
-    rec.update(run=kind, n_jobs=n_jobs, library=args.library or "this checkout", n_trees=args.n_trees, fold=args.fold, process_s=wall,
+    rec.update(run=kind, n_jobs=n_jobs, library="another checkout" if args.library else "this checkout", n_trees=args.n_trees, fold=args.fold, process_s=wall,
                first_result=rec.pop("result_epoch") - t0, load_start=load0, load_end=os.getloadavg()[0],
                time=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)))
     return rec
