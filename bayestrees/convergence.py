@@ -68,7 +68,8 @@ class ConvergenceReport:
         if self.ok:
             return ""
         who = f"{self.family} " if self.family else ""
-        better = {"bart": "BART: more tune steps, or thin to keep fewer, less correlated draws"}.get(
+        better = {"bart": "BART: more tune steps, or thin to keep fewer, less correlated draws",
+                  "bet": "BET: more sweeps, and chains=4 or more to see whether they settle on the same trees"}.get(
             self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "
                          "temperatures=...")
         advice = ("The draws are not yet the posterior: run longer chains (draws, tune) or a kernel that "
