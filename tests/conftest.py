@@ -88,24 +88,28 @@ def pytest_runtest_setup(item):
         pytest.skip("a slow variant: set BAYESTREES_FULL_TESTS=1 to run it")
 
 
-LONG_FILES = ("test_bcart_sampler.py",  # 97 s
-              "test_sklearn_compat.py",  # 67 s
-              "test_sampler_exactness.py",  # about 80 s of CPU (2026-11-24, measured alone under load)
-              "test_results_unchanged.py",  # 15 fits of every family, about 40 s
-              "test_tutorials.py",  # 37 s
-              "test_pcfg.py",  # 37 s
-              "test_safebayes.py",  # 35 s
-              "test_cli.py",  # 35 s
-              "test_cart.py",  # 35 s
-              "test_bet.py",  # 31 s
-              # added 2026-11-25 (measured one file at a time under load)
-              "test_bart_sampler.py",  # 41-75 s
-              "test_float64_mcmc.py",  # 67 s
-              "test_save_load.py",  # 58 s
-              "test_bet_exact.py",  # 46 s
-              "test_predict_interval.py",  # 41 s
-              "test_bart_api.py",  # 25-43 s
-              "test_bart_sbc.py")  # 10-12 s (2026-11-25, alone, load 3.4-3.8)
+LONG_FILES = (  # longest first, so that two workers end together; CPU seconds per file from the
+               # durations of the whole suite on 2026-11-25 (pytest --durations, 2 workers)
+              "test_tutorials.py",  # about 82 s (one fixture: every tutorial's quick run)
+              "test_cli.py",  # about 80 s (the demo 47 s)
+              "test_bcart_sampler.py",  # about 76 s (the full_only variants apart)
+              "test_sklearn_compat.py",  # about 67 s
+              "test_bart_sampler.py",  # about 66 s
+              "test_sampler_exactness.py",  # about 60 s
+              "test_save_load.py",  # about 58 s
+              "test_pcfg.py",  # about 55 s
+              "test_bet_exact.py",  # about 46 s
+              "test_distributed.py",  # about 45 s
+              "test_predict_interval.py",  # about 41 s
+              "test_results_unchanged.py",  # about 40 s
+              "test_float64_mcmc.py",  # about 35 s
+              "test_bart_api.py",  # about 35 s
+              "test_safebayes.py",  # about 35 s
+              "test_cart.py",  # about 35 s
+              "test_bet.py",  # about 31 s
+              "test_sharding.py",  # about 22 s
+              "test_workers.py",  # about 20 s
+              "test_bart_sbc.py")  # about 4 s (a fit's compilation mostly)  # 10-12 s (2026-11-25, alone, load 3.4-3.8)
 
 
 def pytest_collection_modifyitems(config, items):
