@@ -1,7 +1,8 @@
 """bayestrees: Bayesian inference over decision trees in JAX."""
 # a persistent JAX compilation cache, on by default unless JAX has one (bayestrees/compile_cache.py)
-from .compile_cache import compilation_cache_dir, set_compilation_cache, setup_default as _setup_cache
-_setup_cache()
+from . import compile_cache
+from .compile_cache import compilation_cache_dir, set_compilation_cache
+compile_cache.setup_default()
 from . import data
 from . import tree
 from . import leaves
