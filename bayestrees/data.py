@@ -652,12 +652,16 @@ class Binner:
         Column indices to treat as categorical (DataFrame columns of category,
         object or string dtype are categorical automatically).
 
-    Attributes (after :meth:`fit`)
-    ------------------------------
-    features_ : list of :class:`FeatureBins`
-    dtype_ : numpy dtype of the codes (uint8 or uint16)
+    Attributes
+    ----------
+    features_ : list of FeatureBins
+        One :class:`FeatureBins` per feature (set by :meth:`fit`, as are the others).
+    dtype_ : numpy dtype
+        The dtype of the codes (uint8 or uint16).
     n_features_in_ : int
+        Number of features seen by :meth:`fit`.
     feature_names_in_ : list of str
+        Their names.
     """
 
     max_bins: int = 255

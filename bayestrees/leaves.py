@@ -29,14 +29,16 @@ work in log space with ``gammaln`` so that leaves holding millions of rows
 never overflow.  Sufficient statistics may be weighted (fractional counts),
 which is how power likelihoods (``counts * beta``) are expressed.
 
-Classification: Dirichlet-multinomial
+Classification: Dirichlet-multinomial::
+
     y_i | p ~ Categorical(p),  p ~ Dirichlet(alpha).
     log p(y_leaf) = log B(n + alpha) - log B(alpha), with B the multivariate
     Beta function and n the class counts of the leaf (the probability of the
     label *sequence*, no multinomial coefficient).  Predictive:
     (n_c + alpha_c) / sum(n + alpha).
 
-Regression: Normal-inverse-gamma
+Regression: Normal-inverse-gamma::
+
     y_i | mu, s2 ~ N(mu, s2),  mu | s2 ~ N(m0, s2 / kappa0),  s2 ~ IG(a0, b0).
     With n, mean ybar and centred sum of squares S:
     kappa_n = kappa0 + n,  m_n = (kappa0 m0 + n ybar) / kappa_n,
@@ -526,11 +528,11 @@ class ObjectiveNormalLeaves(NamedTuple):
     -----
     A leaf with ``n >= 2`` rows, mean ``ybar`` and centred sum of squares ``S``:
     the likelihood is ``(2 pi s2)^(-n/2) exp(-(S + n (ybar - mu)^2) / (2 s2))``.
-    Integrating ``mu`` over the real line gives ``(2 pi s2 / n)^(1/2)``, so
+    Integrating ``mu`` over the real line gives ``(2 pi s2 / n)^(1/2)``, so::
 
-    ``∫∫ p(y | mu, s2) / s2 dmu ds2
-      = (2 pi)^(-(n-1)/2) n^(-1/2) ∫ s2^(-(n-1)/2 - 1) exp(-S / (2 s2)) ds2
-      = (2 pi)^(-(n-1)/2) n^(-1/2) Gamma((n-1)/2) (S/2)^(-(n-1)/2)``,
+      ∫∫ p(y | mu, s2) / s2 dmu ds2
+        = (2 pi)^(-(n-1)/2) n^(-1/2) ∫ s2^(-(n-1)/2 - 1) exp(-S / (2 s2)) ds2
+        = (2 pi)^(-(n-1)/2) n^(-1/2) Gamma((n-1)/2) (S/2)^(-(n-1)/2),
 
     i.e. ``log p(y_leaf) = -(n-1)/2 log(2 pi) - log(n)/2 + gammaln((n-1)/2) - (n-1)/2 log(S/2)``
     (the prior's constant is 1 per leaf: with an improper prior the marginal, and so
