@@ -1,7 +1,7 @@
 """Conversion of tree draws to ArviZ InferenceData (the only module that builds it).
 
 The posterior contract (the same for every family; see ``docs/design.md``)
--------------------------------------------------------------------------
+--------------------------------------------------------------------------
 Draws are posterior draws of trees with leading dims ``(chain, draw)``; a
 forest of 100 trees is ``chain=1, draw=100``.  :func:`to_inferencedata` writes
 
