@@ -56,7 +56,9 @@ nb_execution_timeout = -1
 nb_execution_raise_on_error = True
 nb_merge_streams = True
 
-TUTORIALS = ["forests", "pcfg", "safebayes", "bcart", "bet", "bart", "compare"]
+#: every script in tutorials/ becomes a page (tutorials/index.md lists them in its toctree; a script
+#: missing there fails the build with "document isn't included in any toctree")
+TUTORIALS = sorted(p.stem for p in (ROOT / "tutorials").glob("*.py"))
 
 
 def _copy_if_changed(src: Path, dst: Path) -> None:
@@ -66,6 +68,9 @@ def _copy_if_changed(src: Path, dst: Path) -> None:
 
 for _name in TUTORIALS:
     _copy_if_changed(ROOT / "tutorials" / f"{_name}.py", HERE / "tutorials" / f"{_name}.py")
+for _stale in (HERE / "tutorials").glob("*.py"):  # a tutorial removed from tutorials/
+    if _stale.stem not in TUTORIALS:
+        _stale.unlink()
 
 if EXECUTE:
     # the executed tutorials write their figures under the build folder and read the shared data
