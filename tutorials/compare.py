@@ -38,6 +38,9 @@ pd.set_option("display.max_columns", 20)
 
 def save(fig, name):
     fig.savefig(OUT / name, dpi=110)
+    if "__file__" not in globals():  # run as a notebook (Jupyter, the documentation site): show it here too
+        from IPython.display import display
+        display(fig)
     plt.close(fig)
     print(f"figure: {OUT / name}")
 

@@ -40,6 +40,9 @@ MAX_LEAVES = 12 if QUICK else 80  # leaf counts shown (the exact posterior is co
 
 def save(fig, name):
     fig.savefig(OUT / name, dpi=110)
+    if "__file__" not in globals():  # run as a notebook (Jupyter, the documentation site): show it here too
+        from IPython.display import display
+        display(fig)
     plt.close(fig)
     print(f"figure: {OUT / name}")
 

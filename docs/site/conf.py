@@ -7,8 +7,9 @@ Build (from the repository root)::
 The pages are MyST Markdown; the API reference is generated from the NumPy-style docstrings
 (autodoc, autosummary, numpydoc). The tutorials in ``tutorials/*.py`` stay the single source: they
 are copied next to these pages at build time and rendered by myst-nb through jupytext. They are
-not executed unless ``BAYESTREES_DOCS_EXECUTE=1`` (then every tutorial runs in full, which takes
-long; add ``BAYESTREES_TUTORIAL_QUICK=1`` for the reduced sizes). The lab notes in ``docs/*.md``
+not executed unless ``BAYESTREES_DOCS_EXECUTE=1`` (every tutorial, in full, which takes long) or
+``BAYESTREES_DOCS_EXECUTE=pcfg,bcart`` (those); add ``BAYESTREES_TUTORIAL_QUICK=1`` for the reduced
+sizes. Executed, their printed tables and figures appear on the pages. The lab notes in ``docs/*.md``
 are included unchanged under "Benchmarks and lab notes".
 """
 import contextlib
@@ -50,12 +51,6 @@ myst_heading_anchors = 3
 
 # --- tutorials: percent-format scripts read through jupytext ----------------------------------------
 nb_custom_formats = {".py": "bt_tutorials.read_tutorial"}
-EXECUTE = os.environ.get("BAYESTREES_DOCS_EXECUTE", "0") not in ("", "0")
-nb_execution_mode = "force" if EXECUTE else "off"
-nb_execution_timeout = -1
-nb_execution_raise_on_error = True
-nb_merge_streams = True
-
 #: every script in tutorials/ becomes a page (tutorials/index.md lists them in its toctree; a script
 #: missing there fails the build with "document isn't included in any toctree")
 TUTORIALS = sorted(p.stem for p in (ROOT / "tutorials").glob("*.py"))
@@ -72,12 +67,23 @@ for _stale in (HERE / "tutorials").glob("*.py"):  # a tutorial removed from tuto
     if _stale.stem not in TUTORIALS:
         _stale.unlink()
 
+#: BAYESTREES_DOCS_EXECUTE: "0" or unset renders the tutorials without running them; "1" runs every
+#: one; a comma-separated list of names (e.g. "pcfg,bcart") runs those
+_EXECUTE = os.environ.get("BAYESTREES_DOCS_EXECUTE", "0").strip()
+EXECUTE = _EXECUTE not in ("", "0")
+nb_execution_mode = "force" if EXECUTE else "off"
+if EXECUTE and _EXECUTE != "1":
+    _run = {name.strip() for name in _EXECUTE.split(",")}
+    nb_execution_excludepatterns = [f"tutorials/{name}.py" for name in TUTORIALS if name not in _run]
+nb_execution_timeout = -1
+nb_execution_raise_on_error = True
+nb_merge_streams = True
+
 if EXECUTE:
     # the executed tutorials write their figures under the build folder and read the shared data
     # next to the repository unless told otherwise
     os.environ.setdefault("BAYESTREES_TUTORIAL_OUT", str(ROOT / "docs" / "_build" / "tutorial-output"))
     os.environ.setdefault("BAYESTREES_DATA", str(ROOT.parent / "shared" / "data"))
-    os.environ.setdefault("MPLBACKEND", "Agg")
 
 # --- command-line help, written at build time from the parser itself ---------------------------------
 _GENERATED = HERE / "_generated"
