@@ -35,13 +35,49 @@ def check_log_likelihood(idata: az.InferenceData, name: str = "model") -> None:
 
 
 def loo(idata: az.InferenceData, **kwargs):
-    """``az.loo`` after :func:`check_log_likelihood`; keyword arguments go to ``az.loo``."""
+    """Pareto-smoothed importance-sampling LOO of one fit: ``az.loo`` after :func:`check_log_likelihood`.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        A fit of a family with a likelihood (its ``log_likelihood`` group); the Bayesian-bootstrap
+        forests have none and raise a ``ValueError`` that says so.
+    **kwargs
+        Passed to ``az.loo`` (e.g. ``pointwise=True``).
+
+    Returns
+    -------
+    arviz.ELPDData
+        ``elpd_loo``, its standard error, ``p_loo`` and the Pareto k diagnostics.
+
+    Examples
+    --------
+    >>> reg = bt.BayesianCARTRegressor(random_state=0).fit(X, y)    # doctest: +SKIP
+    >>> bt.loo(reg.idata_)                                         # doctest: +SKIP
+    """
     check_log_likelihood(idata)
     return az.loo(idata, **kwargs)
 
 
 def compare(models: Mapping[str, az.InferenceData], **kwargs):
-    """``az.compare`` after checking every model has a ``log_likelihood`` group."""
+    """Rank fits by LOO: ``az.compare`` after checking every model has a ``log_likelihood`` group.
+
+    Parameters
+    ----------
+    models : mapping of str to arviz.InferenceData
+        The fits by name, each of a family with a likelihood, on the same rows.
+    **kwargs
+        Passed to ``az.compare`` (e.g. ``ic="loo"``, ``method="stacking"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per model, best first: ``elpd_loo``, differences, weights and warnings.
+
+    Examples
+    --------
+    >>> bt.compare({"bcart": bcart.idata_, "pcfg": pcfg.idata_})   # doctest: +SKIP
+    """
     for k, v in models.items():
         check_log_likelihood(v, name=k)
     return az.compare(dict(models), **kwargs)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference.bart import FAMILY, acceptance_rates
-from .base import ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["BARTRegressor", "BARTClassifier"]
 
@@ -120,13 +120,16 @@ class BARTRegressor(_BARTMixin, RegressorBase):
 
 
 class BARTClassifier(_BARTMixin, ClassifierBase):
-    """BART for two classes: probit, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals).
-
-    Parameters as :class:`BARTRegressor` (without ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``: the
-    latent noise sd is 1), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))`` on the probit scale and
-    the offset ``Phi^-1(mean y)``.  More than two classes raise a ``ValueError`` naming the families
-    that fit them (Bayesian CART, the Bayesian forests, BCART-PCFG).
-    """
+    __doc__ = parameters_doc(
+        "BART for two classes: probit, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals).",
+        BARTRegressor, drop=("nu", "q", "sigma_hat", "fixed_sigma"),
+        notes="""
+        The parameters are :class:`BARTRegressor`'s without ``nu``, ``q``, ``sigma_hat`` and
+        ``fixed_sigma`` (the latent noise sd is 1), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))``
+        on the probit scale and the offset ``Phi^-1(mean y)``.  More than two classes raise a
+        ``ValueError`` naming the families that fit them (Bayesian CART, the Bayesian forests,
+        BCART-PCFG).
+        """)
 
     _task = "classification"
 

@@ -64,7 +64,7 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
             return float(np.mean(self.predict(X) == np.asarray(y)))
 
 __all__ = ["TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "ChipmanPriorMixin", "RegressorBase",
-           "ClassifierBase", "NotFittedError", "load", "HAVE_SKLEARN", "RENAMED"]
+           "ClassifierBase", "NotFittedError", "load", "HAVE_SKLEARN", "RENAMED", "parameters_doc"]
 
 #: the default of a former parameter name: "not given" (the new name is used)
 RENAMED = "renamed"
@@ -147,7 +147,28 @@ class TreeEstimatorMixin:
 
 
 def load(path):
-    """Load an estimator written by ``save``."""
+    """Load an estimator written by its ``save`` method.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file that ``est.save(path)`` wrote.
+
+    Returns
+    -------
+    estimator
+        The fitted estimator, of the class that was saved.
+
+    Raises
+    ------
+    ValueError
+        When the file is not a bayestrees model file.
+
+    Examples
+    --------
+    >>> reg.save("model.pkl")                                # doctest: +SKIP
+    >>> bt.load("model.pkl").predict(X_test)                 # doctest: +SKIP
+    """
     with open(Path(path), "rb") as fh:
         obj = pickle.load(fh)
     if not isinstance(obj, dict) or obj.get("format") != 1:
@@ -355,3 +376,52 @@ class DrawsMixin:
         d = self.predict_draws(X)
         q = np.quantile(d, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
         return np.moveaxis(q, 0, -1)
+
+
+def parameters_doc(summary: str, source: type, *, drop=(), extra: str = "", notes: str = "") -> str:
+    """A docstring whose Parameters section is ``source``'s, for an estimator that shares them.
+
+    Parameters
+    ----------
+    summary : str
+        The summary line (and any paragraphs before the Parameters section).
+    source : type
+        The class whose docstring's Parameters section is copied (a classifier takes its
+        regressor's).
+    drop : sequence of str
+        Parameters of ``source`` that the new class does not take; an entry is left out when all
+        the names it documents are dropped.
+    extra : str
+        Entries of the new class's own parameters, in the numpydoc layout without indentation.
+    notes : str
+        A Notes section's text, without indentation (none when empty).
+
+    Returns
+    -------
+    str
+        The docstring, without indentation.
+    """
+    doc = inspect.cleandoc(source.__doc__ or "")
+    lines = doc.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Parameters") + 2
+    end = next((i for i in range(start, len(lines) - 1)
+                if lines[i].strip() and not lines[i].startswith(" ") and set(lines[i + 1].strip()) == {"-"}),
+               len(lines))
+    entries, current = [], []
+    for line in lines[start:end]:
+        if line and not line.startswith(" ") and current:
+            entries.append(current)
+            current = []
+        current.append(line)
+    if current:
+        entries.append(current)
+    dropped = set(drop)
+    kept = [e for e in entries
+            if not {n.strip() for n in e[0].split(":")[0].split(",")} <= dropped]
+    body = "\n".join("\n".join(e).rstrip("\n") for e in kept)
+    out = inspect.cleandoc(summary) + "\n\nParameters\n----------\n" + body
+    if extra:
+        out += "\n" + inspect.cleandoc(extra)
+    if notes:
+        out += "\n\nNotes\n-----\n" + inspect.cleandoc(notes)
+    return out + "\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference.bcart import FAMILY, acceptance_rates
-from .base import RENAMED, ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import RENAMED, ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["BayesianCARTRegressor", "BayesianCARTClassifier"]
 
@@ -115,15 +115,17 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
 
 
 class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
-    """Bayesian CART classifier: Dirichlet leaves, MCMC over single trees, many chains at once.
-
-    Parameters as :class:`BayesianCARTRegressor`, with ``leaf_model`` "auto"/"dirichlet" and
-
-    leaf_concentration : float, default 1.0
-        Concentration of the symmetric Dirichlet prior of the leaf class probabilities.
-    alpha_leaves : float
-        The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
-    """
+    __doc__ = parameters_doc(
+        "Bayesian CART classifier: Dirichlet leaves, MCMC over single trees, many chains at once.",
+        BayesianCARTRegressor,
+        extra="""
+        leaf_concentration : float, default 1.0
+            Concentration of the symmetric Dirichlet prior of the leaf class probabilities.
+        alpha_leaves : float
+            The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
+        """,
+        notes="The parameters are :class:`BayesianCARTRegressor`'s, with ``leaf_model`` \"auto\" or "
+              "\"dirichlet\" (the class leaves).")
 
     _task = "classification"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..inference.bet import FAMILY, best_ensemble, component_rows
-from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["BETRegressor", "BETClassifier"]
 
@@ -132,15 +132,16 @@ class BETRegressor(_BETMixin, RegressorBase):
 
 
 class BETClassifier(_BETMixin, ClassifierBase):
-    """BET classifier: a Dirichlet-process mixture of classification trees (Dirichlet(leaf_concentration) leaves).
-
-    Parameters as :class:`BETRegressor`, with
-
-    leaf_concentration : float > 0, default 0.5
-        Concentration of the symmetric Dirichlet prior of the leaf class probabilities (the paper: 0.5).
-    alpha_leaves : float
-        The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
-    """
+    __doc__ = parameters_doc(
+        "BET classifier: a Dirichlet-process mixture of classification trees (Dirichlet(leaf_concentration) leaves).",
+        BETRegressor, drop=("leaf_prior",),
+        extra="""
+        leaf_concentration : float > 0, default 0.5
+            Concentration of the symmetric Dirichlet prior of the leaf class probabilities (the paper: 0.5).
+        alpha_leaves : float
+            The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
+        """,
+        notes="The parameters are :class:`BETRegressor`'s, with Dirichlet leaves in place of ``leaf_prior``.")
 
     _task = "classification"
 

@@ -318,7 +318,7 @@ class BayesianForestClassifier(_ClassifierForest):
 
 class EmpiricalBayesianForestRegressor(_RegressorForest):
     __doc__ = ("Empirical Bayesian forest regressor: a fixed CART trunk (unit weights, leaves of at least\n"
-               "``trunk_min_samples_leaf`` rows), then a Bayesian forest in every trunk leaf.\n" + _COMMON_DOC
+               "    ``trunk_min_samples_leaf`` rows), then a Bayesian forest in every trunk leaf.\n" + _COMMON_DOC
                + "    trunk_min_samples_leaf : int, default 1000\n")
 
     _kind = "ebf"
@@ -352,7 +352,7 @@ class EmpiricalBayesianForestClassifier(_ClassifierForest):
 
 class SubSampleForestRegressor(_RegressorForest):
     __doc__ = ("Sub-sample forest regressor: rows cut into ``n_blocks`` random blocks, an equal share of the\n"
-               "trees fit to each block, predictions averaged.\n" + _COMMON_DOC + "    n_blocks : int, default 5\n")
+               "    trees fit to each block, predictions averaged.\n" + _COMMON_DOC + "    n_blocks : int, default 5\n")
 
     _kind = "ssf"
 

@@ -26,7 +26,7 @@ from ..inference.pcfg import FAMILY
 from ..inference.pcfg.fit import phi_to_log
 from ..inference.pcfg.structure import DEFAULT_MEMORY_BUDGET
 from ..tree import index_tree, predict as tree_predict
-from .base import RENAMED, ClassifierBase, FamilyEstimator, RegressorBase
+from .base import RENAMED, ClassifierBase, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["PCFGTreeClassifier", "PCFGTreeRegressor"]
 
@@ -185,17 +185,19 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
 
 
 class PCFGTreeRegressor(_PCFGBase, RegressorBase):
-    """Exact Bayesian decision tree regressor (BCART-PCFG, Normal-inverse-gamma leaves).
+    __doc__ = parameters_doc(
+        "Exact Bayesian decision tree regressor (BCART-PCFG, Normal-inverse-gamma leaves).",
+        PCFGTreeClassifier, drop=("leaf_concentration", "alpha"),
+        notes="""
+        The parameters are :class:`PCFGTreeClassifier`'s except ``leaf_concentration``; the leaf
+        prior (a mean and a variance per leaf, :class:`~bayestrees.leaves.NormalLeaves`) is
+        :func:`bayestrees.leaves.default_nig_prior` of the training targets.  Predictions are
+        posterior means of the response.
 
-    Parameters as :class:`PCFGTreeClassifier` except ``leaf_concentration``; the leaf prior
-    (a mean and a variance per leaf, :class:`~bayestrees.leaves.NormalLeaves`) is
-    :func:`bayestrees.leaves.default_nig_prior` of the training targets.
-    Predictions are posterior means of the response.
-
-    ``idata_`` holds ``posterior["mu"]`` ``(chain, draw, obs)``, the drawn leaf
-    means at the training rows, and no ``sigma``: every leaf has its own
-    variance, so no single noise scale summarises a draw.
-    """
+        ``idata_`` holds ``posterior["mu"]`` ``(chain, draw, obs)``, the drawn leaf means at the
+        training rows, and no ``sigma``: every leaf has its own variance, so no single noise scale
+        summarises a draw.
+        """)
 
     _task = "regression"
 

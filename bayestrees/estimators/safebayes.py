@@ -190,6 +190,8 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
         What ``"auto"`` maximises on the held-out curve: accuracy (what
         :meth:`predict` is scored by; ties broken by the mean log predictive,
         then the smallest ``m``) or the mean log predictive probability.
+    alpha : float
+        The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
 
     Attributes
     ----------

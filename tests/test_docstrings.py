@@ -1,0 +1,105 @@
+"""Every public name of ``bayestrees`` (its ``__all__``) has a docstring with a summary line, and
+every public class and function that takes parameters documents them in a numpydoc "Parameters"
+section (one entry per parameter; ``name : type`` or ``a, b : type`` lines).
+
+The API reference of the documentation site (``docs/site/api``) is generated from these docstrings.
+Names that fail today are listed in ``KNOWN`` and marked ``xfail(strict=True)``: the check is not
+loosened for them, and a fix makes their test pass unexpectedly, which fails until the name is
+taken off the list.
+"""
+import inspect
+import re
+
+import pytest
+
+import bayestrees
+
+#: public names whose docstrings still lack what the tests ask (all in bayestrees/models/, the model
+#: context's face), by test
+KNOWN_NO_SECTION = {"Model", "Data", "set_data", "sample_posterior_predictive"}
+KNOWN_UNDOCUMENTED = KNOWN_NO_SECTION | {
+    "sample",  # model, progressbar
+    "BayesianForest", "PCFGTree", "SafeBayesForest", "BayesianCART", "BETMixture", "BART",  # model
+}
+
+NAMES = [name for name in bayestrees.__all__ if name != "__version__"]
+_SECTION = re.compile(r"^([A-Z][\w ]*)\n-{3,}[ \t]*$", re.M)
+_ENTRY = re.compile(r"^(\*{0,2}[A-Za-z_][\w]*(?:\s*,\s*\*{0,2}[A-Za-z_]\w*)*)\s*(?::.*)?$")
+
+
+def _sections(doc: str) -> dict:
+    found = list(_SECTION.finditer(doc))
+    return {m.group(1).strip(): doc[m.end():(found[i + 1].start() if i + 1 < len(found) else len(doc))]
+            for i, m in enumerate(found)}
+
+
+def _parameters(obj) -> list[str]:
+    """The named parameters of a class's constructor or a function (not ``self``, ``*args``, ``**kw``)."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _documented(section: str) -> set[str]:
+    names = set()
+    for line in section.splitlines():
+        if line and not line[0].isspace():
+            m = _ENTRY.match(line)
+            if m:
+                names |= {n.strip().lstrip("*") for n in m.group(1).split(",")}
+    return names
+
+
+def _callables():
+    return [n for n in NAMES if (inspect.isclass(getattr(bayestrees, n)) or inspect.isfunction(getattr(bayestrees, n)))
+            and _parameters(getattr(bayestrees, n))]
+
+
+def _known(names, known, why):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) if n in known else n for n in names]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_public_name_has_a_summary_line(name):
+    doc = inspect.getdoc(getattr(bayestrees, name))
+    assert doc, f"bayestrees.{name} has no docstring"
+    summary = doc.strip().splitlines()[0].strip()
+    assert len(summary) >= 10, f"bayestrees.{name}: summary line {summary!r}"
+
+
+@pytest.mark.parametrize("name", _known(_callables(), KNOWN_NO_SECTION, "no Parameters section yet (bayestrees/models/)"))
+def test_public_callable_has_a_parameters_section(name):
+    doc = inspect.getdoc(getattr(bayestrees, name)) or ""
+    assert "Parameters" in _sections(doc), f"bayestrees.{name} takes parameters but has no Parameters section"
+
+
+@pytest.mark.parametrize("name", _known(_callables(), KNOWN_UNDOCUMENTED, "parameters not yet documented (bayestrees/models/)"))
+def test_every_parameter_is_documented(name):
+    obj = getattr(bayestrees, name)
+    section = _sections(inspect.getdoc(obj) or "").get("Parameters", "")
+    missing = [p for p in _parameters(obj) if p not in _documented(section)]
+    assert not missing, f"bayestrees.{name}: parameters missing from its Parameters section: {missing}"
+
+
+def test_the_section_parser_reads_numpydoc_entries():
+    doc = inspect.cleandoc("""Summary line here.
+
+    Parameters
+    ----------
+    a, b : int
+        Two.
+    c
+        Three.
+    **kwargs
+        More.
+
+    Returns
+    -------
+    int
+    """)
+    sections = _sections(doc)
+    assert set(sections) == {"Parameters", "Returns"}
+    assert _documented(sections["Parameters"]) == {"a", "b", "c", "kwargs"}
