@@ -70,7 +70,8 @@ from .. import moves as M
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS"]
+           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS", "propose",
+           "grow_or_prune", "leaf_marginal"]
 
 
 class BARTData(NamedTuple):
@@ -312,7 +313,7 @@ def _weights(cfg: KernelConfig, log_s):
 N_UNIFORMS = 4
 
 
-def _propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:
+def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:
     """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from
     ``N_UNIFORMS`` uniforms ``u``; ``w`` the split-variable log probabilities (sparse prior) or None."""
     mc = cfg.mcmc
@@ -446,7 +447,7 @@ class _Moved(NamedTuple):
     valid: jax.Array     # every leaf of T' holds min_leaf_rows rows
 
 
-def _grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
+def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
     """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
 
     The finer tree (T' after a grow, T after a prune) gives both trees' sums: the coarser tree's
@@ -485,7 +486,7 @@ def _change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_de
     return _Moved(new, st[:, 0].astype(count.dtype), st[:, 1].astype(wsum.dtype), q_old, st[:, 2], valid)
 
 
-def _leaf_marginal(P, Q, tau2):
+def leaf_marginal(P, Q, tau2):
     """Per leaf ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` (the terms that differ between trees)."""
     return -0.5 * jnp.log1p(tau2 * P) + 0.5 * Q * Q / (P + 1.0 / tau2)
 
@@ -507,7 +508,7 @@ class _Step:
         k_prop, k_acc, k_val, k_last, k_sparse = random_bits.split(key, 5)
         u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
         w_var = _weights(cfg, state.log_s)
-        prop = jax.vmap(lambda *a: _propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
+        prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
                                                                         state.log_prior, state.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
@@ -520,14 +521,14 @@ class _Step:
             leaf = leaf8.astype(jnp.int32)
             r = R + take(v, leaf)
             wr = w * r
-            gp = lambda _: _grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
+            gp = lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
             if local:
                 mv = gp(None)
             else:
                 mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
                                                                           mc.max_depth), gp, None)
-            lm_old = _leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
-            lm_new = _leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
+            lm_old = leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
+            lm_new = leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
             ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
             log_a = jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
             acc = lu < log_a
