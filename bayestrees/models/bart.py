@@ -27,6 +27,9 @@ class BART(TreeRV):
     X : bt.Data or array (n_samples, n_features), no missing values
     y : array (n_samples,): real values, or two classes (probit)
     task : {"auto", "regression", "classification"}
+        "auto": :func:`bayestrees.data.infer_task`.
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     **params
         The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
         ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``sparse`` and its
@@ -34,12 +37,35 @@ class BART(TreeRV):
         :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
         (default 100)
 
+    Raises
+    ------
+    ValueError
+        When no model is active, the model already has a variable named ``name``, ``task`` is not
+        one the family fits, a parameter is unknown or invalid, or a run setting (``draws``,
+        ``chains``, ``tune``, ...) is given here instead of to :func:`bayestrees.sample`.
+
     Notes
     -----
     ``bt.sample(draws, tune=1000, chains=4, thin=1, random_seed=...)`` runs ``chains`` chains of
     ``tune + draws * thin`` steps, each updating every tree once.  Posterior predictive draws at
     new rows: regression ``name`` = ``mu + sigma * eps``, ``name_mu`` the drawn function;
     classification ``name`` a drawn label and ``name_proba`` the class probabilities.
+
+    Examples
+    --------
+    A short run of a small sum (a real fit needs the defaults: 200 trees, 4 chains of 1,000
+    tuning steps and 1,000 draws):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     f = bt.BART("f", X, y, m=5, max_depth=3)
+    ...     idata = bt.sample(draws=20, tune=10, chains=1, random_seed=0)
+    >>> idata.posterior["sigma"].shape                        # (chain, draw)
+    (1, 20)
+    >>> idata.log_likelihood["f"].shape
+    (1, 20, 40)
     """
 
     family = FAMILY

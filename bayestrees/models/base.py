@@ -38,7 +38,35 @@ def _stack() -> list:
 
 
 class Model:
-    """A container for data and tree random variables; use as a context manager."""
+    """A container for data and tree random variables; use as a context manager.
+
+    Inside ``with bt.Model():`` the data containers (:func:`Data`) and tree random variables
+    (``bt.BayesianForest``, ``bt.PCFGTree``, ...) made there are registered in the model, and
+    :func:`sample`, :func:`set_data` and :func:`sample_posterior_predictive` act on it.
+
+    Parameters
+    ----------
+    name : str, default ""
+        A label for the model (shown in its ``repr``).
+
+    Attributes
+    ----------
+    data : dict of str to DataContainer
+        The model's data containers, by name.
+    rvs : list of TreeRV
+        The model's tree random variables, in the order they were made.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model() as model:
+    ...     features = bt.Data("X", X)
+    ...     f = bt.BayesianForest("f", features, y)
+    >>> model
+    Model(name='', data=['X'], rvs=['f'])
+    """
 
     def __init__(self, name: str = ""):
         self.name = name
@@ -92,7 +120,42 @@ class DataContainer:
 
 
 def Data(name: str, value: Any, *, model: Model | None = None) -> DataContainer:  # noqa: N802 (PyMC spelling)
-    """Register named data (features) in the active model."""
+    """Register named data (features) in the active model.
+
+    A tree random variable given the container as its ``X`` reads the container's current
+    value, so :func:`set_data` can later swap in new rows for
+    :func:`sample_posterior_predictive`.
+
+    Parameters
+    ----------
+    name : str
+        The container's name in the model (the key of :func:`set_data`).
+    value : array-like or DataFrame (n_samples, n_features)
+        The data.
+    model : Model, optional
+        The model to register the container in; default the innermost active ``with bt.Model()``.
+
+    Returns
+    -------
+    DataContainer
+        The registered container (``get_value()`` gives its current value).
+
+    Raises
+    ------
+    ValueError
+        When no model is active (and ``model`` is not given), or the model already has data named
+        ``name``.
+
+    Examples
+    --------
+    >>> X = np.zeros((40, 2))
+    >>> with bt.Model():
+    ...     features = bt.Data("X", X)
+    >>> features
+    Data('X', shape=(40, 2))
+    >>> features.get_value() is X
+    True
+    """
     m = modelcontext(model)
     d = DataContainer(name, value)
     m._register_data(d)
@@ -100,7 +163,35 @@ def Data(name: str, value: Any, *, model: Model | None = None) -> DataContainer:
 
 
 def set_data(new_data: dict, *, model: Model | None = None) -> None:
-    """Replace the values of named data containers (e.g. test features)."""
+    """Replace the values of named data containers (e.g. test features).
+
+    Parameters
+    ----------
+    new_data : dict of str to array-like
+        New values by container name (:func:`Data`); new features may have any number of rows
+        but the training data's columns.
+    model : Model, optional
+        The model whose containers change; default the innermost active ``with bt.Model()``.
+
+    Returns
+    -------
+    None
+        The containers are changed in place.
+
+    Raises
+    ------
+    ValueError
+        When no model is active (and ``model`` is not given), or the model has no data of a
+        given name.
+
+    Examples
+    --------
+    >>> with bt.Model():
+    ...     features = bt.Data("X", np.zeros((40, 2)))
+    ...     bt.set_data({"X": np.ones((5, 2))})
+    >>> features
+    Data('X', shape=(5, 2))
+    """
     m = modelcontext(model)
     for k, v in new_data.items():
         if k not in m.data:
@@ -236,18 +327,47 @@ def sample(draws: int = 100, chains: int = 1, random_seed=None, *, model: Model 
 
     Parameters
     ----------
-    draws : int
+    draws : int, default 100
         Draws per chain (for forests: trees per chain).
-    chains : int
+    chains : int, default 1
         Independent chains (for exact or bootstrap samplers, independent batches).
     random_seed : int, numpy Generator or JAX key, optional
+        The seed of the fit; the same seed gives the same draws.
+    model : Model, optional
+        The model to sample; default the innermost active ``with bt.Model()``.
+    progressbar : bool, default False
+        Show the progress of the families that report it.
     **kwargs
         The family's run settings: ``tune``, ``thin`` and ``chain_method`` (``"auto"``,
-        ``"vectorized"`` or ``"parallel"``) for the MCMC families (Bayesian CART, BET).
+        ``"vectorized"`` or ``"parallel"``) for the MCMC families (Bayesian CART, BET, BART).
 
     Returns
     -------
     arviz.InferenceData
+        The posterior by the posterior contract: groups ``posterior``, ``observed_data``,
+        ``constant_data`` and ``trees``, with ``sample_stats`` and ``log_likelihood`` where the
+        family defines them.  For an MCMC family the variable keeps the convergence table in
+        ``convergence_`` (a :class:`~bayestrees.convergence.ConvergenceWarning` is issued when the
+        chains disagree, are stuck or hold too few effective draws).
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model has no tree variable, ``draws`` or ``chains`` is below
+        1, or a keyword argument is not a run setting of the family.
+    NotImplementedError
+        When the model has more than one tree variable.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     f = bt.BayesianForest("f", X, y)
+    ...     idata = bt.sample(draws=10, random_seed=0)     # 10 trees
+    >>> idata.posterior["mu"].shape                         # (chain, draw, obs)
+    (1, 10, 40)
     """
     m = modelcontext(model)
     if not m.rvs:
@@ -271,6 +391,55 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     Each posterior draw (tree) gives a prediction for every row of the current
     ``X``.  With ``predictions=True`` they go to the ``predictions`` group
     (new data), otherwise to ``posterior_predictive``.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        The result of :func:`sample` for this model; the predictions use its draws (its ``trees``
+        group).
+    model : Model, optional
+        The model; default the innermost active ``with bt.Model()``.
+    random_seed : int, numpy Generator or JAX key, optional
+        The seed of the predictive draws (a response drawn from each posterior draw).
+    extend_inferencedata : bool, default False
+        Add the group to ``idata`` and return it, instead of a new InferenceData.
+    predictions : bool, default False
+        Write the ``predictions`` group (new rows, set by :func:`set_data`) instead of
+        ``posterior_predictive``.
+    var_names : list of str, optional
+        The variables to write among ``name`` (a drawn response or label), ``name_mu`` (each
+        draw's fitted function) and ``name_proba`` (each draw's class probabilities), where
+        ``name`` is the tree variable's; default every one the family writes.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``idata`` extended (``extend_inferencedata=True``) or a new InferenceData holding the
+        group; its variables have dims ``(chain, draw, obs)`` (``(chain, draw, obs, class)`` for
+        ``name_proba``).
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model has no tree variable, or it has not been sampled yet;
+        or when the current rows do not fit the training data (their number of columns, or
+        missing values where the family takes none).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     features = bt.Data("X", X)
+    ...     f = bt.BayesianForest("f", features, y)
+    ...     idata = bt.sample(draws=10, random_seed=0)
+    ...     bt.set_data({"X": X[:5]})                        # five new rows
+    ...     pred = bt.sample_posterior_predictive(idata, predictions=True, random_seed=0)
+    >>> sorted(pred.predictions.data_vars)
+    ['f', 'f_mu']
+    >>> pred.predictions["f"].shape                          # (chain, draw, obs)
+    (1, 10, 5)
     """
     from ..convert import predictive_group
 

@@ -30,11 +30,20 @@ class BayesianCART(TreeRV):
     prior : a bt.priors object, default ``ChipmanPrior(0.95, 2.0)``
     leaf_model : "auto", "common_variance", "normal", "dirichlet" or a bayestrees.leaves model
     task : {"auto", "regression", "classification"}  ("auto": :func:`bayestrees.data.infer_task`)
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     max_depth : int, default 6
     max_bins : int, default 32
     leaf_concentration, move_probs, scheme, particles, temperatures, dtype :
         as for :class:`bayestrees.BayesianCARTRegressor` / :class:`bayestrees.BayesianCARTClassifier`
         (``alpha_leaves``, the former name of ``leaf_concentration``, warns)
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model already has a variable named ``name``, ``task`` is not
+        one the family fits, a parameter is unknown or invalid, or a run setting (``draws``,
+        ``chains``, ``tune``, ...) is given here instead of to :func:`bayestrees.sample`.
 
     Notes
     -----
@@ -43,6 +52,21 @@ class BayesianCART(TreeRV):
     new rows: regression ``name`` = ``mu + sigma * eps`` (a draw of the response),
     ``name_mu`` the drawn function; classification ``name`` a drawn label and
     ``name_proba`` the drawn class probabilities.
+
+    Examples
+    --------
+    A short run (a real fit needs the defaults' ``draws``, ``tune`` and ``chains``, or more):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     f = bt.BayesianCART("f", X, y, max_depth=3, scheme="moves")
+    ...     idata = bt.sample(draws=20, tune=10, chains=1, random_seed=0)
+    >>> idata.posterior["sigma"].shape                        # (chain, draw)
+    (1, 20)
+    >>> idata.log_likelihood["f"].shape
+    (1, 20, 40)
     """
 
     family = FAMILY

@@ -23,6 +23,7 @@ class BETMixture(TreeRV):
     Parameters
     ----------
     name : str
+        The variable's name (``observed_data``, ``log_likelihood`` and predictive variables).
     X : bt.Data or array (n_samples, n_features), no missing values
     y : array (n_samples,)
     **params
@@ -31,7 +32,17 @@ class BETMixture(TreeRV):
         ``leaf_prior``, ``max_depth``, ``dtype``, ...), as for :class:`bayestrees.BETRegressor` /
         :class:`bayestrees.BETClassifier`
     task : {"auto", "regression", "classification"}
+        "auto": :func:`bayestrees.data.infer_task`.
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     max_bins : int, default 32
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model already has a variable named ``name``, ``task`` is not
+        one the family fits, a parameter is unknown or invalid, or a run setting (``draws``,
+        ``chains``, ``tune``, ...) is given here instead of to :func:`bayestrees.sample`.
 
     Notes
     -----
@@ -40,6 +51,19 @@ class BETMixture(TreeRV):
     (renormalised), then regression ``name = theta_mean + sigma * eps`` of that tree's leaf
     (``name_mu`` is the ensemble estimator ``sum_j w~_j E(theta | T_j)``), classification a label
     from the ensemble class probabilities (``name_proba``).
+
+    Examples
+    --------
+    A short run (a real fit needs the defaults' ``draws`` and ``tune``, or more):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     f = bt.BETMixture("f", X, y, alpha_dp=1.0, max_trees=10)
+    ...     idata = bt.sample(draws=20, tune=10, random_seed=0)
+    >>> idata.posterior["n_trees"].shape                      # trees per draw, (chain, draw)
+    (1, 20)
     """
 
     family = FAMILY

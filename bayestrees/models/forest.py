@@ -34,6 +34,8 @@ class BayesianForest(TreeRV):
     task : {"auto", "regression", "classification"}
         "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with at most 20
         distinct values, are classification; other numbers regression).
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     dtype : {"float32", "float64"}, default "float32"
         Precision of the fit; "float64" needs ``jax.config.update("jax_enable_x64", True)``
         first (``ValueError`` otherwise).
@@ -43,6 +45,13 @@ class BayesianForest(TreeRV):
         (classification), ``max_bins``, ``categorical_features``, ``max_nodes``, ``chunk_size``,
         ``n_jobs``, ``trunk_min_samples_leaf``, ``n_blocks``), as for
         :class:`bayestrees.BayesianForestRegressor`; ``n_estimators`` is ``draws * chains``.
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model already has a variable named ``name``, ``task`` is not
+        one the family fits, a parameter is unknown or invalid, or a run setting (``draws``,
+        ``chains``, ``n_estimators``, ...) is given here instead of to :func:`bayestrees.sample`.
 
     Notes
     -----
@@ -55,6 +64,24 @@ class BayesianForest(TreeRV):
     each tree's prediction: the Bayesian bootstrap has no noise model, so a draw of the
     response from a tree is its prediction.  For classification it writes ``name``, a label
     drawn from each tree's class probabilities, and ``name_proba`` (dims ``obs, class``).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> with bt.Model():
+    ...     features = bt.Data("X", X)
+    ...     f = bt.BayesianForest("f", features, y, min_samples_leaf=3)
+    ...     idata = bt.sample(draws=10, random_seed=0)        # 10 trees
+    ...     bt.set_data({"X": X[:5]})
+    ...     pred = bt.sample_posterior_predictive(idata, predictions=True, random_seed=0)
+    >>> f.kind, f.task
+    ('bf', 'regression')
+    >>> idata.posterior["mu"].shape                          # each tree at the training rows
+    (1, 10, 40)
+    >>> pred.predictions["f"].shape                          # each tree at the five new rows
+    (1, 10, 5)
     """
 
     family = FAMILY

@@ -48,11 +48,20 @@ class PCFGTree(TreeRV):
         at most 20 distinct values, are classes; other numbers regression).
     kind : {"classification", "regression", None}, default None
         The former name of ``task``; when given it is used instead (``FutureWarning``).
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     method : {"box", "row"}, default "box"
     memory_budget : int or None, default 4 GB
     dtype : {"float32", "float64"}, default "float32"
         Precision of the exact programme; float64 needs
         ``jax.config.update("jax_enable_x64", True)`` first (``ValueError`` otherwise).
+
+    Raises
+    ------
+    ValueError
+        When ``kind`` is not a task, no model is active, the model already has a variable named
+        ``name``, ``task`` is not one the family fits, a parameter is unknown or invalid, or a run
+        setting (``draws``, ``chains``, ...) is given here instead of to :func:`bayestrees.sample`.
 
     Notes
     -----
@@ -64,6 +73,21 @@ class PCFGTree(TreeRV):
     ``name`` (a label drawn from them); for regression ``name_mu`` (each draw's
     leaf mean) and ``name`` (a response drawn from ``N(mu, s2)``, ``s2`` drawn
     from its posterior given the draw's mean).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = (X[:, 0] > 0.5).astype(int)
+    >>> with bt.Model():
+    ...     t = bt.PCFGTree("t", X, labels, log_phi=2.0, max_bins=4)
+    ...     idata = bt.sample(draws=10, random_seed=0)        # 10 exact posterior trees
+    >>> t.task
+    'classification'
+    >>> idata.log_likelihood["t"].shape                       # (chain, draw, obs)
+    (1, 10, 40)
+    >>> t.posterior_.predict_exact(t.binner_.transform(X[:5])).shape   # exact predictive
+    (5, 2)
     """
 
     family = FAMILY

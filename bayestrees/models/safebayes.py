@@ -35,6 +35,8 @@ class SafeBayesForest(TreeRV):
     task : {"auto", "classification", "regression"}, default "auto"
         "auto": :func:`bayestrees.data.infer_task` (labels, or whole numbers with at
         most 20 distinct values, are classes; other numbers regression).
+    model : Model, optional
+        The model to register the variable in; default the innermost active ``with bt.Model()``.
     **params
         The fields of :class:`~bayestrees.inference.safebayes.fit.SafeBayesConfig` (``split_prob``,
         ``effective_sample_size``, ``leaf_concentration``, ``leaf_prior``, ``root_splits``,
@@ -44,6 +46,13 @@ class SafeBayesForest(TreeRV):
         ``leaf_concentration`` is used for classes only, ``leaf_prior`` for regression only;
         ``auto_criterion=None`` is the task's default (``"accuracy"`` for classes,
         ``"log_predictive"`` for regression).
+
+    Raises
+    ------
+    ValueError
+        When no model is active, the model already has a variable named ``name``, ``task`` is not
+        one the family fits, a parameter is unknown or invalid, or a run setting (``draws``,
+        ``chains``, ``tune``, ...) is given here instead of to :func:`bayestrees.sample`.
 
     Notes
     -----
@@ -56,6 +65,21 @@ class SafeBayesForest(TreeRV):
     ``obs, class``) and ``name`` (a label drawn from them); for regression
     ``name_mu`` (each draw's leaf mean) and ``name`` (a response drawn from
     ``N(mu, s2)``, ``s2`` drawn from its posterior given the draw's mean).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = (X[:, 0] > 0.5).astype(int)
+    >>> with bt.Model():
+    ...     f = bt.SafeBayesForest("f", X, labels)
+    ...     idata = bt.sample(draws=50, random_seed=0)   # 50 prior trees, resampled by their weights
+    >>> f.regression
+    False
+    >>> sorted(idata.sample_stats.data_vars)
+    ['log_weight', 'tempered_log_weight', 'tree_index']
+    >>> f.fitted_.result.log_weights.shape                  # the weights of the 50 prior trees
+    (50,)
     """
 
     family = FAMILY
