@@ -113,6 +113,21 @@ def compilation_cache_dir() -> str | None:
 
     It is the folder set by this module or by the user (``JAX_COMPILATION_CACHE_DIR``,
     ``jax.config.update("jax_compilation_cache_dir", ...)``), whichever was set last.
+
+    Returns
+    -------
+    str or None
+        The folder, or None when the persistent cache is off.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = bt.set_compilation_cache(tempfile.mkdtemp())
+    >>> bt.compilation_cache_dir() == folder
+    True
+    >>> bt.set_compilation_cache(False)      # off for the rest of this process
+    >>> print(bt.compilation_cache_dir())
+    None
     """
     import jax
 
@@ -173,10 +188,13 @@ def set_compilation_cache(cache: bool | str | os.PathLike = True) -> str | None:
 
     Examples
     --------
-    >>> import bayestrees as bt
+    >>> import os, tempfile
+    >>> folder = os.path.join(tempfile.mkdtemp(), "jax-cache")
+    >>> bt.set_compilation_cache(folder) == folder          # made if needed
+    True
+    >>> os.path.isdir(folder)
+    True
     >>> bt.set_compilation_cache(False)      # no cache for the rest of this process
-    >>> bt.set_compilation_cache("/scratch/jax-cache")  # doctest: +SKIP
-    '/scratch/jax-cache'
     """
     if cache is True:
         folder = default_cache_dir()

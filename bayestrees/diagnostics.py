@@ -50,10 +50,27 @@ def loo(idata: az.InferenceData, **kwargs):
     arviz.ELPDData
         ``elpd_loo``, its standard error, ``p_loo`` and the Pareto k diagnostics.
 
+    Raises
+    ------
+    ValueError
+        When ``idata`` has no ``log_likelihood`` group (the message says why and what to do).
+    TypeError
+        When ``idata`` is not an InferenceData.
+
     Examples
     --------
-    >>> reg = bt.BayesianCARTRegressor(random_state=0).fit(X, y)    # doctest: +SKIP
-    >>> bt.loo(reg.idata_)                                         # doctest: +SKIP
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.PCFGTreeRegressor(max_bins=4, draws=10, random_state=0).fit(X, y)
+    >>> result = bt.loo(reg.idata_, pointwise=True)
+    >>> result.loo_i.shape                             # the pointwise elpd, one per row
+    (40,)
+    >>> forest = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> bt.loo(forest.idata_)                          # the Bayesian bootstrap has no likelihood
+    Traceback (most recent call last):
+    ...
+    ValueError: model: ... so LOO and model comparison are not defined for it. ...
     """
     check_log_likelihood(idata)
     return az.loo(idata, **kwargs)
@@ -74,9 +91,24 @@ def compare(models: Mapping[str, az.InferenceData], **kwargs):
     pandas.DataFrame
         One row per model, best first: ``elpd_loo``, differences, weights and warnings.
 
+    Raises
+    ------
+    ValueError
+        When a model has no ``log_likelihood`` group (named in the message).
+
     Examples
     --------
-    >>> bt.compare({"bcart": bcart.idata_, "pcfg": pcfg.idata_})   # doctest: +SKIP
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> pcfg = bt.PCFGTreeRegressor(max_bins=4, draws=10, random_state=0).fit(X, y)
+    >>> bcart = bt.BayesianCARTRegressor(draws=20, tune=10, chains=1, max_depth=3, scheme="moves",
+    ...                                  random_state=0).fit(X, y)
+    >>> table = bt.compare({"pcfg": pcfg.idata_, "bcart": bcart.idata_})
+    >>> sorted(table.index)
+    ['bcart', 'pcfg']
+    >>> table[["elpd_loo", "weight"]].shape
+    (2, 2)
     """
     for k, v in models.items():
         check_log_likelihood(v, name=k)

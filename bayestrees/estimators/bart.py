@@ -102,6 +102,22 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     idata_ : arviz.InferenceData
     acceptance_ : dict of acceptance rates per move type
     convergence_ : the convergence table (R-hat and ESS of ``sigma`` and ``lp``)
+
+    Examples
+    --------
+    A short run of a small sum (a real fit needs the defaults: 200 trees, 4 chains of 1,000 tuning
+    steps and 1,000 draws):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BARTRegressor(m=5, max_depth=3, draws=20, tune=10, chains=1, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # posterior mean of the function
+    (5,)
+    >>> reg.predict_interval(X[:5]).shape          # 90% credible interval of the function
+    (5, 2)
+    >>> reg.idata_.posterior["sigma"].shape        # (chain, draw)
+    (1, 20)
     """
 
     _task = "regression"
@@ -129,6 +145,19 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
         on the probit scale and the offset ``Phi^-1(mean y)``.  More than two classes raise a
         ``ValueError`` naming the families that fit them (Bayesian CART, the Bayesian forests,
         BCART-PCFG).
+        """,
+        examples="""
+        A short run of a small sum (a real fit needs the defaults: 200 trees, 4 chains of 1,000 tuning
+        steps and 1,000 draws):
+
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(size=(40, 2))
+        >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+        >>> clf = bt.BARTClassifier(m=5, max_depth=3, draws=20, tune=10, chains=1, random_state=0).fit(X, labels)
+        >>> clf.classes_
+        array(['high', 'low'], dtype='<U4')
+        >>> clf.predict_proba(X[:5]).shape             # posterior mean class probabilities
+        (5, 2)
         """)
 
     _task = "classification"

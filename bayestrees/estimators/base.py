@@ -166,8 +166,18 @@ def load(path):
 
     Examples
     --------
-    >>> reg.save("model.pkl")                                # doctest: +SKIP
-    >>> bt.load("model.pkl").predict(X_test)                 # doctest: +SKIP
+    >>> import os, tempfile
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.pkl")
+    >>> reg.save(path)
+    >>> again = bt.load(path)
+    >>> type(again).__name__
+    'BayesianForestRegressor'
+    >>> np.array_equal(again.predict(X[:5]), reg.predict(X[:5]))
+    True
     """
     with open(Path(path), "rb") as fh:
         obj = pickle.load(fh)
@@ -378,7 +388,8 @@ class DrawsMixin:
         return np.moveaxis(q, 0, -1)
 
 
-def parameters_doc(summary: str, source: type, *, drop=(), extra: str = "", notes: str = "") -> str:
+def parameters_doc(summary: str, source: type, *, drop=(), extra: str = "", notes: str = "",
+                   examples: str = "") -> str:
     """A docstring whose Parameters section is ``source``'s, for an estimator that shares them.
 
     Parameters
@@ -395,6 +406,8 @@ def parameters_doc(summary: str, source: type, *, drop=(), extra: str = "", note
         Entries of the new class's own parameters, in the numpydoc layout without indentation.
     notes : str
         A Notes section's text, without indentation (none when empty).
+    examples : str
+        An Examples section's text (doctest lines), without indentation (none when empty).
 
     Returns
     -------
@@ -424,4 +437,6 @@ def parameters_doc(summary: str, source: type, *, drop=(), extra: str = "", note
         out += "\n" + inspect.cleandoc(extra)
     if notes:
         out += "\n\nNotes\n-----\n" + inspect.cleandoc(notes)
+    if examples:
+        out += "\n\nExamples\n--------\n" + inspect.cleandoc(examples)
     return out + "\n"

@@ -98,6 +98,24 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
     result_ : BCARTResult
     idata_ : arviz.InferenceData
     acceptance_ : dict of acceptance rates per move type
+
+    Examples
+    --------
+    A short run (a real fit needs the defaults' draws, tuning steps and chains, or more):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BayesianCARTRegressor(draws=20, tune=10, chains=1, max_depth=3, scheme="moves",
+    ...                                random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # posterior mean of the function
+    (5,)
+    >>> reg.predict_interval(X[:5]).shape          # 90% credible interval of the function
+    (5, 2)
+    >>> reg.idata_.posterior["sigma"].shape        # (chain, draw)
+    (1, 20)
+    >>> reg.convergence_ is not None               # R-hat and ESS of the run
+    True
     """
 
     _task = "regression"
@@ -125,7 +143,20 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
             The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
         """,
         notes="The parameters are :class:`BayesianCARTRegressor`'s, with ``leaf_model`` \"auto\" or "
-              "\"dirichlet\" (the class leaves).")
+              "\"dirichlet\" (the class leaves).",
+        examples="""
+        A short run (a real fit needs the defaults' draws, tuning steps and chains, or more):
+
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(size=(40, 2))
+        >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+        >>> clf = bt.BayesianCARTClassifier(draws=20, tune=10, chains=1, max_depth=3, scheme="moves",
+        ...                                 random_state=0).fit(X, labels)
+        >>> clf.predict_proba(X[:5]).shape             # posterior mean class probabilities
+        (5, 2)
+        >>> clf.predict_draws(X[:5]).shape             # every draw's class probabilities
+        (20, 5, 2)
+        """)
 
     _task = "classification"
 

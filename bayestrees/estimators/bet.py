@@ -111,6 +111,23 @@ class BETRegressor(_BETMixin, RegressorBase):
     n_trees_ : (chains, draws) trees (components of at least ``min_leaf_rows`` rows)
     n_components_ : (chains, draws) occupied components
     xi_bar_ : (n_features,) posterior mean of ``xi_bar``
+
+    Examples
+    --------
+    A short run (a real fit needs the defaults' draws and tuning steps, or more):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BETRegressor(draws=20, tune=10, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # the ensemble estimator, averaged over draws
+    (5,)
+    >>> reg.predict_cluster().shape                # cluster-specific, at the training rows
+    (40,)
+    >>> reg.n_trees_.shape                         # trees per draw, (chains, draws)
+    (1, 20)
+    >>> reg.xi_bar_.shape                          # variable-ranking probabilities
+    (2,)
     """
 
     _task = "regression"
@@ -141,7 +158,19 @@ class BETClassifier(_BETMixin, ClassifierBase):
         alpha_leaves : float
             The former name of ``leaf_concentration`` (``FutureWarning``; removed in the next release).
         """,
-        notes="The parameters are :class:`BETRegressor`'s, with Dirichlet leaves in place of ``leaf_prior``.")
+        notes="The parameters are :class:`BETRegressor`'s, with Dirichlet leaves in place of ``leaf_prior``.",
+        examples="""
+        A short run (a real fit needs the defaults' draws and tuning steps, or more):
+
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(size=(40, 2))
+        >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+        >>> clf = bt.BETClassifier(draws=20, tune=10, random_state=0).fit(X, labels)
+        >>> clf.predict_proba(X[:5]).shape             # ensemble class probabilities
+        (5, 2)
+        >>> clf.predict_cluster().shape                # cluster-specific labels at the training rows
+        (40,)
+        """)
 
     _task = "classification"
 

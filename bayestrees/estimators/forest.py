@@ -287,7 +287,21 @@ class _ClassifierForest(_ForestMixin, ClassifierBase):
 
 
 class BayesianForestRegressor(_RegressorForest):
-    __doc__ = "Bayesian forest regressor (Taddy et al. 2015): CART fit to Bayesian-bootstrap weights.\n" + _COMMON_DOC
+    __doc__ = ("Bayesian forest regressor (Taddy et al. 2015): CART fit to Bayesian-bootstrap weights.\n" + _COMMON_DOC
+               + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # posterior mean: the average of the trees
+    (5,)
+    >>> reg.predict_draws(X[:5]).shape             # every tree (posterior draw)
+    (10, 5)
+    >>> reg.predict_interval(X[:5], prob=0.9).shape
+    (5, 2)
+""")
 
     _kind = "bf"
 
@@ -302,7 +316,20 @@ class BayesianForestRegressor(_RegressorForest):
 
 class BayesianForestClassifier(_ClassifierForest):
     __doc__ = ("Bayesian forest classifier (Taddy et al. 2015).\n" + _COMMON_DOC
-               + "    criterion : {'gini', 'entropy', 'log_loss'}\n")
+               + "    criterion : {'gini', 'entropy', 'log_loss'}\n" + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.BayesianForestClassifier(draws=10, random_state=0).fit(X, labels)
+    >>> clf.classes_
+    array(['high', 'low'], dtype='<U4')
+    >>> clf.predict_proba(X[:5]).shape             # class probabilities averaged over the trees
+    (5, 2)
+    >>> clf.predict(X[:5]).shape
+    (5,)
+""")
 
     _kind = "bf"
 
@@ -319,7 +346,20 @@ class BayesianForestClassifier(_ClassifierForest):
 class EmpiricalBayesianForestRegressor(_RegressorForest):
     __doc__ = ("Empirical Bayesian forest regressor: a fixed CART trunk (unit weights, leaves of at least\n"
                "    ``trunk_min_samples_leaf`` rows), then a Bayesian forest in every trunk leaf.\n" + _COMMON_DOC
-               + "    trunk_min_samples_leaf : int, default 1000\n")
+               + "    trunk_min_samples_leaf : int, default 1000\n" + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.EmpiricalBayesianForestRegressor(draws=10, trunk_min_samples_leaf=10, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # posterior mean: the average of the trees
+    (5,)
+    >>> reg.predict_draws(X[:5]).shape             # every tree (posterior draw)
+    (10, 5)
+    >>> reg.predict_interval(X[:5], prob=0.9).shape
+    (5, 2)
+""")
 
     _kind = "ebf"
 
@@ -335,7 +375,21 @@ class EmpiricalBayesianForestRegressor(_RegressorForest):
 
 class EmpiricalBayesianForestClassifier(_ClassifierForest):
     __doc__ = ("Empirical Bayesian forest classifier (CART trunk + Bayesian forest per trunk leaf).\n" + _COMMON_DOC
-               + "    trunk_min_samples_leaf : int, default 1000\n    criterion : {'gini', 'entropy', 'log_loss'}\n")
+               + "    trunk_min_samples_leaf : int, default 1000\n    criterion : {'gini', 'entropy', 'log_loss'}\n"
+               + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.EmpiricalBayesianForestClassifier(draws=10, trunk_min_samples_leaf=10, random_state=0).fit(X, labels)
+    >>> clf.classes_
+    array(['high', 'low'], dtype='<U4')
+    >>> clf.predict_proba(X[:5]).shape             # class probabilities averaged over the trees
+    (5, 2)
+    >>> clf.predict(X[:5]).shape
+    (5,)
+""")
 
     _kind = "ebf"
 
@@ -352,7 +406,21 @@ class EmpiricalBayesianForestClassifier(_ClassifierForest):
 
 class SubSampleForestRegressor(_RegressorForest):
     __doc__ = ("Sub-sample forest regressor: rows cut into ``n_blocks`` random blocks, an equal share of the\n"
-               "    trees fit to each block, predictions averaged.\n" + _COMMON_DOC + "    n_blocks : int, default 5\n")
+               "    trees fit to each block, predictions averaged.\n" + _COMMON_DOC + "    n_blocks : int, default 5\n"
+               + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.SubSampleForestRegressor(draws=10, n_blocks=2, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # posterior mean: the average of the trees
+    (5,)
+    >>> reg.predict_draws(X[:5]).shape             # every tree (posterior draw)
+    (10, 5)
+    >>> reg.predict_interval(X[:5], prob=0.9).shape
+    (5, 2)
+""")
 
     _kind = "ssf"
 
@@ -368,7 +436,20 @@ class SubSampleForestRegressor(_RegressorForest):
 
 class SubSampleForestClassifier(_ClassifierForest):
     __doc__ = ("Sub-sample forest classifier (random blocks, a forest share per block).\n" + _COMMON_DOC
-               + "    n_blocks : int, default 5\n    criterion : {'gini', 'entropy', 'log_loss'}\n")
+               + "    n_blocks : int, default 5\n    criterion : {'gini', 'entropy', 'log_loss'}\n" + """
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.SubSampleForestClassifier(draws=10, n_blocks=2, random_state=0).fit(X, labels)
+    >>> clf.classes_
+    array(['high', 'low'], dtype='<U4')
+    >>> clf.predict_proba(X[:5]).shape             # class probabilities averaged over the trees
+    (5, 2)
+    >>> clf.predict(X[:5]).shape
+    (5,)
+""")
 
     _kind = "ssf"
 

@@ -140,6 +140,23 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         ``(chain, draw, obs, class)``.
     posterior_ : PCFGPosterior
     classes_ : array
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.PCFGTreeClassifier(log_phi=2.0, max_bins=4, draws=10, random_state=0).fit(X, labels)
+    >>> clf.predict(X[:5]).shape                           # by the MAP tree
+    (5,)
+    >>> clf.set_params(predict_with="posterior").predict_proba(X[:5]).shape   # exact average over all trees
+    (5, 2)
+    >>> type(clf.log_evidence_)                            # log p(y | X)
+    <class 'float'>
+    >>> clf.n_leaves_posterior(8).shape                    # Pr[1 leaf], ..., Pr[8 leaves]
+    (8,)
+    >>> clf.idata_.posterior["mu"].shape                   # (chain, draw, obs, class)
+    (1, 10, 40, 2)
     """
 
     _task = "classification"
@@ -197,6 +214,18 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
         ``idata_`` holds ``posterior["mu"]`` ``(chain, draw, obs)``, the drawn leaf means at the
         training rows, and no ``sigma``: every leaf has its own variance, so no single noise scale
         summarises a draw.
+        """,
+        examples="""
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(size=(40, 2))
+        >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+        >>> reg = bt.PCFGTreeRegressor(log_phi=2.0, max_bins=4, draws=10, random_state=0).fit(X, y)
+        >>> reg.predict(X[:5]).shape                           # by the MAP tree
+        (5,)
+        >>> reg.set_params(predict_with="posterior").predict(X[:5]).shape   # exact posterior mean
+        (5,)
+        >>> reg.idata_.log_likelihood["y"].shape               # so bt.loo works
+        (1, 10, 40)
         """)
 
     _task = "regression"

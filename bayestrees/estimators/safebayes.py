@@ -204,6 +204,21 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
     prior_trees_ : PriorForest
     truncated_mass_ : float  prior mass of trees larger than ``max_internal``
     idata_ : arviz.InferenceData  equally weighted posterior draws (see :attr:`idata_`)
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.SafeBayesForestClassifier(draws=50, random_state=0).fit(X, labels)
+    >>> clf.log_weights_.shape                     # log p(Y | X, T_k) of the 50 prior trees
+    (50,)
+    >>> clf.operating_curve_["on"]                 # m was chosen by cross-validation
+    'cross-validation'
+    >>> clf.predict_proba(X[:5]).shape             # weights w^beta, beta = m / N
+    (5, 2)
+    >>> clf.predict(X[:5], method="bma").shape     # beta = 1
+    (5,)
     """
 
     _task = "classification"
@@ -298,6 +313,19 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
     operating_curve_ : dict with ``m``, ``rmse``, ``log_predictive`` (mean log density), ``on``, ``n_train``
     leaf_prior_ : NIGPrior used, on the scale of ``y``
     y_loc_, y_scale_ : float  the standardisation of the targets
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.SafeBayesForestRegressor(draws=50, random_state=0).fit(X, y)
+    >>> reg.predict(X[:5]).shape                   # the mean of the tempered mixture
+    (5,)
+    >>> reg.predict_interval(X[:5]).shape
+    (5, 2)
+    >>> reg.tree_weights().shape                   # normalised weights of the 50 prior trees
+    (50,)
     """
 
     _task = "regression"
