@@ -171,6 +171,16 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
     Returns
     -------
     matplotlib Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.PCFGTreeRegressor(max_bins=4, draws=10, random_state=0).fit(X, y)
+    >>> ax = bt.plots.plot_tree(reg, title="MAP tree")      # splits in the data's units
+    >>> type(ax).__name__
+    'Axes'
     """
     plt = _plt()
     t, est_binner, idata_names = _one_tree(tree, chain, draw, index)
@@ -285,6 +295,16 @@ def plot_extreme_trees(estimator, n=3, *, figsize=None, class_colors=None):
     -------
     matplotlib Figure
         Top row: highest weights; bottom row: lowest.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.SafeBayesForestClassifier(draws=50, random_state=0).fit(X, labels)
+    >>> fig = bt.plots.plot_extreme_trees(clf, n=2)
+    >>> type(fig).__name__
+    'Figure'
     """
     plt = _plt()
     lw = np.asarray(estimator.log_weights_)
@@ -336,6 +356,17 @@ def plot_n_leaves(idata, ax=None, *, max_leaves: int | None = None):
     Returns
     -------
     matplotlib Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> forest = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> pcfg = bt.PCFGTreeRegressor(max_bins=4, draws=10, random_state=0).fit(X, y)
+    >>> ax = bt.plots.plot_n_leaves({"forest": forest.idata_, "pcfg": pcfg.idata_})   # side by side
+    >>> type(ax).__name__
+    'Axes'
     """
     models = _as_models(idata)
     counts, per_tree = {}, False
@@ -398,6 +429,16 @@ def plot_variable_importance(idata, ax=None, *, kind: str = "share", prob: float
     Returns
     -------
     matplotlib Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> forest = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> ax = bt.plots.plot_variable_importance(forest.idata_, kind="share", prob=0.9)
+    >>> type(ax).__name__
+    'Axes'
     """
     if kind not in ("share", "counts", "inclusion"):
         raise ValueError(f"kind must be 'share', 'counts' or 'inclusion', got {kind!r}")
@@ -551,6 +592,17 @@ def plot_partial_dependence(estimator, X, features, ax=None, *, prob: float = 0.
     Returns
     -------
     matplotlib Axes, or a pair of Axes for two features
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> forest = bt.BayesianForestRegressor(draws=10, random_state=0).fit(X, y)
+    >>> ax = bt.plots.plot_partial_dependence(forest, X, 0, grid_resolution=10)
+    >>> type(ax).__name__
+    'Axes'
+    >>> left, right = bt.plots.plot_partial_dependence(forest, X, (0, 1), grid_resolution=10)
     """
     plt = _plt()
     lo_q, hi_q = _interval_bounds(prob)
@@ -634,6 +686,16 @@ def plot_operating_curve(curve, ax=None, *, m_marker=None, **line_kwargs):
     Returns
     -------
     the two Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> labels = np.where(X[:, 0] > 0.5, "high", "low")
+    >>> clf = bt.SafeBayesForestClassifier(draws=50, random_state=0).fit(X, labels)
+    >>> axes = bt.plots.plot_operating_curve(clf.operating_curve_, m_marker=clf.effective_sample_size_)
+    >>> len(axes)                                  # accuracy, and mean log predictive, against m
+    2
     """
     plt = _plt()
     if ax is None:
@@ -667,6 +729,16 @@ def plot_n_trees(idata, ax=None):
     Returns
     -------
     matplotlib Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BETRegressor(draws=20, tune=10, random_state=0).fit(X, y)   # a short run
+    >>> ax = bt.plots.plot_n_trees(reg.idata_)
+    >>> type(ax).__name__
+    'Axes'
     """
     da = _posterior_var(idata, "n_trees", "plot_n_trees")
     a = np.asarray(da.transpose("chain", "draw").values)
@@ -699,6 +771,16 @@ def plot_xi_bar(idata, ax=None, *, prob: float = 0.9, max_features: int = 20):
     Returns
     -------
     matplotlib Axes
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2))
+    >>> y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> reg = bt.BETRegressor(draws=20, tune=10, random_state=0).fit(X, y)   # a short run
+    >>> ax = bt.plots.plot_xi_bar(reg.idata_, prob=0.9)
+    >>> type(ax).__name__
+    'Axes'
     """
     lo_q, hi_q = _interval_bounds(prob)
     da = _posterior_var(idata, "xi_bar", "plot_xi_bar")

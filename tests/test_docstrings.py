@@ -1,6 +1,8 @@
-"""Every public name of ``bayestrees`` (its ``__all__``) has a docstring with a summary line, and
+"""Every public name of ``bayestrees`` (its ``__all__``) has a docstring with a summary line;
 every public class and function that takes parameters documents them in a numpydoc "Parameters"
-section (one entry per parameter; ``name : type`` or ``a, b : type`` lines).
+section (one entry per parameter; ``name : type`` or ``a, b : type`` lines); every public function
+says what it returns in a "Returns" section (``None`` included); and every public class and function
+has an "Examples" section with at least one ``>>>`` line (``tests/test_doc_examples.py`` runs them).
 
 The API reference of the documentation site (``docs/site/api``) is generated from these docstrings.
 A name that fails a check for a known reason may be listed in a ``KNOWN_*`` set, which marks its
@@ -17,6 +19,8 @@ import bayestrees
 #: public names whose docstrings still lack what the tests ask, by test (none today)
 KNOWN_NO_SECTION: set[str] = set()
 KNOWN_UNDOCUMENTED: set[str] = set()
+KNOWN_NO_RETURNS: set[str] = set()
+KNOWN_NO_EXAMPLES: set[str] = set()
 
 NAMES = [name for name in bayestrees.__all__ if name != "__version__"]
 _SECTION = re.compile(r"^([A-Z][\w ]*)\n-{3,}[ \t]*$", re.M)
@@ -54,6 +58,15 @@ def _callables():
             and _parameters(getattr(bayestrees, n))]
 
 
+def _routines():
+    """The public classes and functions (every one, with parameters or without)."""
+    return [n for n in NAMES if inspect.isclass(getattr(bayestrees, n)) or inspect.isfunction(getattr(bayestrees, n))]
+
+
+def _functions():
+    return [n for n in NAMES if inspect.isfunction(getattr(bayestrees, n))]
+
+
 def _known(names, known, why):
     return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=why)) if n in known else n for n in names]
 
@@ -80,6 +93,23 @@ def test_every_parameter_is_documented(name):
     assert not missing, f"bayestrees.{name}: parameters missing from its Parameters section: {missing}"
 
 
+@pytest.mark.parametrize("name", _known(_functions(), KNOWN_NO_RETURNS, "no Returns section yet"))
+def test_public_function_has_a_returns_section(name):
+    sections = _sections(inspect.getdoc(getattr(bayestrees, name)) or "")
+    returns = sections.get("Returns", sections.get("Yields", ""))
+    assert returns.strip(), (f"bayestrees.{name} has no Returns section (a function that returns nothing "
+                             "says ``None``)")
+    # the first entry names a type (``name : type`` or ``type``) at the section's margin
+    first = next(line for line in returns.splitlines() if line.strip())
+    assert not first[0].isspace(), f"bayestrees.{name}: the Returns section starts with {first!r}"
+
+
+@pytest.mark.parametrize("name", _known(_routines(), KNOWN_NO_EXAMPLES, "no Examples section yet"))
+def test_public_routine_has_an_examples_section(name):
+    examples = _sections(inspect.getdoc(getattr(bayestrees, name)) or "").get("Examples", "")
+    assert ">>> " in examples, f"bayestrees.{name} has no Examples section with a >>> line"
+
+
 def test_the_section_parser_reads_numpydoc_entries():
     doc = inspect.cleandoc("""Summary line here.
 
@@ -95,7 +125,14 @@ def test_the_section_parser_reads_numpydoc_entries():
     Returns
     -------
     int
+
+    Examples
+    --------
+    >>> f(1, 2, 3)
+    6
     """)
     sections = _sections(doc)
-    assert set(sections) == {"Parameters", "Returns"}
+    assert set(sections) == {"Parameters", "Returns", "Examples"}
     assert _documented(sections["Parameters"]) == {"a", "b", "c", "kwargs"}
+    assert sections["Returns"].strip() == "int"
+    assert ">>> f(1, 2, 3)" in sections["Examples"]
