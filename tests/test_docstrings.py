@@ -1,8 +1,9 @@
 """Every public name of ``bayestrees`` (its ``__all__``) has a docstring with a summary line;
 every public class and function that takes parameters documents them in a numpydoc "Parameters"
 section (one entry per parameter; ``name : type`` or ``a, b : type`` lines); every public function
-says what it returns in a "Returns" section (``None`` included); and every public class and function
-has an "Examples" section with at least one ``>>>`` line (``tests/test_doc_examples.py`` runs them).
+says what it returns in a "Returns" section (``None`` included), as do the estimators' ``fit`` and
+``predict*`` methods, with their parameters; and every public class and function has an "Examples"
+section with at least one ``>>>`` line (``tests/test_doc_examples.py`` runs them).
 
 The API reference of the documentation site (``docs/site/api``) is generated from these docstrings.
 A name that fails a check for a known reason may be listed in a ``KNOWN_*`` set, which marks its
@@ -79,13 +80,13 @@ def test_public_name_has_a_summary_line(name):
     assert len(summary) >= 10, f"bayestrees.{name}: summary line {summary!r}"
 
 
-@pytest.mark.parametrize("name", _known(_callables(), KNOWN_NO_SECTION, "no Parameters section yet (bayestrees/models/)"))
+@pytest.mark.parametrize("name", _known(_callables(), KNOWN_NO_SECTION, "no Parameters section yet"))
 def test_public_callable_has_a_parameters_section(name):
     doc = inspect.getdoc(getattr(bayestrees, name)) or ""
     assert "Parameters" in _sections(doc), f"bayestrees.{name} takes parameters but has no Parameters section"
 
 
-@pytest.mark.parametrize("name", _known(_callables(), KNOWN_UNDOCUMENTED, "parameters not yet documented (bayestrees/models/)"))
+@pytest.mark.parametrize("name", _known(_callables(), KNOWN_UNDOCUMENTED, "parameters not yet documented"))
 def test_every_parameter_is_documented(name):
     obj = getattr(bayestrees, name)
     section = _sections(inspect.getdoc(obj) or "").get("Parameters", "")
@@ -102,6 +103,26 @@ def test_public_function_has_a_returns_section(name):
     # the first entry names a type (``name : type`` or ``type``) at the section's margin
     first = next(line for line in returns.splitlines() if line.strip())
     assert not first[0].isspace(), f"bayestrees.{name}: the Returns section starts with {first!r}"
+
+
+#: the estimators' methods whose docstrings are checked like the public functions'
+METHODS = ("fit", "predict", "predict_proba", "predict_draws", "predict_interval")
+
+
+def _estimator_methods():
+    estimators = [n for n in NAMES
+                  if inspect.isclass(getattr(bayestrees, n)) and hasattr(getattr(bayestrees, n), "fit")]
+    return [f"{n}.{m}" for n in estimators for m in METHODS if hasattr(getattr(bayestrees, n), m)]
+
+
+@pytest.mark.parametrize("name", _estimator_methods())
+def test_estimator_method_documents_its_parameters_and_returns(name):
+    cls, method = name.split(".")
+    obj = getattr(getattr(bayestrees, cls), method)
+    sections = _sections(inspect.getdoc(obj) or "")
+    missing = [p for p in _parameters(obj) if p not in _documented(sections.get("Parameters", ""))]
+    assert not missing, f"bayestrees.{name}: parameters missing from its Parameters section: {missing}"
+    assert sections.get("Returns", "").strip(), f"bayestrees.{name} has no Returns section"
 
 
 @pytest.mark.parametrize("name", _known(_routines(), KNOWN_NO_EXAMPLES, "no Examples section yet"))

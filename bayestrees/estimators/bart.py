@@ -131,7 +131,18 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
 
     def predict(self, X) -> np.ndarray:
-        """Posterior mean of the function at ``X``: ``(n,)``."""
+        """Posterior mean of the function at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples,)``, in the units of ``y``.
+        """
         return self.predict_draws(X).mean(0)
 
 
@@ -175,9 +186,31 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
         return tags
 
     def predict_proba(self, X) -> np.ndarray:
-        """Posterior mean class probabilities at ``X``: ``(n, 2)``."""
+        """Posterior mean class probabilities at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples, 2)``, columns in the order of ``classes_``.
+        """
         return self.predict_draws(X).mean(0)
 
     def predict(self, X) -> np.ndarray:
-        """The more probable class at ``X`` under the posterior mean probabilities."""
+        """The more probable class at ``X`` under the posterior mean probabilities.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``.
+        """
         return self._labels(self.predict_proba(X))

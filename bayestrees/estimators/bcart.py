@@ -128,7 +128,18 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
               scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
 
     def predict(self, X) -> np.ndarray:
-        """Posterior mean of the function at ``X``: ``(n,)``."""
+        """Posterior mean of the function at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples,)``, in the units of ``y``.
+        """
         return self.predict_draws(X).mean(0)
 
 
@@ -172,9 +183,31 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:
-        """Posterior mean class probabilities at ``X``: ``(n, C)``."""
+        """Posterior mean class probabilities at ``X``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
+        """
         return self.predict_draws(X).mean(0)
 
     def predict(self, X) -> np.ndarray:
-        """Most probable class at ``X`` under the posterior mean probabilities."""
+        """Most probable class at ``X`` under the posterior mean probabilities.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``.
+        """
         return self._labels(self.predict_proba(X))

@@ -140,7 +140,18 @@ class BETRegressor(_BETMixin, RegressorBase):
         self.leaf_prior, self.init_trees = leaf_prior, init_trees
 
     def predict(self, X) -> np.ndarray:
-        """Ensemble estimator at ``X``, averaged over draws: ``(n,)``."""
+        """Ensemble estimator at ``X``, averaged over draws.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples,)``, in the units of ``y``.
+        """
         return self.predict_draws(X).mean(0)
 
     def predict_cluster(self) -> np.ndarray:
@@ -185,11 +196,33 @@ class BETClassifier(_BETMixin, ClassifierBase):
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:
-        """Ensemble class probabilities at ``X``, averaged over draws: ``(n, C)``."""
+        """Ensemble class probabilities at ``X``, averaged over draws.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
+        """
         return self.predict_draws(X).mean(0)
 
     def predict(self, X) -> np.ndarray:
-        """Most probable class at ``X`` under the ensemble estimator."""
+        """Most probable class at ``X`` under the ensemble estimator.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``.
+        """
         return self._labels(self.predict_proba(X))
 
     def predict_proba_cluster(self) -> np.ndarray:

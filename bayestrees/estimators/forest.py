@@ -259,8 +259,18 @@ class _RegressorForest(_ForestMixin, RegressorBase):
     _task = "regression"
 
     def predict(self, X) -> np.ndarray:
-        """Posterior mean prediction (average over trees), shape (n_samples,); a lazy Dask Series,
-        computed on the cluster, for a Dask ``X``."""
+        """Posterior mean prediction: the average over the trees.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns, or a Dask collection.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples,)``; a lazy Dask Series, computed on the cluster, for a Dask ``X``.
+        """
         if _dask_input(X):
             from ..distributed.estimator import predict_dask
             return predict_dask(self, X, "mean")
@@ -271,8 +281,19 @@ class _ClassifierForest(_ForestMixin, ClassifierBase):
     _task = "classification"
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities averaged over trees, shape (n_samples, n_classes); a lazy Dask
-        DataFrame for a Dask ``X``."""
+        """Class probabilities averaged over the trees.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns, or a Dask collection.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples, n_classes)``, columns in the order of ``classes_``; a lazy Dask
+            DataFrame for a Dask ``X``.
+        """
         if _dask_input(X):
             from ..distributed.estimator import predict_dask
             return predict_dask(self, X, "proba")
@@ -280,6 +301,18 @@ class _ClassifierForest(_ForestMixin, ClassifierBase):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X) -> np.ndarray:
+        """The most probable class under the averaged class probabilities (:meth:`predict_proba`).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns, or a Dask collection.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``; a lazy Dask Series for a Dask ``X``.
+        """
         if _dask_input(X):
             from ..distributed.estimator import predict_dask
             return predict_dask(self, X, "label")

@@ -178,12 +178,34 @@ class PCFGTreeClassifier(_PCFGBase, ClassifierBase):
         self.random_state = random_state
 
     def predict_proba(self, X):
-        """Class probabilities ``(n, n_classes)`` by ``predict_with``."""
+        """Class probabilities by ``predict_with`` (MAP tree, exact posterior average, or the sampled trees).
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
+        """
         p = self._values(X)
         return p / p.sum(-1, keepdims=True)
 
     def predict(self, X):
-        """Most probable class per row."""
+        """Most probable class per row, by ``predict_with``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``.
+        """
         return self._labels(self.predict_proba(X))
 
     def log_predictive(self, X, y):
@@ -247,5 +269,16 @@ class PCFGTreeRegressor(_PCFGBase, RegressorBase):
         self.random_state = random_state
 
     def predict(self, X):
-        """Posterior mean response per row ``(n,)`` by ``predict_with``."""
+        """Posterior mean response per row, by ``predict_with``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+
+        Returns
+        -------
+        np.ndarray
+            Shape ``(n_samples,)``, in the units of ``y``.
+        """
         return self._values(X)[:, 0]

@@ -243,15 +243,40 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
         self.random_state = random_state
 
     def predict_proba(self, X, method: str = "safe") -> np.ndarray:
-        """Class probabilities ``sum_k w_k^beta p(y | T_k, x) / sum_k w_k^beta``: float (n, C).
+        """Class probabilities ``sum_k w_k^beta p(y | T_k, x) / sum_k w_k^beta``.
 
-        ``method``: ``"safe"`` (beta = m / N), ``"bma"`` (beta = 1) or ``"best"`` (the single best tree).
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+        method : {"safe", "bma", "best"}, default "safe"
+            Tree weights ``w_k^beta`` with ``beta = m / N``, ``beta = 1`` (Bayesian model averaging), or
+            all weight on the tree with the largest ``w_k``.
+
+        Returns
+        -------
+        np.ndarray
+            float, shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
         """
         self._check_fitted()
         return sb.forest_proba(self._result, self._codes(X), method)
 
     def predict(self, X, method: str = "safe") -> np.ndarray:
-        """Most probable class of each row: (n,) labels."""
+        """Most probable class of each row under :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+        method : {"safe", "bma", "best"}, default "safe"
+            Tree weights ``w_k^beta`` with ``beta = m / N``, ``beta = 1`` (Bayesian model averaging), or
+            all weight on the tree with the largest ``w_k``.
+
+        Returns
+        -------
+        np.ndarray
+            Labels (of ``classes_``), shape ``(n_samples,)``.
+        """
         return self._labels(self.predict_proba(X, method))
 
     def predict_log_proba(self, X, method: str = "safe") -> np.ndarray:
@@ -360,7 +385,21 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         return y
 
     def predict(self, X, method: str = "safe") -> np.ndarray:
-        """Predictive mean ``sum_k w_k^beta E[y | T_k, x] / sum_k w_k^beta``: float64 (n,)."""
+        """Predictive mean ``sum_k w_k^beta E[y | T_k, x] / sum_k w_k^beta``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Rows with the training data's columns.
+        method : {"safe", "bma", "best"}, default "safe"
+            Tree weights ``w_k^beta`` with ``beta = m / N``, ``beta = 1`` (Bayesian model averaging), or
+            all weight on the tree with the largest ``w_k``.
+
+        Returns
+        -------
+        np.ndarray
+            float64, shape ``(n_samples,)``, in the units of ``y``.
+        """
         self._check_fitted()
         return sb.forest_mean(self._result, self._codes(X), method)
 
@@ -389,6 +428,11 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
             ``"predictive"``: quantiles of the Student-t mixture predictive of a new
             ``y`` (found by bisection on the mixture CDF, to about ``1e-9`` standard
             deviations).
+
+        Returns
+        -------
+        np.ndarray
+            float64, shape ``(n_samples, 2)``: the lower and upper ends, in the units of ``y``.
 
         Notes
         -----
