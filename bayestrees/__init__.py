@@ -36,6 +36,9 @@ from .estimators.bet import BETClassifier, BETRegressor  # noqa: E402
 # --- family: BART, Bayesian additive regression trees (issue 29) ---
 from .models.bart import BART  # noqa: E402
 from .estimators.bart import BARTClassifier, BARTRegressor  # noqa: E402
+# --- trees inside the user's own model: tree functions in NumPyro models (issue 30) ---
+from .inference.treefn import bart_function, load_model_fit, sample_model, tree_function  # noqa: E402
+from .models.numpyro_model import NumPyroModel  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -50,6 +53,7 @@ __all__ = [
     "BayesianCART", "BayesianCARTRegressor", "BayesianCARTClassifier",
     "BETMixture", "BETRegressor", "BETClassifier",
     "BART", "BARTRegressor", "BARTClassifier",
+    "bart_function", "tree_function", "sample_model", "load_model_fit", "NumPyroModel",
     "set_compilation_cache", "compilation_cache_dir",
     "__version__",
 ]

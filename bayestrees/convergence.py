@@ -69,7 +69,10 @@ class ConvergenceReport:
             return ""
         who = f"{self.family} " if self.family else ""
         better = {"bart": "BART: more tune steps, or thin to keep fewer, less correlated draws",
-                  "bet": "BET: more sweeps, and chains=4 or more to see whether they settle on the same trees"}.get(
+                  "bet": "BET: more sweeps, and chains=4 or more to see whether they settle on the same trees",
+                  "model": "a model with tree functions: more tune steps, a non-centred form of the sites NUTS "
+                           "updates, and fewer trees or a smaller leaf_sd where a tree function and another "
+                           "site explain the same thing (an intercept)"}.get(
             self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "
                          "temperatures=...")
         advice = ("The draws are not yet the posterior: run longer chains (draws, tune) or a kernel that "

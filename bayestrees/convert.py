@@ -43,7 +43,8 @@ import numpy as np
 
 from .tree import Tree, feature_counts, max_depth, n_leaves
 
-__all__ = ["to_inferencedata", "trees_from_inferencedata", "predictive_group", "TREE_VARS", "TREE_GROUP", "add_group"]
+__all__ = ["to_inferencedata", "trees_from_inferencedata", "predictive_group", "TREE_VARS", "TREE_GROUP", "add_group",
+           "model_inferencedata"]
 
 #: the group that holds the tree arrays
 TREE_GROUP = "trees"
@@ -271,4 +272,36 @@ def add_group(idata: az.InferenceData, group: str, data: Mapping[str, np.ndarray
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not defined in the InferenceData scheme.*")
         idata.add_groups({group: ds})
+    return idata
+
+
+def model_inferencedata(posterior: Mapping[str, np.ndarray], *, trees: Mapping[str, np.ndarray] | None = None,
+                        log_likelihood: Mapping[str, np.ndarray] | None = None,
+                        observed: Mapping[str, np.ndarray] | None = None,
+                        sample_stats: Mapping[str, np.ndarray] | None = None,
+                        dims: Mapping[str, list] | None = None, coords: Mapping[str, list] | None = None,
+                        attrs: Mapping[str, object] | None = None) -> az.InferenceData:
+    """InferenceData of a user-written model with tree functions, by the posterior contract.
+
+    ``posterior``: every latent and deterministic site and the tree summaries, leading dims
+    ``(chain, draw)``; ``trees``: the tree sites' values (dims ``chain, draw, tree, node, field``);
+    ``log_likelihood``: pointwise log densities of the observed sites; ``observed``: their data.
+    ``dims`` names the dimensions after ``(chain, draw)`` (ArviZ's default names elsewhere).
+    """
+    dims = dict(dims or {})
+    kw = dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, dims=dims, coords=dict(coords or {}))
+    if log_likelihood:
+        kw["log_likelihood"] = {k: np.asarray(v) for k, v in log_likelihood.items()}
+    if observed:
+        kw["observed_data"] = {k: np.asarray(v) for k, v in observed.items()}
+    if sample_stats:
+        kw["sample_stats"] = {k: np.asarray(v) for k, v in sample_stats.items()}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not defined in the InferenceData scheme.*")
+        idata = az.from_dict(**kw)
+        if trees:
+            add_group(idata, TREE_GROUP, trees, dims={k: ["tree", "node", "field"] for k in trees},
+                      coords={"field": ["feature", "threshold", "value"]})
+    for k, v in dict(attrs or {}).items():
+        idata.posterior.attrs[k] = v
     return idata

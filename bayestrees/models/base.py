@@ -26,7 +26,7 @@ from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
 
 __all__ = ["Model", "Data", "set_data", "sample", "sample_posterior_predictive", "TreeRV", "DataContainer",
-           "FamilyFit", "modelcontext", "make_key"]
+           "FamilyFit", "modelcontext", "make_key", "data_value"]
 
 _local = threading.local()
 
@@ -199,7 +199,8 @@ def set_data(new_data: dict, *, model: Model | None = None) -> None:
         m.data[k].value = v
 
 
-def _value(x):
+def data_value(x):
+    """The value of a data container (``bt.Data``), or ``x`` itself."""
     return x.get_value() if isinstance(x, DataContainer) else x
 
 
@@ -249,7 +250,7 @@ class TreeRV:
         run = sorted(set(params) & set(RUN_SETTINGS))
         if run:
             raise ValueError(f"{run} are set by bt.sample, not by {type(self).__name__}")
-        self.task = infer_task(_value(y), task)
+        self.task = infer_task(data_value(y), task)
         if self.task not in fam.tasks:
             raise ValueError(f"{type(self).__name__} fits {fam.tasks}, not {self.task}")
         fields = config_defaults(fam.config)
@@ -279,11 +280,11 @@ class TreeRV:
 
     @property
     def X_value(self):
-        return _value(self.X)
+        return data_value(self.X)
 
     @property
     def y_value(self):
-        return _value(self.y)
+        return data_value(self.y)
 
     def _fit(self, key, draws: int, chains: int, progressbar: bool, **run) -> az.InferenceData:
         """Fit the family with the run's settings; the InferenceData of the fit."""
@@ -450,6 +451,8 @@ def sample_posterior_predictive(idata: az.InferenceData, *, model: Model | None 
     if rv.fitted_ is None:
         raise ValueError("sample the model (bt.sample) before sampling the posterior predictive")
     key = make_key(random_seed)
+    if not isinstance(rv, TreeRV):   # a user-written model (bayestrees.models.numpyro_model.NumPyroModel)
+        return rv._posterior_predictive(idata, key, predictions, extend_inferencedata, var_names)
     group = "predictions" if predictions else "posterior_predictive"
     target = idata if extend_inferencedata else az.InferenceData()
     kw = rv._predictive(idata, rv.X_value, key)

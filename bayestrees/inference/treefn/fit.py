@@ -1,0 +1,327 @@
+"""Sampling a user-written NumPyro model with tree functions: one call to InferenceData.
+
+:func:`sample_model` runs NumPyro's ``MCMC`` on ``Gibbs([(TreeMoves(model), tree sites), (NUTS(model),
+the rest)])`` (:mod:`bayestrees.inference.treefn.kernel`) and returns a :class:`ModelFit`: the
+draws, the InferenceData by the posterior contract, and prediction on new rows through
+``numpyro.infer.Predictive``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+from numpyro.infer import MCMC, NUTS, Predictive
+from numpyro.infer.gibbs import Gibbs, prototype_trace
+from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
+
+from ...convergence import check_convergence, warn_convergence
+from ...convert import TREE_GROUP, model_inferencedata
+from ...keys import make_key
+from ...data import check_int
+from .kernel import TreeMoves, tree_sites
+from .site import TreeEnsemble, stump_initialisation
+
+__all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
+
+
+def tree_summaries_of(trees: np.ndarray) -> dict:
+    """``n_leaves`` and ``depth`` per tree ``(..., m)`` and ``split_counts`` per feature index
+    ``(..., F)`` (F: the largest feature index + 1) of packed tree draws ``(..., m, S, 3)``."""
+    feature = np.asarray(trees)[..., 0].astype(np.int64)
+    S = feature.shape[-1]
+    idx = np.arange(S)
+    internal = feature >= 0
+    used = (idx == 0) | internal[..., np.maximum((idx - 1) // 2, 0)]
+    leaf = used & ~internal
+    depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
+    return dict(n_leaves=leaf.sum(-1).astype(np.int32), depth=np.where(leaf, depth_of, 0).max(-1).astype(np.int32))
+
+
+def _split_counts(trees: np.ndarray, d: int) -> np.ndarray:
+    feature = np.asarray(trees)[..., 0].astype(np.int64)
+    lead = feature.shape[:-2]
+    flat = feature.reshape((-1, feature.shape[-2] * feature.shape[-1]))
+    out = np.zeros((flat.shape[0], d), np.int32)
+    for j in range(d):
+        out[:, j] = np.sum(flat == j, 1)
+    return out.reshape(lead + (d,))
+
+
+def _check_model_data(tr, model_args):
+    """Errors before sampling (issue: bad models fail early and say why)."""
+    for name, site in tr.items():
+        if site["type"] != "sample":
+            continue
+        fn = site["fn"]
+        if site["is_observed"]:
+            v = np.asarray(site["value"])
+            try:
+                shape = jax.eval_shape(lambda: fn.log_prob(site["value"])).shape
+            except Exception as e:  # noqa: BLE001 - re-raised with the site's name
+                raise ValueError(f"observed site {name!r}: its data (shape {v.shape}) does not fit its "
+                                 f"distribution {type(fn).__name__} (batch shape {fn.batch_shape}): {e}") from e
+            if tuple(shape) != tuple(np.broadcast_shapes(fn.batch_shape, v.shape[:v.ndim - len(fn.event_shape)])):
+                raise ValueError(f"observed site {name!r}: data of shape {v.shape} against a distribution of batch "
+                                 f"shape {fn.batch_shape}")
+            if v.shape and fn.batch_shape and v.shape[:len(fn.batch_shape)] != tuple(fn.batch_shape):
+                raise ValueError(f"observed site {name!r}: data of shape {v.shape} does not match the distribution's "
+                                 f"batch shape {tuple(fn.batch_shape)} (is the tree function's X the rows of the data?)")
+        elif isinstance(fn, TreeEnsemble):
+            continue
+        elif fn.support.is_discrete and site["infer"].get("enumerate") != "parallel":
+            raise ValueError(f"latent site {name!r} is discrete ({type(fn).__name__}); NUTS cannot update it and the "
+                             f"tree moves do not: marginalise it (infer={{'enumerate': 'parallel'}}) or make it "
+                             f"continuous")
+
+
+@dataclass
+class ModelFit:
+    """A sampled model with tree functions.
+
+    Attributes
+    ----------
+    model : the NumPyro model
+    samples : dict of ``(chain, draw, ...)`` arrays of every latent site (tree sites packed
+        ``(m, S, 3)``: :mod:`bayestrees.inference.treefn.site`)
+    idata : arviz.InferenceData by the posterior contract
+    functions : names of the tree functions
+    seconds : float
+        Wall time of NumPyro's ``MCMC.run`` (compilation included).
+    convergence : ConvergenceReport or None
+        R-hat and bulk ESS of the scalar posterior variables (:mod:`bayestrees.convergence`; with
+        two chains or more), checked when sampled.
+    """
+
+    model: Callable
+    samples: dict
+    idata: Any
+    functions: tuple
+    seconds: float = 0.0
+    convergence: Any = None
+
+    def _flat(self) -> dict:
+        return {k: np.asarray(v).reshape((-1,) + np.asarray(v).shape[2:]) for k, v in self.samples.items()}
+
+    def predict(self, *args, random_seed=0, return_sites=None, **kwargs) -> dict:
+        """Posterior predictive draws of the model on new arguments (new rows of ``X``):
+        ``numpyro.infer.Predictive`` with the kept draws; ``(chain * draw, ...)`` arrays per site
+        (the observed sites, the tree functions and every deterministic site)."""
+        pred = Predictive(self.model, posterior_samples=self._flat(), return_sites=return_sites, batch_ndims=1)
+        out = pred(make_key(random_seed), *args, **kwargs)
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    def function(self, name: str, X) -> np.ndarray:
+        """The tree function ``name`` at new rows ``X``: ``(chain, draw, n)``."""
+        from .site import evaluate, trees_site_name
+
+        t = np.asarray(self.samples[trees_site_name(name)])
+        out = np.stack([np.asarray(evaluate(t[c], X)) for c in range(t.shape[0])])
+        return out
+
+    def save(self, path) -> None:
+        """Write the InferenceData (NetCDF); :func:`load_model_fit` with the same model reads it back."""
+        self.idata.to_netcdf(str(path))
+
+
+def load_model_fit(path, model) -> ModelFit:
+    """A :class:`ModelFit` from a file written by :meth:`ModelFit.save`, for the same ``model``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The NetCDF file that ``fit.save(path)`` wrote.
+    model : callable
+        The NumPyro model that was sampled (functions are not stored in the file).
+
+    Returns
+    -------
+    ModelFit
+        The draws and InferenceData; ``predict`` and ``function`` work on new rows as before.
+
+    Examples
+    --------
+    >>> import numpyro, numpyro.distributions as dist
+    >>> X = np.random.default_rng(0).uniform(size=(30, 2)); y = X[:, 0]
+    >>> def model(X, y=None):
+    ...     numpyro.sample("y", dist.Normal(bt.bart_function("f", X, m=3), 0.3), obs=y)
+    >>> fit = bt.sample_model(model, X, y=y, draws=10, tune=10, chains=1)
+    >>> fit.save("fit.nc")
+    >>> bt.load_model_fit("fit.nc", model).function("f", X[:4]).shape
+    (1, 10, 4)
+    """
+    import arviz as az
+
+    idata = az.from_netcdf(str(path))
+    latent = [str(v) for v in idata.posterior.attrs.get("latent_sites", "").split(",") if v]
+    samples = {k: np.asarray(idata.posterior[k].values) for k in latent}
+    funcs = tuple(v for v in idata.posterior.attrs.get("tree_functions", "").split(",") if v)
+    for k in idata[TREE_GROUP].data_vars:
+        samples[k] = np.asarray(idata[TREE_GROUP][k].values)
+    return ModelFit(model, samples, idata, funcs)
+
+
+def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
+                 conjugate="auto", nuts_kwargs=None, progressbar: bool = False, chain_method="vectorized",
+                 log_likelihood: bool = True, **kwargs) -> ModelFit:
+    """Sample a NumPyro model that holds tree functions; every other latent site by NUTS.
+
+    The tree sites are updated by the library's tree moves
+    (:class:`~bayestrees.inference.treefn.kernel.TreeMoves`: exact Metropolis-Hastings; the BART
+    family's conjugate step where the likelihood is Normal in the function), every other latent
+    site by NUTS, in NumPyro's ``MCMC`` (Gibbs blocks).
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model with at least one :func:`~bayestrees.inference.treefn.site.bart_function`
+        or :func:`~bayestrees.inference.treefn.site.tree_function` call.
+    *args
+        The model's positional arguments (the training data).
+    draws : int, default 1000
+        Kept draws per chain.
+    tune : int, default 1000
+        Warm-up steps per chain (NUTS adapts its step size and mass matrix; the trees move too).
+    chains : int, default 4
+        Number of chains.
+    random_seed : int, numpy Generator or JAX key, default 0
+    conjugate : {"auto", True, False}, default "auto"
+        The conjugate path of the tree moves (``"auto"``: checked numerically at the start).
+    nuts_kwargs : dict, optional
+        Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
+    progressbar : bool, default False
+        NumPyro's progress bar.
+    chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
+        How the chains run (``jax.vmap`` over chains by default).
+    log_likelihood : bool, default True
+        Write the observed sites' pointwise log density (``bt.compare``, ``az.loo``).
+    **kwargs
+        The model's keyword arguments (the observed data, e.g. ``y=y``).
+
+    Returns
+    -------
+    ModelFit
+        With ``idata``: ``posterior`` holds every latent site other than the trees, every
+        deterministic site (the tree functions at the training rows among them) and per function
+        ``<name>_n_leaves``, ``<name>_depth`` (dims ``chain, draw, <name>_tree``) and
+        ``<name>_split_counts`` (dim ``<name>_feature``); ``trees`` holds the tree sites
+        (``(chain, draw, tree, node, field)``); ``log_likelihood`` and ``observed_data`` the
+        observed sites; ``sample_stats`` ``<name>_accepted`` (tree moves accepted per step) and
+        NUTS's ``diverging`` where NUTS runs.  ``convergence`` is the R-hat / ESS table (a
+        ``ConvergenceWarning`` when the chains disagree).
+
+    Raises
+    ------
+    ValueError
+        Before sampling, for a model without tree functions, a discrete latent site that nothing
+        updates, observed data of the wrong shape, non-finite or mis-shaped tree features, or a
+        tree function used where an integer is needed.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 2)); y = rng.poisson(np.exp(X[:, 0])).astype(float)
+    >>> def counts(X, y=None):
+    ...     b0 = numpyro.sample("b0", dist.Normal(0.0, 1.0))
+    ...     f = bt.bart_function("f", X, m=5)
+    ...     numpyro.sample("y", dist.Poisson(jnp.exp(b0 + f)), obs=y)
+    >>> fit = bt.sample_model(counts, X, y=y, draws=20, tune=20, chains=1)
+    >>> fit.idata.posterior["f"].shape, fit.idata.log_likelihood["y"].shape
+    ((1, 20, 40), (1, 20, 40))
+    >>> fit.predict(rng.uniform(size=(3, 2)))["y"].shape
+    (20, 3)
+    """
+    draws = check_int("draws", draws, 1)
+    tune = check_int("tune", tune, 0)
+    chains = check_int("chains", chains, 1)
+    key = make_key(random_seed)
+    try:
+        with stump_initialisation():
+            tr = prototype_trace(model, key, args, kwargs)
+    except (TypeError, IndexError) as e:
+        # a tree function's values are floats: JAX refuses them as an index, a shape or a count
+        raise ValueError(f"the model failed when run once before sampling ({type(e).__name__}: {e}). A tree "
+                         "function's values are real numbers: use them where a real number is needed (a "
+                         "location, a log rate, a logit), not as an index, a size or an integer count") from e
+    trees = tree_sites(tr)
+    if not trees:
+        raise ValueError("the model has no tree function: call bt.bart_function(name, X) or bt.tree_function(name, X) in it")
+    _check_model_data(tr, args)
+    others = [k for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"] and k not in trees
+              and s["infer"].get("enumerate") != "parallel"]
+    blocks = [(TreeMoves(model, conjugate), trees)]
+    if others:
+        nk = dict(nuts_kwargs or {})
+        nk.setdefault("find_heuristic_step_size", False)
+        blocks.append((NUTS(model, **nk), None))
+    kernel = Gibbs(blocks)
+    method = jax.vmap if chain_method == "vectorized" and chains > 1 else (
+        "sequential" if chain_method == "vectorized" else chain_method)
+    extra = ("block_states.0.accepted",) + (("block_states.1.diverging",) if others else ())
+    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method=method,
+                progress_bar=progressbar)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():   # NumPyro donates the collected draws' buffers, which XLA may not reuse
+        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+        with stump_initialisation():   # NumPyro's set-up traces; the run itself never draws a tree site
+            mcmc.run(key, *args, extra_fields=extra, **kwargs)
+    seconds = time.perf_counter() - t0
+    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    stats = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    latent = {k: samples[k] for k in trees + tuple(others)}
+    fit = ModelFit(model, latent, None, tuple(tr[t]["infer"].get("function", t) for t in trees), seconds)
+    fit.idata = _inferencedata(fit, tr, samples, stats, args, kwargs, log_likelihood)
+    if chains > 1:   # the table and warning of every MCMC family (bayestrees.convergence)
+        fit.convergence = check_convergence(fit.idata)
+        warn_convergence(fit.convergence, stacklevel=2)
+    return fit
+
+
+def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: bool):
+    trees = [k for k in tr if k in fit.samples and isinstance(tr[k]["fn"], TreeEnsemble)]
+    posterior, dims = {}, {}
+    for k, v in samples.items():
+        if k in trees:
+            continue
+        posterior[k] = v
+        if tr.get(k, {}).get("type") == "deterministic" and k in fit.functions:
+            dims[k] = ["obs"] if v.ndim == 3 else None
+    for t in trees:
+        name = tr[t]["infer"].get("function", t)
+        s = tree_summaries_of(samples[t])
+        posterior[f"{name}_n_leaves"] = s["n_leaves"]
+        posterior[f"{name}_depth"] = s["depth"]
+        d = tr[t]["fn"].X.shape[1]
+        posterior[f"{name}_split_counts"] = _split_counts(samples[t], d)
+        dims[f"{name}_n_leaves"] = [f"{name}_tree"]
+        dims[f"{name}_depth"] = [f"{name}_tree"]
+        dims[f"{name}_split_counts"] = [f"{name}_feature"]
+    observed = {k: np.asarray(s["value"]) for k, s in tr.items() if s["type"] == "sample" and s["is_observed"]}
+    ll = {}
+    if want_ll and observed:
+        flat = fit._flat()
+        lls = numpyro_log_likelihood(fit.model, flat, *args, batch_ndims=1, **kwargs)
+        C = next(iter(fit.samples.values())).shape[0]
+        ll = {k: np.asarray(v).reshape((C, -1) + np.asarray(v).shape[1:]) for k, v in lls.items()}
+    for k, v in observed.items():
+        if v.ndim == 1:
+            dims.setdefault(k, ["obs"])
+    dims = {k: v for k, v in dims.items() if v}
+    ss = {}
+    acc = stats.get("block_states.0.accepted")
+    if acc is not None:
+        for i, t in enumerate(trees):
+            ss[f"{tr[t]['infer'].get('function', t)}_accepted"] = np.asarray(acc)[..., i]
+    if "block_states.1.diverging" in stats:
+        ss["diverging"] = np.asarray(stats["block_states.1.diverging"])
+    attrs = {"family": "model", "inference": "mcmc", "sampler": "tree moves within Gibbs, NUTS for the other sites",
+             "tree_functions": ",".join(fit.functions), "latent_sites": ",".join(k for k in fit.samples if k not in trees),
+             "sampling_seconds": fit.seconds}
+    return model_inferencedata(posterior, trees={t: samples[t] for t in trees}, log_likelihood=ll, observed=observed,
+                               sample_stats=ss, dims=dims, attrs=attrs)

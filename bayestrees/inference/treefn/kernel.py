@@ -1,0 +1,344 @@
+"""The tree moves of a NumPyro model's tree functions as one block of NumPyro's ``Gibbs`` kernel.
+
+:class:`TreeMoves` is a ``numpyro.infer.mcmc.MCMCKernel`` that owns the tree sites of a model
+(:func:`bayestrees.inference.treefn.site.bart_function`) and updates them given every other site's value;
+composed with NUTS for the rest by ``numpyro.infer.Gibbs([(TreeMoves(model), tree_sites), (NUTS(model),
+None)])`` (HMC-within-Gibbs; :func:`bayestrees.inference.treefn.fit.sample_model` builds it).
+
+A step visits the tree functions in turn; for each, ``L(f)`` is the model's log density as a
+function of that function's values ``f`` at the training rows, every other site held at its
+current value (the tree sites' own prior left out: the moves account for it exactly).
+
+Conjugate path (a Normal likelihood in which ``f`` enters the mean additively)
+------------------------------------------------------------------------------
+When ``L`` is quadratic in ``f`` with a diagonal Hessian, ``L(f) = const - sum_i b_i (c_i - f_i)^2 / 2``,
+and one forward-over-reverse pass at the current ``f`` gives ``b = -H 1`` and ``c = f + grad L / b``.
+The step is then the BART family's step (:mod:`bayestrees.inference.bart.kernel`: every tree's
+move with its leaf values integrated out, then its leaf values from their conditional) on the
+pseudo-response ``c`` with known row weights ``b`` and ``sigma = 1``: for a Normal observation
+``y ~ N(g + f, s^2 / w)`` that is exactly ``c = y - g``, ``b = w / s^2``, so the composed model costs
+what the BART family costs.  ``conjugate="auto"`` checks the quadratic form numerically at
+:meth:`TreeMoves.init` (the Hessian-vector products at two random points and two random values
+of the other sites agree with the diagonal ``-b`` to 1e-4 relative); ``True`` asserts it,
+``False`` takes the general path.
+
+General path (any likelihood): one joint move per tree
+------------------------------------------------------
+Tree ``j`` with structure ``T`` and leaf values ``M``, the others' sum ``f_-j``, the function
+``f = f_-j + g`` (``g_i = M[leaf_T(i)]``).  With ``a = grad L(f)`` and ``b = max(-H(f) 1, 0)``
+(one forward-over-reverse pass), the quadratic expansion ``L(f + delta) ~ L(f) + a delta - b
+delta^2 / 2`` gives, for the leaves of any tree ``T*`` over the same rows, the Gaussian proposal
+
+    q(M* | T*, f) = prod_l N(M*_l; A_l / P_l, 1 / P_l),   A_l = sum_{i in l} (a_i + b_i g_i),
+                                                          P_l = sum_{i in l} b_i + 1 / leaf_sd^2
+
+(one Newton step from the current values under the leaf prior: per leaf a Laplace approximation
+of the leaf value's conditional).  The move draws ``T'`` by one grow or prune (the proposals and
+prior of the BART family: :func:`bayestrees.inference.bart.kernel.propose`; when that move is
+impossible or breaks ``min_leaf_rows``, ``T' = T``, so the move is a refresh of the leaf values),
+then ``M' ~ q(. | T', f)``, ``f' = f - g + g'``, and accepts with probability ``min(1, r)``,
+
+    log r = L(f') - L(f) + log p(T') - log p(T) + log p(M' | T') - log p(M | T)
+            + log q_T(T | T') - log q_T(T' | T) + log q(M | T, f') - log q(M' | T', f),
+
+the reversible-jump ratio of a proposal that draws the new tree's leaf values from a density
+(every leaf's, so the reverse move draws every leaf of ``T`` from ``q(. | T, f')``).  ``L`` is
+evaluated exactly, so the chain targets the model's posterior whatever the quality of the
+Laplace proposal, which only sets the acceptance rate.  A visit costs two passes of ``L`` (at
+``f'``; the pass at ``f`` is carried from the previous visit).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
+from numpyro.infer.mcmc import MCMCKernel
+
+from ... import random_bits
+from ...batching import scatter_add, take
+from ...leaves import KnownVarianceNormalLeaves
+from ...priors import canonical, traced_params
+from .. import moves as M
+from ..bart import kernel as K
+from .site import TreeEnsemble
+
+__all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density"]
+
+
+class TreeMovesState(NamedTuple):
+    """``z``: the tree sites' values (what NumPyro collects); ``trees``: one BART kernel State per
+    tree function (its trees as codes, the rows' leaves, the function ``z - resid``); ``accepted``:
+    accepted tree moves per function in the last step; ``rng_key``."""
+
+    z: dict
+    trees: tuple
+    accepted: Any
+    rng_key: jax.Array
+
+
+def tree_sites(model_trace) -> tuple:
+    """The tree sites of a model trace (sample sites of :class:`TreeEnsemble`)."""
+    return tuple(name for name, site in model_trace.items()
+                 if site["type"] == "sample" and isinstance(site["fn"], TreeEnsemble) and not site["is_observed"])
+
+
+def function_log_density(model, model_args, model_kwargs, values: dict, skip=()):
+    """The model's log density with ``values`` substituted (tree sites, tree function values, ...),
+    summed over every sample site except those in ``skip``."""
+    tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values)).get_trace(*model_args,
+                                                                                               **model_kwargs)
+    total = jnp.zeros((), jnp.float32)
+    for name, site in tr.items():
+        if site["type"] != "sample" or name in skip:
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        if site.get("scale") is not None:
+            lp = site["scale"] * lp
+        total = total + jnp.sum(lp)
+    return total
+
+
+class _Fn(NamedTuple):
+    """Static description of one tree function."""
+
+    site: str
+    name: str
+    dist: Any
+    cfg: Any      # bart KernelConfig
+    data: Any     # bart BARTData (codes and prior; y, weight set per step)
+
+
+class TreeMoves(MCMCKernel):
+    """Metropolis-Hastings moves of a model's tree functions, a block kernel of ``numpyro.infer.Gibbs``.
+
+    Parameters
+    ----------
+    model : a NumPyro model with tree functions (:func:`bayestrees.inference.treefn.site.bart_function`)
+    conjugate : "auto", True or False
+        The conjugate path (module docstring) when the likelihood is quadratic in the tree
+        function; "auto" decides at ``init`` by a numerical check.
+
+    The trees start as single leaves of value 0 (as the BART family's chains do), whatever
+    ``init_params`` says.
+    """
+
+    sample_field = "z"
+
+    def __init__(self, model, conjugate="auto"):
+        if conjugate not in ("auto", True, False):
+            raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
+        self._model = model
+        self.conjugate = conjugate
+        self._fns: tuple = ()
+        self._conj: tuple = ()
+
+    @property
+    def model(self):
+        return self._model
+
+    def wrap_model(self, wrapper):
+        kernel = copy.copy(self)
+        kernel._model = wrapper(self._model)
+        return kernel
+
+    def refresh(self, state, model_args, model_kwargs):
+        return state   # nothing cached depends on the other sites
+
+    def get_constrain_fn(self, model_args, model_kwargs):
+        return lambda z: z
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        return lambda z: z
+
+    @property
+    def default_fields(self):
+        return ("z",)
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def _describe(self, model_args, model_kwargs):
+        kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
+        tr = prototype_trace(self._model, jax.random.key(0), model_args, kw)
+        names = tree_sites(tr)
+        if not names:
+            raise ValueError("the model has no tree function (bt.bart_function(...) or bt.tree_function(...))")
+        fns = []
+        for site in names:
+            d: TreeEnsemble = tr[site]["fn"]
+            spec = d.spec
+            fname = tr[site]["infer"].get("function", site)
+            mc = M.MCMCConfig(canonical(spec.prior), KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2), spec.max_depth,
+                              d.X.shape[1], (0.5, 0.5, 0.0, 0.0), "moves", min_leaf_rows=max(int(spec.min_leaf_rows), 0))
+            cfg = K.KernelConfig(mc, spec.m, False, False, False)
+            n = d.X.shape[0]
+            data = K.BARTData(jnp.asarray(np.ascontiguousarray(d.codes.T)), jnp.zeros(n), jnp.ones(n), jnp.ones(n),
+                              jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(0.0),
+                              traced_params(spec.prior, jnp.float32), jnp.asarray(d.code_lo), jnp.asarray(d.code_hi),
+                              jnp.zeros(3))
+            fns.append(_Fn(site, fname, d, cfg, data))
+        return tuple(fns), tr
+
+    def _check_conjugate(self, fns, model_args, model_kwargs):
+        """Per function: is ``L`` quadratic in ``f`` with a diagonal Hessian (module docstring)?"""
+        if self.conjugate is True or self.conjugate is False:
+            return tuple(bool(self.conjugate) for _ in fns)
+        kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
+        out = []
+        for fn in fns:
+            n = fn.dist.X.shape[0]
+
+            @jax.jit
+            def probe(base, f1, f2, v, fn=fn):
+                def L(f):
+                    return function_log_density(self._model, model_args, kw, {**base, fn.name: f}, skip=(fn.site,))
+
+                g = jax.grad(L)
+                return (jax.jvp(g, (f1,), (jnp.ones_like(f1),))[1], jax.jvp(g, (f1,), (v,))[1],
+                        jax.jvp(g, (f2,), (v,))[1])
+
+            ok = True
+            for seed in (1, 2):   # two random values of the other sites, two random points f, a random v
+                tr = prototype_trace(self._model, jax.random.key(seed), model_args, kw)
+                base = {k: site["value"] for k, site in tr.items()
+                        if site["type"] == "sample" and not site["is_observed"]}
+                rng = np.random.default_rng(seed)
+                f1, f2, v = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(3))
+                h1, hv1, hv2 = (np.asarray(a) for a in probe(base, f1, f2, v))
+                tol = 1e-4 * (float(np.max(np.abs(h1 * np.asarray(v)))) + 1e-30)
+                ok &= bool(np.max(np.abs(hv1 - h1 * np.asarray(v))) <= tol)
+                ok &= bool(np.max(np.abs(hv2 - hv1)) <= tol) and bool(np.all(h1 <= 0))
+            out.append(ok)
+        return tuple(out)
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        fns, _ = self._describe(model_args, model_kwargs)
+        self._fns = fns
+        self._conj = self._check_conjugate(fns, model_args, model_kwargs)
+        states = []
+        for i, fn in enumerate(fns):
+            st = K.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data)
+            states.append(st)
+        z = {fn.site: self._pack(fn, st) for fn, st in zip(fns, states)}
+        return TreeMovesState(z, tuple(states), jnp.zeros(len(fns), jnp.int32), rng_key)
+
+    @staticmethod
+    def _pack(fn: _Fn, st) -> jax.Array:
+        return fn.dist.pack(st.feature, st.threshold, st.value)
+
+    @property
+    def conjugate_paths(self) -> tuple:
+        """Per tree function (after ``init``): whether its conjugate path runs."""
+        return self._conj
+
+    # -- a step ------------------------------------------------------------------------------------
+    def sample(self, state: TreeMovesState, model_args, model_kwargs):
+        model_kwargs = dict(model_kwargs or {})
+        rng_key, *keys = jax.random.split(state.rng_key, len(self._fns) + 1)
+        states = list(state.trees)
+        accepted = []
+        for i, fn in enumerate(self._fns):
+            values = {}
+            for j, other in enumerate(self._fns):   # every function's trees and values as they are now
+                values[other.site] = self._pack(other, states[j])
+                values[other.name] = (states[j].z - states[j].resid)
+
+            def L(f, values=values, fn=fn):
+                return function_log_density(self._model, model_args, model_kwargs, {**values, fn.name: f},
+                                            skip=(fn.site,))
+
+            step = self._conjugate_step if self._conj[i] else self._general_step
+            states[i], acc = step(keys[i], states[i], fn, L)
+            accepted.append(acc)
+        z = {fn.site: self._pack(fn, st) for fn, st in zip(self._fns, states)}
+        return TreeMovesState(z, tuple(states), jnp.stack(accepted).astype(jnp.int32), rng_key)
+
+    @staticmethod
+    def _vgh(L, f):
+        """``L(f)``, its gradient and ``H(f) 1`` in one forward-over-reverse pass."""
+        (val, grad), (_, h1) = jax.jvp(jax.value_and_grad(L), (f,), (jnp.ones_like(f),))
+        return val, grad, h1
+
+    def _conjugate_step(self, key, st, fn: _Fn, L):
+        f = st.z - st.resid
+        _, a, h = self._vgh(L, f)
+        b = jnp.maximum(-h, 0.0)
+        live = b > 0
+        c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
+        S = fn.cfg.mcmc.capacity
+        wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
+        internal = st.feature >= 0
+        par = np.maximum((np.arange(S) - 1) // 2, 0)
+        is_leaf = ~internal & ((np.arange(S) == 0) | internal[:, par])
+        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(is_leaf, wsum, 0.0))
+        data = fn.data._replace(y=c, weight=b)
+        new, info = K.build_kernel(fn.cfg).step(key, st, data)
+        return new, jnp.sum(info.accepted)
+
+    def _general_step(self, key, st, fn: _Fn, L):
+        cfg = fn.cfg
+        mc = cfg.mcmc
+        S, m = mc.capacity, cfg.m
+        dt = st.resid.dtype
+        tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+        q = jnp.asarray(mc.min_leaf_rows, dt)
+        data = fn.data
+        k_prop, k_acc, k_val = random_bits.split(key, 3)
+        u = random_bits.open_uniform(k_prop, (m, K.N_UNIFORMS))
+        prop = jax.vmap(lambda *a: K.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
+                                                                     st.avail)
+        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+        zval = random_bits.normal(k_val, (m, S), dt)
+        f0 = st.z - st.resid
+        L0, a0, h0 = self._vgh(L, f0)
+        zeros = jnp.zeros_like(f0)
+        log_n = lambda x, mean, P: -0.5 * P * (x - mean) ** 2 + 0.5 * jnp.log(P / (2 * jnp.pi))  # noqa: E731
+        log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
+
+        def laplace(leaf, is_leaf, a, b, g):
+            s = scatter_add(jnp.zeros((S, 2), dt), leaf, jnp.stack([a + b * g, b], -1))
+            P = s[:, 1] + 1.0 / tau2
+            return jnp.where(is_leaf, s[:, 0] / P, 0.0), P
+
+        def visit(carry, xs):
+            f, Lf, a, h = carry
+            pr, ft, tt, v, leaf8, count, wsum, lu, zv = xs
+            leaf = leaf8.astype(jnp.int32)
+            g = take(v, leaf)
+            mv = K.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S)
+            ok = pr.ok & mv.valid
+            leaf_p = jnp.where(ok, mv.leaf, leaf)
+            is_leaf_old = pr.leaf_old
+            is_leaf_p = jnp.where(ok, pr.leaf_new, is_leaf_old)
+            b = jnp.maximum(-h, 0.0)
+            mean, P = laplace(leaf_p, is_leaf_p, a, b, g)
+            mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)
+            lq_fwd = jnp.sum(jnp.where(is_leaf_p, log_n(mu, mean, P), 0.0))
+            g_new = take(mu, leaf_p)
+            f1 = f - g + g_new
+            L1, a1, h1 = self._vgh(L, f1)
+            b1 = jnp.maximum(-h1, 0.0)
+            mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new)
+            lq_rev = jnp.sum(jnp.where(is_leaf_old, log_n(v, mean1, P1), 0.0))
+            lp_leaves = (jnp.sum(jnp.where(is_leaf_p, log_prior_leaf(mu), 0.0))
+                         - jnp.sum(jnp.where(is_leaf_old, log_prior_leaf(v), 0.0)))
+            log_a = L1 - Lf + lp_leaves + jnp.where(ok, pr.log_ratio, 0.0) + lq_rev - lq_fwd
+            acc = lu < jnp.where(jnp.isfinite(log_a), log_a, -jnp.inf)
+            moved = acc & ok
+            out = (jnp.where(moved, pr.feature, ft), jnp.where(moved, pr.threshold, tt),
+                   jnp.where(acc, mu, v).astype(v.dtype), jnp.where(moved, mv.leaf, leaf).astype(leaf8.dtype),
+                   jnp.where(moved, mv.count, count), jnp.where(moved, mv.wsum, wsum), moved, acc)
+            carry = (jnp.where(acc, f1, f), jnp.where(acc, L1, Lf), jnp.where(acc, a1, a), jnp.where(acc, h1, h))
+            return carry, out
+
+        xs = (prop, st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, log_u, zval)
+        (f, _, _, _), (feature, threshold, value, leaf, count, wsum, moved, acc) = jax.lax.scan(
+            visit, (f0, L0, a0, h0), xs)
+        lprior = jnp.where(moved, prop.log_prior, st.log_prior)
+        avail = jnp.where(moved[:, None], prop.avail, st.avail)
+        new = st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                          log_prior=lprior, avail=avail, resid=jnp.zeros_like(f), z=f)
+        return new, jnp.sum(acc)

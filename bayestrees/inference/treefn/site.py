@@ -1,0 +1,453 @@
+"""Tree ensembles as random functions inside NumPyro models: the site and its distribution.
+
+``f = bart_function("f", X, m=50)`` inside a NumPyro model declares ``m`` trees over the rows of ``X`` and
+returns the sum of trees at those rows, shape ``(n,)``.  It records two sites:
+
+* ``"f_trees"``, a ``sample`` site of :class:`TreeEnsemble`: the trees, one float32 array
+  ``(m, S, 3)`` (``S = 2^(max_depth + 1) - 1`` heap slots; per slot the split variable, ``-1``
+  where the slot is not internal, the split threshold as a real value, ``x <= threshold`` goes
+  left, and the leaf value, 0 where the slot is not a leaf);
+* ``"f"``, a ``deterministic`` site: the function at the rows of ``X``.
+
+The thresholds are real values, so the same trees evaluate at any new ``X``: under
+``numpyro.infer.Predictive`` with posterior draws of ``"f_trees"`` the model's ``"f"`` is the
+function at the new rows.
+
+The prior (:class:`TreeEnsemble`)
+---------------------------------
+Every tree independently from a :mod:`bayestrees.priors` depth prior (default ``ChipmanPrior(0.95,
+2)``: a node at depth ``d`` splits with probability ``0.95 (1 + d)^-2``) with the interval rule
+prior of :mod:`bayestrees.inference.intervals` over the cut points of ``X`` (the split variable
+uniform among those with a cut point left in the node's interval, the threshold uniform among
+those cut points; the prior of the BART family, BayesTree, the R package BART and bartz),
+truncated at ``max_depth`` and to trees whose nodes all hold ``min_leaf_rows`` rows of ``X``;
+every leaf value ``N(0, leaf_sd^2)``.  The cut points are the midpoints between the sorted
+distinct values of each column of ``X`` (at most ``max_bins`` bins a column, by quantiles beyond:
+:class:`bayestrees.data.Binner`), in float32, so that the codes the sampler works on and the
+comparisons ``x <= threshold`` of the site agree row by row.
+
+``leaf_sd`` defaults to ``3 / (k sqrt(m))`` with ``k = 2``: the sum of the ``m`` trees then has
+prior sd ``1.5`` on the scale the function enters the model (a log rate, a logit, a mean), 95%
+within ``+-3``, the choice of Chipman, George & McCulloch (2010, section 4) for the probit scale.
+Set it to the scale of the function in your model (for a Normal mean, about ``0.5 * (y_max -
+y_min) / (k sqrt(m))`` as the BART family does).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro.distributions import Distribution, constraints
+
+from ...data import Binner, check_int, check_positive
+from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
+from .. import intervals as IV
+
+__all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
+           "stump_initialisation",
+           "PACKED_FIELDS"]
+
+#: the last axis of a tree site's value: split variable, threshold, leaf value
+PACKED_FIELDS = ("feature", "threshold", "value")
+
+
+#: set while a sampler traces a model to set itself up (:func:`stump_initialisation`)
+_STUMPS: contextvars.ContextVar = contextvars.ContextVar("bayestrees_treefn_stumps", default=False)
+
+
+@contextlib.contextmanager
+def stump_initialisation():
+    """Within this block :meth:`TreeEnsemble.sample` gives trees of one leaf of value 0 instead of
+    prior draws.
+
+    NumPyro traces a model several times to set up sampling (its sites, shapes and a starting
+    point), drawing every latent site once each time.  The tree moves start every tree at one
+    leaf of value 0 whatever the trace drew (as the BART family's chains do), so those draws are
+    thrown away; this block skips them, and with them a compilation of the rejection sampler per
+    shape and batching.  :func:`~bayestrees.inference.treefn.fit.sample_model` sets it up around
+    NumPyro's set-up; prior draws (``numpyro.infer.Predictive`` without posterior samples,
+    :meth:`TreeEnsemble.sample` anywhere else) are unchanged.
+    """
+    token = _STUMPS.set(True)
+    try:
+        yield
+    finally:
+        _STUMPS.reset(token)
+
+
+def trees_site_name(name: str) -> str:
+    """The ``sample`` site that holds the trees of the function ``name``."""
+    return f"{name}_trees"
+
+
+def _concrete_X(X, name: str) -> np.ndarray:
+    try:
+        A = np.asarray(X)
+    except (TypeError, jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError) as e:
+        raise ValueError(f"the tree function {name!r} needs concrete features X (a NumPy or JAX array known "
+                         f"when the model runs), not a traced value; pass X as a model argument") from e
+    if A.ndim != 2:
+        raise ValueError(f"the tree function {name!r} takes X of shape (n, d), got shape {A.shape}")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"the tree function {name!r} needs at least one row and one feature, got shape {A.shape}")
+    if not np.issubdtype(A.dtype, np.number) or np.issubdtype(A.dtype, np.complexfloating):
+        raise ValueError(f"the tree function {name!r} takes real-valued features, got dtype {A.dtype}")
+    A = A.astype(np.float32)
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"the tree function {name!r} was given non-finite features (NaN or inf in X); impute or "
+                         f"drop them first")
+    return A
+
+
+def cut_table(X, max_bins: int = 100) -> np.ndarray:
+    """float32 ``(d, K)`` cut points of every column of ``X`` (sorted, distinct, padded with +inf).
+
+    The midpoints between consecutive distinct values (quantile-chosen ones beyond ``max_bins``
+    bins: :class:`bayestrees.data.Binner`), rounded to float32 and made distinct again.
+    """
+    X = np.asarray(X, np.float32)
+    b = Binner(max_bins=int(max_bins)).fit(X.astype(np.float64))
+    cols = [np.unique(np.asarray(fb.edges, np.float64).astype(np.float32)) for fb in b.features_]
+    K = max(1, max(c.shape[0] for c in cols))
+    E = np.full((X.shape[1], K), np.inf, np.float32)
+    for j, c in enumerate(cols):
+        E[j, : c.shape[0]] = c
+    return E
+
+
+def encode(X, E) -> np.ndarray:
+    """Codes ``(n, d)`` of ``X`` under the cut table ``E``: the number of cut points below ``x``
+    (code ``<= t`` exactly when ``x <= E[j, t]`` in float32)."""
+    X = np.asarray(X, np.float32)
+    codes = np.stack([np.searchsorted(E[j][np.isfinite(E[j])], X[:, j], side="left") for j in range(X.shape[1])], 1)
+    dt = np.uint8 if codes.max(initial=0) < 255 else np.uint16
+    return codes.astype(dt)
+
+
+class TreeSpec(NamedTuple):
+    """The static description of one tree function (hashable fields are Python values)."""
+
+    m: int
+    max_depth: int
+    prior: Any
+    leaf_sd: float
+    min_leaf_rows: int
+
+
+def _check_prior(prior):
+    if prior is None:
+        return ChipmanPrior(0.95, 2.0)
+    if not isinstance(prior, (ChipmanPrior, DepthDecayPrior)):
+        raise ValueError(f"prior must be a bt.priors depth prior (ChipmanPrior or DepthDecayPrior), got {prior!r}")
+    return prior.check()
+
+
+def evaluate(trees, X):
+    """The sum of trees at the rows of ``X``: ``trees`` ``(..., m, S, 3)`` (a tree site's value),
+    ``X`` ``(n, d)`` -> ``(..., n)``."""
+    trees = jnp.asarray(trees)
+    X = jnp.asarray(X, jnp.float32)
+    S = trees.shape[-2]
+    D = S.bit_length() - 1
+
+    def one(tr):  # (S, 3) -> (n,)
+        f = tr[:, 0].astype(jnp.int32)
+        t, v = tr[:, 1], tr[:, 2]
+        node = jnp.zeros(X.shape[0], jnp.int32)
+        for _ in range(D):
+            fj = f[node]
+            x = jnp.take_along_axis(X, jnp.maximum(fj, 0)[:, None], 1)[:, 0]
+            node = jnp.where(fj >= 0, 2 * node + 1 + (x > t[node]).astype(jnp.int32), node)
+        return v[node]
+
+    lead = trees.shape[:-3]
+    flat = trees.reshape((-1,) + trees.shape[-3:])
+
+    def ensemble(tr):  # (m, S, 3)
+        return jax.lax.scan(lambda acc, t1: (acc + one(t1), None), jnp.zeros(X.shape[0], trees.dtype), tr)[0]
+
+    out = jax.lax.map(ensemble, flat) if flat.shape[0] > 1 else ensemble(flat[0])[None]
+    return out.reshape(lead + (X.shape[0],))
+
+
+class TreeEnsemble(Distribution):
+    """The prior of ``m`` trees (module docstring) over the rows of a feature matrix.
+
+    Parameters
+    ----------
+    X : (n, d) the training features (their cut points define the split rules; the rows count
+        towards ``min_leaf_rows``)
+    spec : TreeSpec
+    cuts : float32 (d, K), optional  the cut table (default :func:`cut_table` of ``X``)
+
+    The value is float32 ``(m, S, 3)`` (module docstring).  ``log_prob`` is the log density of
+    the trees (tree prior times Normal leaf values; ``-inf`` for a threshold that is not a cut
+    point).  It does not route the rows, so it does not check ``min_leaf_rows``; the samplers of
+    this package never leave that truncation and ``sample`` draws from it (by rejection per tree).
+    """
+
+    arg_constraints: dict = {}
+    support = constraints.real
+    pytree_data_fields = ()
+    pytree_aux_fields = ("spec", "X", "cuts", "codes", "code_lo", "code_hi")
+
+    def __init__(self, X, spec: TreeSpec, cuts=None, *, validate_args=None):
+        self.X = np.asarray(X, np.float32)
+        self.spec = spec
+        self.cuts = cut_table(self.X) if cuts is None else np.asarray(cuts, np.float32)
+        self.codes = encode(self.X, self.cuts)
+        n_cuts = np.sum(np.isfinite(self.cuts), 1)
+        self.code_lo = np.zeros(self.X.shape[1], np.int32)
+        self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
+        S = 2 ** (spec.max_depth + 1) - 1
+        super().__init__(batch_shape=(), event_shape=(spec.m, S, 3), validate_args=validate_args)
+
+    @property
+    def capacity(self) -> int:
+        return 2 ** (self.spec.max_depth + 1) - 1
+
+    # -- codes <-> reals -------------------------------------------------------------------------
+    def thresholds(self, feature, code):
+        """Real thresholds of integer split codes (0 where not internal)."""
+        E = jnp.asarray(self.cuts)
+        return jnp.where(feature >= 0, E[jnp.maximum(feature, 0), jnp.clip(code, 0, E.shape[1] - 1)], 0.0)
+
+    def codes_of(self, feature, threshold):
+        """Integer split codes of real thresholds, and whether each is a cut point."""
+        E = jnp.asarray(self.cuts)
+        row = E[jnp.maximum(feature, 0)]                                           # (..., K)
+        code = jnp.sum(row < threshold[..., None], -1).astype(jnp.int32)
+        hit = jnp.take_along_axis(row, jnp.minimum(code, E.shape[1] - 1)[..., None], -1)[..., 0] == threshold
+        return jnp.where(feature >= 0, code, 0), hit | (feature < 0)
+
+    def pack(self, feature, code, value):
+        """A site value ``(..., m, S, 3)`` from integer split variables and codes and leaf values."""
+        return jnp.stack([feature.astype(jnp.float32), self.thresholds(feature, code).astype(jnp.float32),
+                          value.astype(jnp.float32)], -1)
+
+    # -- the distribution ------------------------------------------------------------------------
+    def log_prob(self, value):
+        value = jnp.asarray(value)
+        feature = value[..., 0].astype(jnp.int32)
+        code, hit = self.codes_of(feature, value[..., 1])
+        spec = self.spec
+        prior = traced_params(spec.prior, jnp.float32)
+        lo, hi = jnp.asarray(self.code_lo), jnp.asarray(self.code_hi)
+
+        def one(f, t):
+            lp, _, _, leaf, ok = IV.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
+            return lp, leaf, ok
+
+        lead = feature.shape[:-1]
+        f2, t2 = feature.reshape((-1, feature.shape[-1])), code.reshape((-1, code.shape[-1]))
+        lp, leaf, ok = jax.vmap(one)(f2, t2)
+        lp, leaf, ok = lp.reshape(lead), leaf.reshape(lead + (feature.shape[-1],)), ok.reshape(lead)
+        sd = float(spec.leaf_sd)
+        v = value[..., 2]
+        lv = jnp.sum(jnp.where(leaf, -0.5 * (v / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi), 0.0), -1)
+        good = ok & jnp.all(hit, -1)
+        return jnp.sum(jnp.where(good, lp + lv, -jnp.inf), -1)
+
+    def sample(self, key, sample_shape=()):
+        S = self.capacity
+        if _STUMPS.get():   # set-up traces (stump_initialisation): the samplers' starting point
+            zeros = jnp.zeros(tuple(sample_shape) + (self.spec.m, S), jnp.int32)
+            return self.pack(zeros - 1, zeros, zeros.astype(jnp.float32))
+        n_draws = int(np.prod(sample_shape)) if sample_shape else 1
+        keys = jax.random.split(key, n_draws * self.spec.m)
+        spec = self.spec
+        f, t, v = _draw_trees(keys, jnp.asarray(self.codes.astype(np.int32)), jnp.asarray(self.code_lo),
+                              jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
+                              max_depth=int(spec.max_depth), q=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd))
+        return self.pack(f, t, v).reshape(tuple(sample_shape) + (self.spec.m, S, 3))
+
+
+@partial(jax.jit, static_argnames=("max_depth", "q", "leaf_sd"))
+def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, q: int, leaf_sd: float):
+    """Trees from the prior, one per key, each truncated to ``q`` rows per node by rejection
+    (codes ``(n, d)`` of the rows; compiled once per shape and setting)."""
+    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, q, leaf_sd))(keys)
+
+
+def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float):
+    """One tree from the prior (module docstring), by rejection until every leaf holds ``q`` rows."""
+    S = 2 ** (D + 1) - 1
+    d = lo0.shape[0]
+
+    def draw(k):
+        f = jnp.full(S, -1, jnp.int32)
+        t = jnp.zeros(S, jnp.int32)
+        lo = jnp.zeros((S, d), jnp.int32).at[0].set(lo0)
+        hi = jnp.zeros((S, d), jnp.int32).at[0].set(hi0)
+        used = jnp.zeros(S, bool).at[0].set(True)
+        ks = jax.random.split(k, 4 * max(D, 1) + 1)
+        for depth in range(D):
+            a, b = 2 ** depth - 1, 2 ** (depth + 1) - 1
+            sl = slice(a, b)
+            nthr = jnp.maximum(hi[sl] - lo[sl], 0)                              # (w, d)
+            avail = jnp.sum(nthr > 0, -1)
+            u = jax.random.uniform(ks[4 * depth], (b - a,))
+            split = used[sl] & (avail > 0) & (jnp.log(u) < prior.log_split(depth))
+            g = jax.random.gumbel(ks[4 * depth + 1], (b - a, d))
+            var = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf), -1).astype(jnp.int32)
+            cnt = jnp.maximum(jnp.take_along_axis(nthr, var[:, None], 1)[:, 0], 1)
+            uu = jax.random.uniform(ks[4 * depth + 2], (b - a,))
+            thr = (jnp.take_along_axis(lo[sl], var[:, None], 1)[:, 0]
+                   + jnp.minimum(jnp.floor(uu * cnt).astype(jnp.int32), cnt - 1))
+            f = f.at[sl].set(jnp.where(split, var, -1))
+            t = t.at[sl].set(jnp.where(split, thr, 0))
+            kids_l = 2 * jnp.arange(a, b) + 1
+            onehot = jax.nn.one_hot(var, d, dtype=bool)
+            lo_l, hi_l = lo[sl], jnp.where(onehot, thr[:, None], hi[sl])
+            lo_r, hi_r = jnp.where(onehot, thr[:, None] + 1, lo[sl]), hi[sl]
+            lo = lo.at[kids_l].set(lo_l).at[kids_l + 1].set(lo_r)
+            hi = hi.at[kids_l].set(hi_l).at[kids_l + 1].set(hi_r)
+            used = used.at[kids_l].set(split).at[kids_l + 1].set(split)
+        leaf = used & (f < 0)
+        v = jnp.where(leaf, leaf_sd * jax.random.normal(ks[-1], (S,)), 0.0)
+        return f, t, v, leaf
+
+    def rows_ok(f, t, leaf):
+        node = jnp.zeros(codes.shape[0], jnp.int32)
+        for _ in range(D):
+            fj = f[node]
+            c = jnp.take_along_axis(codes, jnp.maximum(fj, 0)[:, None], 1)[:, 0]
+            node = jnp.where(fj >= 0, 2 * node + 1 + (c > t[node]).astype(jnp.int32), node)
+        counts = jnp.zeros(S, jnp.int32).at[node].add(1)
+        return jnp.all(jnp.where(leaf, counts >= q, True))
+
+    f0, t0, v0, leaf0 = draw(key)
+    if q <= 0:
+        return f0, t0, v0
+
+    def body(c):
+        _, k, _, _, _ = c
+        k, sub = jax.random.split(k)
+        f, t, v, leaf = draw(sub)
+        return rows_ok(f, t, leaf), k, f, t, v
+
+    _, _, f, t, v = jax.lax.while_loop(lambda c: ~c[0], body, (rows_ok(f0, t0, leaf0), key, f0, t0, v0))
+    return f, t, v
+
+
+def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf_sd=None, max_depth: int = 5,
+         min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
+    """A sum of ``m`` trees as a random function inside a NumPyro model; its value at the rows of ``X``.
+
+    Call it inside a NumPyro model function; sample the model with :func:`bayestrees.sample_model`
+    (or :class:`bayestrees.NumPyroModel` in the model context).  The prior is described in
+    :mod:`bayestrees.inference.treefn.site`.
+
+    Parameters
+    ----------
+    name : str
+        The function's name: the deterministic site of its values; the trees are the sample site
+        ``name + "_trees"``.
+    X : array of shape (n, d)
+        Real features without NaN or inf, concrete when the model runs (a model argument, not a
+        value computed from other sites).  Their cut points define the split rules.
+    m : int >= 1, default 50
+        Number of trees (``m = 1`` is one Bayesian CART tree: :func:`tree_function`).
+    prior : bt.priors.ChipmanPrior or bt.priors.DepthDecayPrior, optional
+        The tree prior (default ``ChipmanPrior(0.95, 2)``).
+    k : float > 0, default 2
+        Sets ``leaf_sd = 3 / (k sqrt(m))`` when ``leaf_sd`` is not given: the function's prior sd
+        is then ``1.5`` on the scale it enters the model (a log rate, a logit, a mean).
+    leaf_sd : float > 0, optional
+        Prior sd of every leaf value.  For a Normal mean, about ``0.5 * (y_max - y_min) / (k
+        sqrt(m))`` as the BART family sets it.
+    max_depth : int, default 5
+        Deepest leaf level (the prior is truncated there).
+    min_leaf_rows : int >= 0, default 5
+        Every node holds at least this many rows of ``X`` (the prior is truncated to such trees).
+    max_bins : int, default 100
+        Cut points per feature at most (BayesTree's ``numcut``).
+    cuts : array of shape (d, K), optional
+        A cut table (:func:`~bayestrees.inference.treefn.site.cut_table`) to use instead of the
+        one of ``X``.
+
+    Returns
+    -------
+    jax.Array of shape (n,)
+        The sum of trees at the rows of ``X``.
+
+    Raises
+    ------
+    ValueError
+        For features that are not a finite real ``(n, d)`` array, or bad settings.
+
+    Notes
+    -----
+    With ``m = 1`` or few trees and a strong signal, the grow and prune moves change a tree's root
+    only by pruning it back first, which the posterior may make rare: run several chains and read
+    the convergence table (``fit.convergence``).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> X = np.random.default_rng(0).uniform(size=(30, 2))
+    >>> def model(X, y=None):
+    ...     f = bt.bart_function("f", X, m=10)
+    ...     numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+    >>> tr = numpyro.handlers.trace(numpyro.handlers.seed(model, 0)).get_trace(X)
+    >>> tr["f"]["value"].shape, tr["f_trees"]["value"].shape
+    ((30,), (10, 63, 3))
+    """
+    m = check_int("m", m, 1)
+    max_depth = check_int("max_depth", max_depth, 0, 12)
+    min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
+    check_positive("k", k)
+    sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
+    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows)
+    Xc = _concrete_X(X, name)
+    if cuts is None:
+        cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
+    elif np.asarray(cuts).shape[0] != Xc.shape[1]:
+        raise ValueError(f"cuts has {np.asarray(cuts).shape[0]} rows, X has {Xc.shape[1]} features")
+    dist_ = TreeEnsemble(Xc, spec, cuts)
+    trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name})
+    return numpyro.deterministic(name, evaluate(trees, Xc))
+
+
+def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: int = 5, min_leaf_rows: int = 5,
+         max_bins: int = 100, cuts=None):
+    """One Bayesian CART tree as a random function in a NumPyro model (:func:`bart_function` with ``m = 1``).
+
+    Parameters
+    ----------
+    name : str
+        The function's name (its trees are the site ``name + "_trees"``).
+    X : array of shape (n, d)
+        Real features without NaN or inf, concrete when the model runs.
+    prior : bt.priors.ChipmanPrior or bt.priors.DepthDecayPrior, optional
+        The tree prior (default ``ChipmanPrior(0.95, 2)``).
+    leaf_sd : float > 0, default 1.5
+        Prior sd of the leaf values (the sum-of-trees default at ``m = 1``).
+    max_depth, min_leaf_rows, max_bins, cuts
+        As :func:`bart_function`.
+
+    Returns
+    -------
+    jax.Array of shape (n,)
+        The tree's value at the rows of ``X``.
+
+    Examples
+    --------
+    >>> import numpyro, numpyro.distributions as dist
+    >>> X = np.random.default_rng(0).uniform(size=(20, 2))
+    >>> def model(X, y=None):
+    ...     f = bt.tree_function("f", X, max_depth=3)
+    ...     numpyro.sample("y", dist.Normal(f, 1.0), obs=y)
+    >>> tr = numpyro.handlers.trace(numpyro.handlers.seed(model, 0)).get_trace(X)
+    >>> tr["f_trees"]["value"].shape
+    (1, 15, 3)
+    """
+    return bart_function(name, X, 1, prior=prior, leaf_sd=leaf_sd, max_depth=max_depth, min_leaf_rows=min_leaf_rows,
+                max_bins=max_bins, cuts=cuts)

@@ -1,0 +1,262 @@
+"""Tree functions in user-written NumPyro models: what a user gets (outputs, prediction on new rows,
+save and load, NumPyro's handlers, the model context, errors before sampling), and (d) of the issue:
+the composed Gaussian model and ``bt.BARTRegressor`` give the same posterior."""
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro import handlers
+from numpyro.infer import Predictive
+
+import bayestrees as bt
+from bayestrees.convergence import ConvergenceWarning
+from bayestrees.inference.treefn import TreeEnsemble, evaluate
+
+N, D = 60, 3
+
+
+@pytest.fixture(scope="module")
+def counts_data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(N, D))
+    y = rng.poisson(np.exp(0.5 + np.sin(3 * X[:, 0]))).astype(np.float32)
+    return X, y
+
+
+def counts(X, y=None):
+    b0 = numpyro.sample("b0", dist.Normal(0.0, 1.0))
+    f = bt.bart_function("f", X, m=4, max_depth=3, min_leaf_rows=2)
+    numpyro.sample("y", dist.Poisson(jnp.exp(b0 + f)), obs=y)
+
+
+@pytest.fixture(scope="module")
+def counts_fit(counts_data):
+    X, y = counts_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)   # 2 x 60 draws: the check is tested below
+        return bt.sample_model(counts, X, y, draws=60, tune=60, chains=2, random_seed=0)
+
+
+def test_inferencedata_by_the_posterior_contract(counts_fit, counts_data):
+    X, y = counts_data
+    idata = counts_fit.idata
+    post = idata.posterior
+    assert post["b0"].shape == (2, 60)
+    assert post["f"].shape == (2, 60, N) and post["f"].dims[-1] == "obs"
+    assert post["f_n_leaves"].shape == (2, 60, 4) and post["f_depth"].shape == (2, 60, 4)
+    assert post["f_split_counts"].shape == (2, 60, D)
+    # the summaries are those of the kept trees, and f is their sum at the training rows
+    trees = np.asarray(idata[bt.convert.TREE_GROUP]["f_trees"])
+    assert trees.shape[:3] == (2, 60, 4) and trees.shape[-1] == 3
+    internal = trees[..., 0] >= 0
+    assert np.array_equal(post["f_split_counts"].values.sum(-1), internal.sum((-1, -2)))
+    assert np.array_equal(post["f_n_leaves"].values, internal.sum(-1) + 1)
+    np.testing.assert_allclose(np.asarray(evaluate(trees[1, -1], X)), post["f"].values[1, -1], atol=1e-5)
+    # pointwise log-likelihood of the observed site, the data, the sampler's facts
+    ll = idata.log_likelihood["y"]
+    assert ll.shape == (2, 60, N)
+    b0, f = post["b0"].values[..., None], post["f"].values
+    want = y * (b0 + f) - np.exp(b0 + f) - np.asarray(jax.scipy.special.gammaln(y + 1))
+    np.testing.assert_allclose(ll.values, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+    assert idata.sample_stats["f_accepted"].shape == (2, 60)
+    assert idata.sample_stats["diverging"].dtype == bool
+    assert "b0" in az.summary(idata).index
+    assert counts_fit.convergence is not None and "b0" in counts_fit.convergence.table
+
+
+def test_compare_ranks_user_models(counts_fit, counts_data):
+    X, y = counts_data
+
+    def const(X, y=None):   # the same counts with a tree of one leaf only (max_depth 0)
+        f = bt.tree_function("f", X, max_depth=0)
+        numpyro.sample("y", dist.Poisson(jnp.exp(f + np.log(y.mean()))), obs=y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = bt.sample_model(const, X, y, draws=60, tune=0, chains=2, random_seed=1)
+        table = bt.compare({"bart": counts_fit.idata, "constant": other.idata})
+    assert list(table.index)[0] == "bart"
+
+
+def test_prediction_on_new_rows_and_after_save_and_load(counts_fit, tmp_path):
+    rng = np.random.default_rng(5)
+    X_new = rng.uniform(size=(7, D))
+    pred = counts_fit.predict(X_new, random_seed=1)
+    assert pred["y"].shape == (120, 7) and pred["f"].shape == (120, 7)
+    assert np.all(pred["y"] >= 0) and np.all(pred["y"] == np.round(pred["y"]))
+    f_new = counts_fit.function("f", X_new)
+    assert f_new.shape == (2, 60, 7)
+    np.testing.assert_allclose(pred["f"], f_new.reshape(120, 7), atol=1e-5)
+    path = tmp_path / "counts.nc"
+    counts_fit.save(path)
+    back = bt.load_model_fit(path, counts)
+    np.testing.assert_array_equal(back.function("f", X_new), f_new)
+    again = back.predict(X_new, random_seed=1)
+    np.testing.assert_array_equal(again["y"], pred["y"])
+
+
+def test_tree_sites_work_under_numpyro_handlers(counts_fit, counts_data):
+    X, y = counts_data
+    tr = handlers.trace(handlers.seed(counts, 3)).get_trace(X, y)
+    assert isinstance(tr["f_trees"]["fn"], TreeEnsemble) and tr["f"]["type"] == "deterministic"
+    value = tr["f_trees"]["value"]
+    assert value.shape == (4, 15, 3)
+    assert np.isfinite(float(tr["f_trees"]["fn"].log_prob(value)))
+    # substitute and condition fix the trees; the function follows them
+    drawn = counts_fit.samples["f_trees"][0, -1]
+    tr2 = handlers.trace(handlers.substitute(handlers.seed(counts, 0), {"f_trees": drawn})).get_trace(X, y)
+    np.testing.assert_allclose(tr2["f"]["value"], evaluate(drawn, X), atol=1e-6)
+    tr3 = handlers.trace(handlers.condition(handlers.seed(counts, 0), {"f_trees": drawn})).get_trace(X, y)
+    assert tr3["f_trees"]["is_observed"]
+    # a threshold that is not a cut point has prior probability 0
+    bad = np.array(drawn)
+    internal = bad[..., 0] >= 0
+    if internal.any():
+        bad[..., 1] = np.where(internal, bad[..., 1] + 1e-3, bad[..., 1])
+        assert float(tr["f_trees"]["fn"].log_prob(bad)) == -np.inf
+    # numpyro's Predictive with posterior draws on new rows
+    X_new = np.random.default_rng(1).uniform(size=(5, D))
+    post = {k: np.asarray(v).reshape((-1,) + np.asarray(v).shape[2:]) for k, v in counts_fit.samples.items()}
+    out = Predictive(counts, posterior_samples=post)(jax.random.key(0), X_new)
+    assert out["y"].shape == (120, 5)
+
+
+def test_the_prior_draws_trees_that_hold_min_leaf_rows():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(30, 2))
+    d = TreeEnsemble(X, bt.inference.treefn.site.TreeSpec(50, 4, bt.priors.ChipmanPrior(0.95, 1.0), 1.0, 3))
+    trees = np.asarray(d.sample(jax.random.key(0)))
+    codes = d.codes.astype(int)
+    for tr in trees:
+        node = np.zeros(30, int)
+        f, t = tr[:, 0].astype(int), tr[:, 1]
+        for _ in range(4):
+            fj = f[node]
+            x = X.astype(np.float32)[np.arange(30), np.maximum(fj, 0)]
+            node = np.where(fj >= 0, 2 * node + 1 + (x > t[node]), node)
+        assert np.all(np.bincount(node)[np.unique(node)] >= 3)
+    assert np.all(np.isfinite(np.asarray(d.log_prob(trees))))
+    assert codes.shape == (30, 2)
+
+
+def test_the_model_context_runs_a_user_model(counts_data):
+    X, y = counts_data
+    X_new = np.random.default_rng(9).uniform(size=(11, D))
+    with bt.Model():
+        Xd = bt.Data("X", X)
+        rv = bt.NumPyroModel("counts", counts, Xd, observed={"y": y})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            idata = bt.sample(draws=30, chains=2, random_seed=0, tune=30)
+        assert idata.posterior["f"].shape == (2, 30, N)
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True)
+        assert idata.posterior_predictive["y"].shape == (2, 30, N)
+        bt.set_data({"X": X_new})
+        bt.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True)
+    assert idata.predictions["y"].shape == (2, 30, 11) and idata.predictions["f"].shape == (2, 30, 11)
+    np.testing.assert_allclose(idata.predictions["f"].values, rv.fitted_.function("f", X_new), atol=1e-5)
+    with pytest.raises(ValueError, match="unexpected sample"):
+        with bt.Model():
+            bt.NumPyroModel("counts", counts, X, observed={"y": y})
+            bt.sample(draws=5, thin=2)
+
+
+# ------------------------------------------------------------------------------------------------
+# bad models fail before sampling, and say why
+# ------------------------------------------------------------------------------------------------
+def _bad_x(X, y=None):
+    f = bt.bart_function("f", X, m=2)
+    numpyro.sample("y", dist.Normal(f, 1.0), obs=y)
+
+
+def _discrete(X, y=None):
+    k = numpyro.sample("k", dist.Poisson(3.0))
+    f = bt.bart_function("f", X, m=2)
+    numpyro.sample("y", dist.Normal(f + k, 1.0), obs=y)
+
+
+def _as_index(X, y=None):
+    f = bt.bart_function("f", X, m=2)
+    table = jnp.arange(10.0)
+    numpyro.sample("y", dist.Normal(table[f], 1.0), obs=y)
+
+
+def _no_trees(X, y=None):
+    numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("model,X,y,msg", [
+    (_bad_x, np.array([[0.0, np.nan]] * 10), np.zeros(10), "non-finite"),
+    (_bad_x, np.zeros(10), np.zeros(10), "shape"),
+    (_bad_x, np.zeros((0, 2)), np.zeros(0), "at least one row"),
+    (_bad_x, np.random.default_rng(0).normal(size=(10, 2)), np.zeros(7), "observed site 'y'"),
+    (_discrete, np.random.default_rng(0).normal(size=(10, 2)), np.zeros(10), "discrete"),
+    (_as_index, np.random.default_rng(0).normal(size=(10, 2)), np.zeros(10), "real numbers"),
+    (_no_trees, np.zeros((10, 2)), np.zeros(10), "no tree function"),
+], ids=["nan-features", "1d-features", "no-rows", "observed-shape", "discrete-latent", "used-as-index", "no-trees"])
+def test_bad_models_fail_before_sampling(model, X, y, msg):
+    with pytest.raises(ValueError, match=msg):
+        bt.sample_model(model, X, y, draws=2, tune=0, chains=1)
+
+
+def test_bad_arguments_of_the_tree_function():
+    X = np.zeros((5, 2))
+    for kw, msg in [({"m": 0}, "m must"), ({"leaf_sd": -1.0}, "leaf_sd"), ({"prior": "chipman"}, "prior must"),
+                    ({"max_depth": 20}, "max_depth")]:
+        with pytest.raises(ValueError, match=msg):
+            handlers.seed(lambda: bt.bart_function("f", X, **kw), 0)()
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) the composed Gaussian model and bt.BARTRegressor: the same posterior
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_composed_gaussian_model_matches_the_bart_regressor():
+    """``bt.BARTRegressor`` (sigma by its Gibbs draw) and the same model written in NumPyro (the
+    response scaled as the regressor scales it, the same leaf sd, sigma^2 ~ nu lambda / chi2_nu by
+    NUTS, the trees by the conjugate path, which is the BART family's step): the posterior means
+    of sigma and of f at the training rows agree within their Monte Carlo error, and so do the
+    5% and 95% quantiles of sigma."""
+    rng = np.random.default_rng(4)
+    n, m = 80, 10
+    X = rng.uniform(size=(n, 2))
+    y = 2.0 * np.sin(3 * X[:, 0]) + X[:, 1] + 0.5 * rng.normal(size=n)
+    reg = bt.BARTRegressor(m=m, draws=1500, tune=300, chains=2, random_state=0).fit(X, y)
+    r = reg.result_
+    cfg = r.config
+    ys = ((y - r.y_shift) / r.y_scale).astype(np.float32)
+    nu, lam = float(cfg.nu), float(r.lam)
+
+    def gauss(X, y=None):
+        f = bt.bart_function("f", X, m=m, leaf_sd=float(r.sigma_mu), max_depth=cfg.max_depth,
+                             min_leaf_rows=cfg.min_leaf_rows, prior=cfg.prior)
+        s2 = numpyro.sample("s2", dist.InverseGamma(nu / 2, nu * lam / 2))
+        numpyro.sample("y", dist.Normal(f, jnp.sqrt(s2)), obs=y)
+
+    fit = bt.sample_model(gauss, X, ys, draws=1500, tune=300, chains=2, random_seed=1, conjugate="auto",
+                          log_likelihood=False)
+    s_model = np.sqrt(fit.idata.posterior["s2"].values) * r.y_scale
+    s_bart = np.asarray(r.sigma)
+
+    def se(a):
+        return float(az.mcse(az.convert_to_dataset({"x": np.asarray(a, float)}))["x"])
+
+    def se_q(a, p):
+        return float(az.mcse(az.convert_to_dataset({"x": np.asarray(a, float)}), method="quantile", prob=p)["x"])
+
+    tol = 4.0   # standard errors of the difference; 1 + 2 + 10 comparisons below
+    assert abs(s_model.mean() - s_bart.mean()) < tol * np.hypot(se(s_model), se(s_bart)), (s_model.mean(), s_bart.mean())
+    for p in (0.05, 0.95):
+        a, b = np.quantile(s_model, p), np.quantile(s_bart, p)
+        assert abs(a - b) < tol * np.hypot(se_q(s_model, p), se_q(s_bart, p)), (p, a, b)
+    f_model = r.y_shift + r.y_scale * fit.idata.posterior["f"].values
+    f_bart = r.y_shift + r.y_scale * np.asarray(r.fit, np.float64)
+    for i in range(0, n, 8):
+        d = abs(f_model[..., i].mean() - f_bart[..., i].mean())
+        assert d < tol * np.hypot(se(f_model[..., i]), se(f_bart[..., i])), (i, d)
