@@ -69,10 +69,13 @@ def pytest_unconfigure(config):
         shutil.rmtree(SUITE_CACHE, ignore_errors=True)
 
 
-#: The longest test files (seconds summed over their tests at 2026-11-24's c445fc9, with the compile
-#: settings above, pytest-xdist ``-n 2``). pytest-xdist's ``--dist loadfile`` hands out files in
-#: collection order; starting the long ones first keeps one of them from being the last file left
-#: running while the other process idles.
+#: The longest test files, longest first.  pytest-xdist's ``--dist loadfile`` hands out one file at a
+#: time to each process as it becomes free; starting the long ones first keeps one of them from
+#: being the last file left running while the other process idles (the greedy longest-first rule).
+#: pytest-xdist 3.x reorders the files by their number of tests unless told not to
+#: (``--loadscope-reorder``, on by default), which put the long files with few tests (the tutorials,
+#: the command line, the float64 fits) anywhere, often last: :func:`pytest_configure` turns that off,
+#: so the order below is the one the processes take.
 #: ``BAYESTREES_FULL_TESTS=1`` also runs the tests marked ``full_only``: slow variants of non-default
 #: kernels whose parts each have their own exactness test in the default run (the suite keeps to
 #: its 10 minutes on 2 cores; they passed in the whole suite of 2026-11-25 before they were marked).
@@ -81,6 +84,8 @@ FULL_TESTS = os.environ.get("BAYESTREES_FULL_TESTS", "0") not in ("", "0")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "full_only: runs only with BAYESTREES_FULL_TESTS=1 (slow variants)")
+    if getattr(config.option, "loadscopereorder", None):  # pytest-xdist: keep the order of LONG_FILES
+        config.option.loadscopereorder = False
 
 
 def pytest_runtest_setup(item):
@@ -88,28 +93,35 @@ def pytest_runtest_setup(item):
         pytest.skip("a slow variant: set BAYESTREES_FULL_TESTS=1 to run it")
 
 
-LONG_FILES = (  # longest first, so that two workers end together; CPU seconds per file from the
-               # durations of the whole suite on 2026-11-25 (pytest --durations, 2 workers)
-              "test_tutorials.py",  # about 82 s (one fixture: every tutorial's quick run)
-              "test_cli.py",  # about 80 s (the demo 47 s)
-              "test_bcart_sampler.py",  # about 76 s (the full_only variants apart)
-              "test_sklearn_compat.py",  # about 67 s
-              "test_bart_sampler.py",  # about 66 s
-              "test_sampler_exactness.py",  # about 60 s
-              "test_save_load.py",  # about 58 s
-              "test_pcfg.py",  # about 55 s
-              "test_bet_exact.py",  # about 46 s
-              "test_distributed.py",  # about 45 s
-              "test_predict_interval.py",  # about 41 s
-              "test_results_unchanged.py",  # about 40 s
-              "test_float64_mcmc.py",  # about 35 s
-              "test_bart_api.py",  # about 35 s
-              "test_safebayes.py",  # about 35 s
-              "test_cart.py",  # about 35 s
-              "test_bet.py",  # about 31 s
-              "test_sharding.py",  # about 22 s
-              "test_workers.py",  # about 20 s
-              "test_bart_sbc.py")  # about 4 s (a fit's compilation mostly)  # 10-12 s (2026-11-25, alone, load 3.4-3.8)
+LONG_FILES = (  # longest first, so that two processes end together; seconds per file from the
+               # durations of the whole suite on 2026-11-26 (pytest --durations, 2 processes on a loaded
+               # host: the summed durations scaled by the run's CPU time, 1,400 s, over their sum)
+              "test_sklearn_compat.py",  # about 147 s (604 checks; each MCMC estimator's check compiles anew)
+              "test_bcart_sampler.py",  # about 111 s
+              "test_tutorials.py",  # about 99 s (one fixture: every tutorial's quick run)
+              "test_cli.py",  # about 74 s (the demo 43 s)
+              "test_bart_sampler.py",  # about 74 s
+              "test_results_unchanged.py",  # about 71 s
+              "test_contract.py",  # about 56 s
+              "test_safebayes.py",  # about 55 s
+              "test_pcfg.py",  # about 53 s
+              "test_bet.py",  # about 51 s
+              "test_sampler_exactness.py",  # about 49 s
+              "test_distributed.py",  # about 48 s
+              "test_pcfg_api.py",  # about 47 s
+              "test_predict_interval.py",  # about 39 s
+              "test_save_load.py",  # about 39 s
+              "test_workers.py",  # about 36 s
+              "test_bart_api.py",  # about 34 s
+              "test_cart.py",  # about 33 s
+              "test_float64_mcmc.py",  # about 30 s
+              "test_bcart_api.py",  # about 30 s
+              "test_forest.py",  # about 29 s
+              "test_new_rows.py",  # about 28 s
+              "test_bet_api.py",  # about 23 s
+              "test_bet_exact.py",  # about 17 s
+              "test_docs_build.py",  # about 17 s
+              "test_sharding.py")  # about 14 s; the rest, under 13 s each, in collection order
 
 
 def pytest_collection_modifyitems(config, items):
