@@ -25,7 +25,7 @@ from ...convert import TREE_GROUP, model_inferencedata
 from ...keys import make_key
 from ...data import check_int
 from .kernel import TreeMoves, tree_sites
-from .site import TreeEnsemble, stump_initialisation
+from .site import TreeEnsemble, TreeValues, stump_initialisation
 
 __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
 
@@ -272,7 +272,8 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         with stump_initialisation():   # NumPyro's set-up traces; the run itself never draws a tree site
             mcmc.run(key, *args, extra_fields=extra, **kwargs)
     seconds = time.perf_counter() - t0
-    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    samples = {k: np.asarray(v.trees if isinstance(v, TreeValues) else v)
+               for k, v in mcmc.get_samples(group_by_chain=True).items()}
     stats = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     latent = {k: samples[k] for k in trees + tuple(others)}
     fit = ModelFit(model, latent, None, tuple(tr[t]["infer"].get("function", t) for t in trees), seconds)

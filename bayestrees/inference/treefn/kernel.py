@@ -65,7 +65,7 @@ from ...leaves import KnownVarianceNormalLeaves
 from ...priors import canonical, traced_params
 from .. import moves as M
 from ..bart import kernel as K
-from .site import TreeEnsemble
+from .site import TreeEnsemble, TreeValues, rows_key
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density"]
 
@@ -111,6 +111,7 @@ class _Fn(NamedTuple):
     dist: Any
     cfg: Any      # bart KernelConfig
     data: Any     # bart BARTData (codes and prior; y, weight set per step)
+    rows: str     # rows_key of the training X
 
 
 class TreeMoves(MCMCKernel):
@@ -179,7 +180,7 @@ class TreeMoves(MCMCKernel):
                               jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(0.0),
                               traced_params(spec.prior, jnp.float32), jnp.asarray(d.code_lo), jnp.asarray(d.code_hi),
                               jnp.zeros(3))
-            fns.append(_Fn(site, fname, d, cfg, data))
+            fns.append(_Fn(site, fname, d, cfg, data, rows_key(d.X)))
         return tuple(fns), tr
 
     def _check_conjugate(self, fns, model_args, model_kwargs):
@@ -222,12 +223,19 @@ class TreeMoves(MCMCKernel):
         for i, fn in enumerate(fns):
             st = K.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data)
             states.append(st)
-        z = {fn.site: self._pack(fn, st) for fn, st in zip(fns, states)}
+        z = {fn.site: self._value(fn, st) for fn, st in zip(fns, states)}
         return TreeMovesState(z, tuple(states), jnp.zeros(len(fns), jnp.int32), rng_key)
 
     @staticmethod
     def _pack(fn: _Fn, st) -> jax.Array:
         return fn.dist.pack(st.feature, st.threshold, st.value)
+
+    @classmethod
+    def _value(cls, fn: _Fn, st) -> TreeValues:
+        """The site's value for the other blocks: the trees, the function at the training rows
+        (kept by the BART kernel's state as ``z - resid``) and the trees' log density."""
+        packed = cls._pack(fn, st)
+        return TreeValues(packed, st.z - st.resid, fn.dist.log_prob(packed), fn.rows)
 
     @property
     def conjugate_paths(self) -> tuple:
@@ -240,6 +248,7 @@ class TreeMoves(MCMCKernel):
         rng_key, *keys = jax.random.split(state.rng_key, len(self._fns) + 1)
         states = list(state.trees)
         accepted = []
+        tree_names = tuple(f.site for f in self._fns)
         for i, fn in enumerate(self._fns):
             values = {}
             for j, other in enumerate(self._fns):   # every function's trees and values as they are now
@@ -248,12 +257,12 @@ class TreeMoves(MCMCKernel):
 
             def L(f, values=values, fn=fn):
                 return function_log_density(self._model, model_args, model_kwargs, {**values, fn.name: f},
-                                            skip=(fn.site,))
+                                            skip=tree_names)
 
             step = self._conjugate_step if self._conj[i] else self._general_step
             states[i], acc = step(keys[i], states[i], fn, L)
             accepted.append(acc)
-        z = {fn.site: self._pack(fn, st) for fn, st in zip(self._fns, states)}
+        z = {fn.site: self._value(fn, st) for fn, st in zip(self._fns, states)}
         return TreeMovesState(z, tuple(states), jnp.stack(accepted).astype(jnp.int32), rng_key)
 
     @staticmethod

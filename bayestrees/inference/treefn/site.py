@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -51,7 +53,7 @@ from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
 from .. import intervals as IV
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
-           "stump_initialisation",
+           "stump_initialisation", "TreeValues", "rows_key",
            "PACKED_FIELDS"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
@@ -129,6 +131,33 @@ def encode(X, E) -> np.ndarray:
     codes = np.stack([np.searchsorted(E[j][np.isfinite(E[j])], X[:, j], side="left") for j in range(X.shape[1])], 1)
     dt = np.uint8 if codes.max(initial=0) < 255 else np.uint16
     return codes.astype(dt)
+
+
+def rows_key(X) -> str:
+    """A fingerprint of a feature matrix (its shape and bytes as float32)."""
+    A = np.ascontiguousarray(np.asarray(X, np.float32))
+    return f"{A.shape}:{hashlib.blake2b(A.tobytes(), digest_size=16).hexdigest()}"
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["trees", "at_rows", "log_density"], meta_fields=["rows"])
+@dataclass(frozen=True)
+class TreeValues:
+    """A tree site's value as the tree moves hand it to the model's other blocks.
+
+    ``trees`` is the site's value ``(m, S, 3)``; ``at_rows`` the function at the rows of the
+    training ``X`` (whose :func:`rows_key` is ``rows``), which the tree moves keep up to date as
+    they move the trees; ``log_density`` the trees' log prior density
+    (:meth:`TreeEnsemble.log_prob`).  Inside NUTS the trees are held fixed, so with this value
+    neither the rows are routed through the trees nor the trees scored at every leapfrog step:
+    :func:`bart_function` returns ``at_rows`` when it is called on the same ``X`` (any other
+    ``X`` is routed through ``trees``).  Every other use sees the plain array ``trees``
+    (:func:`~bayestrees.inference.treefn.fit.sample_model` keeps only it).
+    """
+
+    trees: Any
+    at_rows: Any
+    log_density: Any
+    rows: str
 
 
 class TreeSpec(NamedTuple):
@@ -234,6 +263,8 @@ class TreeEnsemble(Distribution):
 
     # -- the distribution ------------------------------------------------------------------------
     def log_prob(self, value):
+        if isinstance(value, TreeValues):   # scored by the tree moves when they moved the trees
+            return value.log_density
         value = jnp.asarray(value)
         feature = value[..., 0].astype(jnp.int32)
         code, hit = self.codes_of(feature, value[..., 1])
@@ -412,8 +443,13 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
     elif np.asarray(cuts).shape[0] != Xc.shape[1]:
         raise ValueError(f"cuts has {np.asarray(cuts).shape[0]} rows, X has {Xc.shape[1]} features")
     dist_ = TreeEnsemble(Xc, spec, cuts)
-    trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name})
-    return numpyro.deterministic(name, evaluate(trees, Xc))
+    trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name,
+                                                               "rows": rows_key(Xc)})
+    if isinstance(trees, TreeValues):
+        f = trees.at_rows if trees.rows == rows_key(Xc) else evaluate(trees.trees, Xc)
+    else:
+        f = evaluate(trees, Xc)
+    return numpyro.deterministic(name, f)
 
 
 def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: int = 5, min_leaf_rows: int = 5,
