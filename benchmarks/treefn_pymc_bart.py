@@ -2,15 +2,20 @@
 
 The model, on both sides::
 
-    log_rate = sum of m = 50 trees over X (no intercept)
+    log_rate = c + sum of m = 50 trees over X,   c = log(mean(y)) a fixed offset
     y ~ Poisson(exp(log_rate))
+
+(``--offset none``: ``c = 0``.  The offset centres the trees' prior on the data's overall rate,
+as the BART family centres a Normal response; without it bayestrees' tree moves accept nothing
+from the all-stump start once n is about 600 or more, see docs/models.md, while pymc-bart starts
+its trees at ``mean(Y)``.)
 
 * bayestrees: ``bt.bart_function("f", X, m=50)`` (default prior: depth prior ``0.95 (1 + d)^-2``,
   split rule uniform over the cut points, leaf values ``N(0, leaf_sd^2)`` with ``leaf_sd = 3 / (k
   sqrt(m))``, ``k = 2``, i.e. prior sd 1.5 of the log rate), sampled by ``bt.sample_model`` (one
   reversible-jump move per tree per step with a Laplace proposal for the leaf values, all 50 trees
   every step; the 4 chains vectorised in one process).
-* pymc-bart: ``pmb.BART("mu", X, Y=log(y + 1), m=50)`` with its defaults (``alpha=0.95, beta=2``:
+* pymc-bart: ``pmb.BART("mu", X, Y=log(y + 1) - c, m=50)``, ``log_rate = c + mu``, with its defaults (``alpha=0.95, beta=2``:
   the same depth prior; split values drawn among the observed values of the feature; the leaf
   values are proposed around ``mean(current sum) / m`` with an sd that starts at ``std(Y) /
   sqrt(m)`` and is adapted during tuning to the running sd of the trees' outputs, so there is no
@@ -88,6 +93,15 @@ def make_data(n: int, seed: int, path: Path) -> None:
     np.savez(path, X=X, y=y, X10=X10, X1000=X1000)
 
 
+def offset_of(y, offset: str) -> float:
+    """The model's fixed offset of the log rate: ``log(mean(y))`` (``"logmean"``) or 0 (``"none"``)."""
+    return float(np.log(np.mean(y))) if offset == "logmean" else 0.0
+
+
+def model_of(offset: str) -> str:
+    return ("log_rate = log(mean(y)) + sum of 50 trees" if offset == "logmean" else "log_rate = sum of 50 trees")
+
+
 def load_average() -> list:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -99,7 +113,10 @@ def summarise(f10, f1000, X10, X1000) -> dict:
     ess = np.asarray(az.ess(ds, method="bulk")["f"].values, float)
     ess_tail = np.asarray(az.ess(ds, method="tail")["f"].values, float)
     rhat = np.asarray(az.rhat(ds)["f"].values, float)
-    out = {"ess_bulk": [round(float(e), 1) for e in ess], "ess_bulk_min": float(ess.min()),
+    # a chain that never moves has no effective samples (ArviZ reports the number of draws there)
+    frozen = np.asarray(f10).reshape(-1, np.shape(f10)[-1]).std(axis=0) == 0
+    ess[frozen], ess_tail[frozen] = 0.0, 0.0
+    out = {"frozen_points": int(frozen.sum()),"ess_bulk": [round(float(e), 1) for e in ess], "ess_bulk_min": float(ess.min()),
            "ess_bulk_median": float(np.median(ess)), "ess_tail_min": float(ess_tail.min()),
            "rhat": [round(float(r), 4) for r in rhat], "rhat_max": float(rhat.max())}
     for name, f, Xt in (("10", f10, X10), ("1000", f1000, X1000)):
@@ -125,9 +142,11 @@ def worker_bayestrees(a) -> dict:
     d = np.load(a.data)
     X, y = d["X"], d["y"]
 
+    c = offset_of(y, a.offset)
+
     def model(X, y=None):
         f = bt.bart_function("f", X, m=M_TREES)
-        numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+        numpyro.sample("y", dist.Poisson(jnp.exp(c + f)), obs=y)
 
     kw = dict(draws=a.draws, tune=a.tune, chains=a.chains, chain_method="vectorized", log_likelihood=False)
     with warnings.catch_warnings():
@@ -140,8 +159,8 @@ def worker_bayestrees(a) -> dict:
         fit = bt.sample_model(model, X, y=y, random_seed=a.seed, **kw)
         call = time.perf_counter() - t0
     compile_s = max(first.seconds - fit.seconds, 0.0)
-    f10 = fit.function("f", d["X10"])
-    f1000 = fit.function("f", d["X1000"])
+    f10 = c + fit.function("f", d["X10"])
+    f1000 = c + fit.function("f", d["X1000"])
     acc = fit.idata.sample_stats["f_accepted"].values if "f_accepted" in fit.idata.sample_stats else None
     res = {"side": "bayestrees", "imported_from_worktree": Path(bt.__file__).resolve().parent == ROOT / "bayestrees",
            "versions": {"bayestrees": bt.__version__, "jax": jax.__version__,
@@ -157,10 +176,10 @@ def worker_bayestrees(a) -> dict:
     return res
 
 
-def _pymc_model(pm, pmb, X, y):
+def _pymc_model(pm, pmb, X, y, c):
     with pm.Model() as model:
-        mu = pmb.BART("mu", X, np.log1p(y), m=M_TREES)
-        pm.Poisson("y", mu=pm.math.exp(mu), observed=y)
+        mu = pmb.BART("mu", X, np.log1p(y) - c, m=M_TREES)
+        pm.Poisson("y", mu=pm.math.exp(c + mu), observed=y)
     return model, mu
 
 
@@ -186,14 +205,15 @@ def worker_pymc(a) -> dict:
     X, y = d["X"], d["y"]
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
-    model, _ = _pymc_model(pm, pmb, X, y)
+    c = offset_of(y, a.offset)
+    model, _ = _pymc_model(pm, pmb, X, y, c)
     with model:
         pm.sample(draws=5, tune=5, chains=1, cores=1, random_seed=a.seed + 1, progressbar=False,
                   compute_convergence_checks=False)
     compile_s = time.perf_counter() - t0
     load = load_average()
     t0 = time.perf_counter()
-    model, mu = _pymc_model(pm, pmb, X, y)
+    model, mu = _pymc_model(pm, pmb, X, y, c)
     with model:
         idata = pm.sample(draws=a.draws, tune=a.tune, chains=a.chains, random_seed=a.seed, progressbar=False,
                           compute_convergence_checks=False)
@@ -224,7 +244,7 @@ def worker_pymc(a) -> dict:
         f_all[i] = v[MATCH_ROWS:]
     if worst > 1e-6 or not taken.all():
         raise RuntimeError(f"could not match pymc-bart's kept trees to the trace (worst {worst})")
-    f_all = f_all.reshape(C, D, -1)
+    f_all = c + f_all.reshape(C, D, -1)
     res = {"side": "pymc-bart", "versions": {"pymc": pm.__version__, "pymc_bart": pmb.__version__,
                                              "pytensor": pytensor.__version__, "numba": numba.__version__,
                                              "arviz": arviz.__version__},
@@ -256,7 +276,8 @@ def library_snapshot(tmp, which: str) -> tuple[dict, str | None]:
 def run_side(side, python, data, a, draws, tune, chains, tmp, libpath=None) -> dict:
     result = Path(tmp) / f"{side}.json"
     cmd = [python, str(Path(__file__).resolve()), "--worker", side, "--data", str(data), "--result", str(result),
-           "--draws", str(draws), "--tune", str(tune), "--chains", str(chains), "--seed", str(a.seed)]
+           "--draws", str(draws), "--tune", str(tune), "--chains", str(chains), "--seed", str(a.seed),
+           "--offset", a.offset]
     before = load_average()
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -282,6 +303,8 @@ def main():
     ap.add_argument("--pymc-tune", type=int, default=None, help="pymc-bart's tuning steps (default --tune)")
     ap.add_argument("--pymc-chains", type=int, default=None, help="pymc-bart's chains (default --chains)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--offset", choices=["logmean", "none"], default="logmean",
+                    help="the log rate's fixed offset: log(mean(y)) (default) or none")
     ap.add_argument("--pymc-python", default=str(ROOT / ".venv-pymc" / "bin" / "python"))
     ap.add_argument("--library", choices=["head", "worktree"], default="head",
                     help="bayestrees as committed (HEAD, exported to a temporary folder) or the working tree")
@@ -311,7 +334,7 @@ def main():
                 else:
                     r = run_side(side, a.pymc_python, data, a, a.pymc_draws or a.draws, a.pymc_tune or a.tune,
                                  a.pymc_chains or a.chains, tmp)
-                r.update({"benchmark": "treefn_pymc_bart", "n": n, "m": M_TREES, "seed": a.seed,
+                r.update({"benchmark": "treefn_pymc_bart", "model": model_of(a.offset), "n": n, "m": M_TREES, "seed": a.seed,
                           "machine": f"{os.cpu_count()}-core CPU", "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
                 got[side] = r
                 out.write(json.dumps(r) + "\n")
@@ -323,7 +346,7 @@ def main():
                       flush=True)
             if len(got) == 2:
                 b, p = got["bayestrees"], got["pymc-bart"]
-                cmp = {"benchmark": "treefn_pymc_bart", "comparison": True, "n": n,
+                cmp = {"benchmark": "treefn_pymc_bart", "comparison": True, "model": model_of(a.offset), "n": n,
                        "ess_per_s_ratio_min": (b["ess_bulk_min"] / b["sampling_s"]) / (p["ess_bulk_min"] / p["sampling_s"]),
                        "ess_per_s_ratio_median": (b["ess_bulk_median"] / b["sampling_s"])
                        / (p["ess_bulk_median"] / p["sampling_s"]),
