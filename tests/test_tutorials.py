@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIALS = ROOT / "tutorials"
-NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart"]
+NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart", "models"]
 if (TUTORIALS / "bet.py").exists():
     NAMES.append("bet")
 #: tutorials that read ../shared/data (next to the repository), skipped where it is absent
