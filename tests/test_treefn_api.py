@@ -260,3 +260,21 @@ def test_composed_gaussian_model_matches_the_bart_regressor():
     for i in range(0, n, 8):
         d = abs(f_model[..., i].mean() - f_bart[..., i].mean())
         assert d < tol * np.hypot(se(f_model[..., i]), se(f_bart[..., i])), (i, d)
+
+
+def test_chains_move_from_the_start_when_the_data_are_far_from_zero():
+    """Counts averaging exp(3) = 20 under a log link with no offset: the chains start at the mode of
+    a constant function (``TreeMoves._constant_start``); from f = 0 every move was rejected."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(200, 2))
+    log_rate = 3.0 + 0.5 * (X[:, 0] > 0.5)
+    y = rng.poisson(np.exp(log_rate)).astype(np.float32)
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=5, max_depth=3)
+        numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+
+    fit = bt.sample_model(model, X, y=y, draws=40, tune=40, chains=1, random_seed=0, log_likelihood=False)
+    assert fit.idata.sample_stats["f_accepted"].values.mean() > 0.5
+    f = fit.idata.posterior["f"].values.mean((0, 1))
+    assert np.sqrt(np.mean((f - log_rate) ** 2)) < 0.15
