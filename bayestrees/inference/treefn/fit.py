@@ -92,7 +92,7 @@ class ModelFit:
     idata : arviz.InferenceData by the posterior contract
     functions : names of the tree functions
     seconds : float
-        Wall time of NumPyro's ``MCMC.run`` (compilation included).
+        Wall time of NumPyro's ``MCMC.run`` until the draws are computed (compilation included).
     convergence : ConvergenceReport or None
         R-hat and bulk ESS of the scalar posterior variables (:mod:`bayestrees.convergence`; with
         two chains or more), checked when sampled.
@@ -271,6 +271,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         with stump_initialisation():   # NumPyro's set-up traces; the run itself never draws a tree site
             mcmc.run(key, *args, extra_fields=extra, **kwargs)
+    jax.block_until_ready(mcmc.get_samples(group_by_chain=True))   # MCMC.run returns before XLA has run
     seconds = time.perf_counter() - t0
     samples = {k: np.asarray(v.trees if isinstance(v, TreeValues) else v)
                for k, v in mcmc.get_samples(group_by_chain=True).items()}
