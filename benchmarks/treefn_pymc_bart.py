@@ -41,7 +41,9 @@ Timings (``time.perf_counter``):
   ``sampling_time`` of the timed ``pm.sample``, ``call_s`` = the model's construction and the
   timed ``pm.sample`` call.
 
-``total_s = compile_s + call_s``.  The log rate at 10 fixed test points (and 1,000 more for the
+``total_s = compile_s + call_s``.  ``call_cpu_s``: the CPU seconds (user + system) of the timed
+call, pymc's chain processes included; on a shared machine with other work at a higher priority
+it is steadier than wall time.  The log rate at 10 fixed test points (and 1,000 more for the
 RMSE) is the tree sum at new rows: ``ModelFit.function`` for bayestrees; for pymc-bart the kept
 trees (``mu.owner.op.all_trees``) evaluated with pymc-bart's ``Tree.predict`` draw by draw, each
 draw assigned to its chain and position by matching its sum at 20 training rows against
@@ -101,6 +103,14 @@ def offset_of(y, offset: str) -> float:
 
 def model_of(offset: str) -> str:
     return ("log_rate = log(mean(y)) + sum of 50 trees" if offset == "logmean" else "log_rate = sum of 50 trees")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that have been waited for
+    (pymc's chain processes; XLA's threads are this process's)."""
+    import resource
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def load_average() -> list:
@@ -168,9 +178,10 @@ def worker_bayestrees(a) -> dict:
         first = bt.sample_model(model, X, y=y, random_seed=a.seed + 1, **kw)
         first_call = time.perf_counter() - t0
         load = load_average()
-        t0 = time.perf_counter()
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
         fit = bt.sample_model(model, X, y=y, random_seed=a.seed, **kw)
         call = time.perf_counter() - t0
+        cpu = cpu_seconds() - cpu0
     compile_s = max(first.seconds - fit.seconds, 0.0)
     f10 = c + fit.function("f", d["X10"])
     f1000 = c + fit.function("f", d["X1000"])
@@ -182,7 +193,8 @@ def worker_bayestrees(a) -> dict:
                       "chain_method=vectorized",
            "chains": a.chains, "tune": a.tune, "draws": a.draws, "compile_s": compile_s,
            "sampling_s": fit.seconds, "call_s": call, "first_call_s": first_call, "total_s": compile_s + call,
-           "load_during": load, "timing": "MCMC.run blocked until the draws are computed"}
+           "load_during": load, "call_cpu_s": cpu,
+           "timing": "MCMC.run blocked until the draws are computed"}
     if acc is not None:
         res["accepted_per_step_mean"] = float(np.mean(acc))
     res.update(summarise(f10, f1000, d["X10"], d["X1000"]))
@@ -225,12 +237,13 @@ def worker_pymc(a) -> dict:
                   compute_convergence_checks=False)
     compile_s = time.perf_counter() - t0
     load = load_average()
-    t0 = time.perf_counter()
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
     model, mu = _pymc_model(pm, pmb, X, y, c)
     with model:
         idata = pm.sample(draws=a.draws, tune=a.tune, chains=a.chains, random_seed=a.seed, progressbar=False,
                           compute_convergence_checks=False)
     call = time.perf_counter() - t0
+    cpu = cpu_seconds() - cpu0
     sampling = float(idata.posterior.attrs.get("sampling_time", call))
     cores = min(4, os.cpu_count() or 1)   # pm.sample's default cores
 
@@ -264,7 +277,7 @@ def worker_pymc(a) -> dict:
            "sampler": "pm.sample defaults: PGBART, 10 particles, batch (0.1, 0.1) = 5 of 50 trees per step",
            "cores": cores, "chains": a.chains, "tune": a.tune, "draws": a.draws, "compile_s": compile_s,
            "sampling_s": sampling, "call_s": call, "total_s": compile_s + call, "load_during": load,
-           "match_worst_abs": worst, "tree_eval_s": time.perf_counter() - t1}
+           "call_cpu_s": cpu, "match_worst_abs": worst, "tree_eval_s": time.perf_counter() - t1}
     res.update(summarise(f_all[:, :, :10], f_all[:, :, 10:], d["X10"], d["X1000"]))
     return res
 
@@ -364,6 +377,9 @@ def main():
                        "ess_per_s_ratio_median": (b["ess_bulk_median"] / b["sampling_s"])
                        / (p["ess_bulk_median"] / p["sampling_s"]),
                        "ess_per_total_s_ratio_min": (b["ess_bulk_min"] / b["total_s"]) / (p["ess_bulk_min"] / p["total_s"]),
+                       "ess_per_cpu_s_ratio_min": (b["ess_bulk_min"] / b["call_cpu_s"]) / (p["ess_bulk_min"] / p["call_cpu_s"]),
+                       "ess_per_cpu_s_ratio_median": (b["ess_bulk_median"] / b["call_cpu_s"])
+                       / (p["ess_bulk_median"] / p["call_cpu_s"]),
                        "rmse_rate_10_ratio": b["rmse_rate_10"] / p["rmse_rate_10"],
                        "rmse_rate_1000_ratio": b["rmse_rate_1000"] / p["rmse_rate_1000"],
                        "pymc_reduced": {"draws": p["draws"], "tune": p["tune"], "chains": p["chains"]}}
