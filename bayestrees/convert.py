@@ -300,7 +300,9 @@ def model_inferencedata(posterior: Mapping[str, np.ndarray], *, trees: Mapping[s
         warnings.filterwarnings("ignore", message=".*not defined in the InferenceData scheme.*")
         idata = az.from_dict(**kw)
         if trees:
-            add_group(idata, TREE_GROUP, trees, dims={k: ["tree", "node", "field"] for k in trees},
+            # per function its own tree and node dims: two functions may differ in m and depth
+            base = {k: k[:-len("_trees")] if k.endswith("_trees") else k for k in trees}
+            add_group(idata, TREE_GROUP, trees, dims={k: [f"{base[k]}_tree", f"{base[k]}_node", "field"] for k in trees},
                       coords={"field": ["feature", "threshold", "value"]})
     for k, v in dict(attrs or {}).items():
         idata.posterior.attrs[k] = v

@@ -278,3 +278,27 @@ def test_chains_move_from_the_start_when_the_data_are_far_from_zero():
     assert fit.idata.sample_stats["f_accepted"].values.mean() > 0.5
     f = fit.idata.posterior["f"].values.mean((0, 1))
     assert np.sqrt(np.mean((f - log_rate) ** 2)) < 0.15
+
+
+def test_two_functions_of_different_sizes_and_a_logit_without_offset():
+    """Two tree functions with different m and depth in one model (their own tree and node dims);
+    a logit link from f = 0 moves (the start's Newton steps are safeguarded); a model whose only
+    latent sites are trees gets a convergence table."""
+    rng = np.random.default_rng(1)
+    n = 120
+    X = rng.uniform(size=(n, 3))
+    eta = 2 * np.sin(2 * np.pi * X[:, 0]) + 3 * (X[:, 1] - 0.5)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=6, max_depth=3)
+        h = bt.bart_function("h", X, m=2, max_depth=2, leaf_sd=0.3)
+        numpyro.sample("y", dist.Bernoulli(logits=f + h), obs=y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = bt.sample_model(model, X, y=y, draws=40, tune=40, chains=2, random_seed=0)
+    trees = fit.idata[bt.convert.TREE_GROUP]
+    assert trees["f_trees"].dims[2:4] == ("f_tree", "f_node") and trees["h_trees"].shape[2:4] == (2, 7)
+    assert fit.idata.sample_stats["f_accepted"].values.mean() > 0.2
+    assert {"f_mean", "f_leaves", "h_mean", "h_leaves"} <= set(fit.convergence.table)

@@ -94,8 +94,9 @@ class ModelFit:
     seconds : float
         Wall time of NumPyro's ``MCMC.run`` until the draws are computed (compilation included).
     convergence : ConvergenceReport or None
-        R-hat and bulk ESS of the scalar posterior variables (:mod:`bayestrees.convergence`; with
-        two chains or more), checked when sampled.
+        R-hat and bulk ESS of the scalar posterior variables and of each tree function's mean over
+        the training rows and total leaves (:mod:`bayestrees.convergence`; with two chains or
+        more), checked when sampled.
     """
 
     model: Callable
@@ -210,7 +211,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         deterministic site (the tree functions at the training rows among them) and per function
         ``<name>_n_leaves``, ``<name>_depth`` (dims ``chain, draw, <name>_tree``) and
         ``<name>_split_counts`` (dim ``<name>_feature``); ``trees`` holds the tree sites
-        (``(chain, draw, tree, node, field)``); ``log_likelihood`` and ``observed_data`` the
+        (dims ``chain, draw, <name>_tree, <name>_node, field``); ``log_likelihood`` and ``observed_data`` the
         observed sites; ``sample_stats`` ``<name>_accepted`` (tree moves accepted per step) and
         NUTS's ``diverging`` where NUTS runs.  ``convergence`` is the R-hat / ESS table (a
         ``ConvergenceWarning`` when the chains disagree).
@@ -280,9 +281,27 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     fit = ModelFit(model, latent, None, tuple(tr[t]["infer"].get("function", t) for t in trees), seconds)
     fit.idata = _inferencedata(fit, tr, samples, stats, args, kwargs, log_likelihood)
     if chains > 1:   # the table and warning of every MCMC family (bayestrees.convergence)
-        fit.convergence = check_convergence(fit.idata)
+        fit.convergence = _convergence(fit)
         warn_convergence(fit.convergence, stacklevel=2)
     return fit
+
+
+def _convergence(fit: ModelFit):
+    """R-hat and ESS of every scalar site and, per tree function, of two scalar summaries that move
+    with its trees: ``<name>_mean`` (its mean over the training rows) and ``<name>_leaves`` (the
+    leaves of all its trees), so a model whose only latent sites are trees is checked too."""
+    import arviz as az
+
+    post = fit.idata.posterior
+    arrays = {v: np.asarray(post[v].values) for v in post.data_vars if post[v].ndim == 2}
+    for name in fit.functions:
+        if name in post and post[name].ndim == 3:
+            arrays[f"{name}_mean"] = np.asarray(post[name].values, np.float64).mean(-1)
+        if f"{name}_n_leaves" in post:
+            arrays[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"].values).sum(-1)
+    probe = az.from_dict(posterior=arrays)
+    probe.posterior.attrs.update(post.attrs)
+    return check_convergence(probe)
 
 
 def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: bool):

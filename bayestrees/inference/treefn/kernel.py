@@ -229,7 +229,8 @@ class TreeMoves(MCMCKernel):
     def _constant_start(self, i: int, states: list, model_args, model_kwargs, iterations: int = 30):
         """Function ``i``'s starting point: every tree one leaf of value ``c / m``, with ``c`` the
         mode of ``L(c 1) - c^2 / (2 m leaf_sd^2)`` (the sum of ``m`` one-leaf trees is ``c``; the
-        other sites at their starting values) by Newton's method, each step at most 1 in size.
+        other sites at their starting values) by Newton's method, each step at most 1 in size and
+        halved (down to 1/8, or none) where the full step would lower the objective.
 
         The chains' first state only.  From ``f = 0`` far from the data (a Poisson log rate whose
         counts average 20), the first moves must climb ``L`` from a region where the Laplace
@@ -252,14 +253,24 @@ class TreeMoves(MCMCKernel):
             return function_log_density(self._model, model_args, model_kwargs, {**values, fn.name: f0 + c * ones},
                                         skip=tree_names)
 
+        def J(c):
+            v = L(c) - 0.5 * prec * c * c
+            return jnp.where(jnp.isfinite(v), v, -jnp.inf)
+
         def newton(_, c):
             g = jax.grad(L)(c)
             h = jax.jvp(jax.grad(L), (c,), (jnp.ones_like(c),))[1]
             step = (g - prec * c) / jnp.maximum(-h + prec, prec)
             step = jnp.where(jnp.isfinite(step), jnp.clip(step, -1.0, 1.0), 0.0)
-            return c + step
+            # safeguarded: the best of the full step, its halves down to 1/8, and no step (a clipped
+            # step can overshoot and bounce between two points)
+            cand = c + step * jnp.asarray([1.0, 0.5, 0.25, 0.125, 0.0], c.dtype)
+            return cand[jnp.argmax(jax.vmap(J)(cand))]
 
-        c = jax.lax.fori_loop(0, iterations, newton, jnp.zeros((), f0.dtype))
+        # from 1e-3, not 0: at a logit of exactly 0 NumPyro's Bernoulli log density has a wrong
+        # gradient (1 and 0 for y = 1 and 0, not 0.5 and -0.5; numpyro 0.22), which both this search
+        # and the tree moves' Laplace proposals would follow
+        c = jax.lax.fori_loop(0, iterations, newton, jnp.full((), 1e-3, f0.dtype))
         internal = st.feature >= 0
         root_only = ~jnp.any(internal, -1)                                   # (m,): stumps
         value = st.value.at[:, 0].add(jnp.where(root_only, c / m, 0.0).astype(st.value.dtype))
