@@ -289,7 +289,10 @@ def run_sbc(n_sims, seed, s, *, bins=10, progress=None, on_record=None):
     return records, summary
 
 
-def plot(records, summary, L, bins, path):
+def plot(records, summary, L, bins, path, quantities=None,
+         title="BART simulation-based calibration (grey: 99% band of one bin under uniform ranks)"):
+    """Rank histograms of ``quantities`` (default :data:`QUANTITIES`) with the 99% band of one bin
+    under uniform ranks; written to ``path`` (None without matplotlib)."""
     try:
         import matplotlib
 
@@ -298,10 +301,11 @@ def plot(records, summary, L, bins, path):
     except ImportError:
         print("matplotlib not installed: no figure")
         return None
+    qs = list(QUANTITIES if quantities is None else quantities)
     N = len(records)
-    fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(3.2 * len(QUANTITIES), 2.8), sharey=True)
+    fig, axes = plt.subplots(1, len(qs), figsize=(3.2 * len(qs), 2.8), sharey=True)
     lo, hi = stats.binom.ppf([0.005, 0.995], N, 1.0 / bins)
-    for ax, qn in zip(axes, QUANTITIES):
+    for ax, qn in zip(axes, qs):
         counts = summary[qn]["counts"]
         ax.bar(np.arange(bins), counts, width=1.0, color="C0", edgecolor="white", alpha=0.85, zorder=1)
         ax.axhspan(lo, hi, color="grey", alpha=0.3, lw=0, zorder=0)
@@ -309,7 +313,7 @@ def plot(records, summary, L, bins, path):
         ax.set_title(f"{qn}: p = {summary[qn]['p']:.3f}", fontsize=9)
         ax.set_xlabel(f"rank bin (L = {L})")
     axes[0].set_ylabel(f"data sets (of {N})")
-    fig.suptitle("BART simulation-based calibration (grey: 99% band of one bin under uniform ranks)", fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -251,31 +251,13 @@ def tests(records, qs, L, bins):
 
 
 def plot(records, summary, qs, L, bins, path):
-    try:
-        import matplotlib
+    """Rank histograms of ``qs``: :func:`bart_sbc.plot` with this model's title."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bart_sbc
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no figure")
-        return None
-    N = len(records)
-    fig, axes = plt.subplots(1, len(qs), figsize=(3.2 * len(qs), 2.8), sharey=True)
-    lo, hi = stats.binom.ppf([0.005, 0.995], N, 1.0 / bins)
-    for ax, q in zip(axes, qs):
-        counts = summary[q]["counts"]
-        ax.bar(np.arange(bins), counts, width=1.0, color="C0", edgecolor="white", alpha=0.85, zorder=1)
-        ax.axhspan(lo, hi, color="grey", alpha=0.3, lw=0, zorder=0)
-        ax.axhline(N / bins, color="k", lw=0.8)
-        ax.set_title(f"{q}: p = {summary[q]['p']:.3f}", fontsize=9)
-        ax.set_xlabel(f"rank bin (L = {L})")
-    axes[0].set_ylabel(f"data sets (of {N})")
-    fig.suptitle("Linear-plus-BART (NumPyro, sample_model) SBC; grey: 99% band of one bin under uniform ranks",
-                 fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return bart_sbc.plot(records, summary, L, bins, path, quantities=qs,
+                         title="Linear-plus-BART (NumPyro, sample_model) SBC; grey: 99% band of one bin under "
+                               "uniform ranks")
 
 
 def use_library(which):
