@@ -75,7 +75,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -93,33 +92,8 @@ def issue_quantities(s) -> tuple:
 # ------------------------------------------------------------------------------------------------
 # ranks and the uniformity test (as benchmarks/bart_sbc.py)
 # ------------------------------------------------------------------------------------------------
-def rank_of(truth, draws):
-    """The number of posterior draws below the true value (0..L)."""
-    return int(np.sum(np.asarray(draws, np.float64) < truth))
-
-
-def chi2_uniform(ranks, L, bins):
-    """Pearson's chi-squared of ranks in ``0..L`` against the uniform, in ``bins`` equal bins."""
-    if (L + 1) % bins:
-        raise ValueError(f"L + 1 = {L + 1} must be a multiple of bins = {bins}")
-    counts = np.bincount(np.asarray(ranks) // ((L + 1) // bins), minlength=bins)
-    expected = len(ranks) / bins
-    chi2 = float(np.sum((counts - expected) ** 2) / expected)
-    return chi2, bins - 1, float(stats.chi2.sf(chi2, bins - 1)), counts
-
-
-def ess(x):
-    """Bulk effective sample size of ``x`` (chains, draws) (ArviZ)."""
-    import arviz as az
-
-    x = np.asarray(x, np.float64)
-    return float(az.ess(x[None] if x.ndim == 1 else x))
-
-
-def ess_of_independent_draws(chains, draws, reps=400, seed=0):
-    """The median bulk ESS of ``chains x draws`` independent Normal draws (the reference value)."""
-    rng = np.random.default_rng(seed)
-    return float(np.median([ess(rng.standard_normal((chains, draws))) for _ in range(reps)]))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bart_sbc import chi2_uniform, ess, ess_of_independent_draws, rank_of  # noqa: E402  (NumPy and SciPy only)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -252,7 +226,6 @@ def tests(records, qs, L, bins):
 
 def plot(records, summary, qs, L, bins, path):
     """Rank histograms of ``qs``: :func:`bart_sbc.plot` with this model's title."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bart_sbc
 
     return bart_sbc.plot(records, summary, L, bins, path, quantities=qs,
