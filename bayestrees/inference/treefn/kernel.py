@@ -357,10 +357,18 @@ class TreeMoves(MCMCKernel):
         log_n = lambda x, mean, P: -0.5 * P * (x - mean) ** 2 + 0.5 * jnp.log(P / (2 * jnp.pi))  # noqa: E731
         log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
 
+        step_max = 2.0 * jnp.sqrt(tau2)
+
         def laplace(leaf, is_leaf, a, b, g):
-            s = scatter_add(jnp.zeros((S, 2), dt), leaf, jnp.stack([a + b * g, b], -1))
+            # the Newton step from the leaf's mean current value, at most 2 leaf_sd (a deterministic
+            # function of the same inputs in both directions, so the ratio stays exact): a full step
+            # from far above the mode of a log-scale function overshoots to where L is -inf
+            s = scatter_add(jnp.zeros((S, 3), dt), leaf, jnp.stack([a + b * g, b, g], -1))
             P = s[:, 1] + 1.0 / tau2
-            return jnp.where(is_leaf, s[:, 0] / P, 0.0), P
+            cnt = scatter_add(jnp.zeros(S, dt), leaf, jnp.ones_like(g))
+            g_bar = s[:, 2] / jnp.maximum(cnt, 1.0)
+            mean = g_bar + jnp.clip(s[:, 0] / P - g_bar, -step_max, step_max)
+            return jnp.where(is_leaf, mean, 0.0), P
 
         def visit(carry, xs):
             f, Lf, a, h = carry
