@@ -417,10 +417,11 @@ save(fig, "heteroskedastic.png")
 # %% [markdown]
 # Read the acceptance line above before the noise-sd band. The log-sd function
 # is updated by the general tree move (a Laplace proposal per leaf, exact
-# Metropolis-Hastings), and in the default run of this version three of its
-# four chains accepted no move at all: they stayed at their starting point,
-# R-hat of `h` was about 3, and the band of `s(x)` mixes those chains with the
-# one that moved. It is not the posterior; the mean `f` was not affected.
+# Metropolis-Hastings). An earlier version of that proposal took a full Newton
+# step, which from `h = 0` overshot once `f` had fitted the mean, and three of
+# the four chains of `h` accepted no move at all; the step is now bounded
+# (docs/models.md). If a chain of `h` still shows no accepted moves, its band
+# is not the posterior.
 
 
 # %% [markdown]
