@@ -23,6 +23,7 @@ from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
 from ...convergence import check_convergence, warn_convergence
 from ...convert import TREE_GROUP, model_inferencedata
 from ...keys import make_key
+from ..bart.fit import tree_summaries
 from ...data import check_int
 from .kernel import TreeMoves, tree_sites
 from .site import TreeEnsemble, TreeValues, stump_initialisation
@@ -30,30 +31,17 @@ from .site import TreeEnsemble, TreeValues, stump_initialisation
 __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
 
 
-def tree_summaries_of(trees: np.ndarray) -> dict:
-    """``n_leaves`` and ``depth`` per tree ``(..., m)`` and ``split_counts`` per feature index
-    ``(..., F)`` (F: the largest feature index + 1) of packed tree draws ``(..., m, S, 3)``."""
+def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
+    """``n_leaves`` and ``depth`` per tree ``(..., m)`` and ``split_counts`` per feature ``(..., F)``
+    of packed tree draws ``(..., m, S, 3)`` (the BART family's :func:`~bayestrees.inference.bart.fit.tree_summaries`;
+    ``F`` is ``n_features``, by default the largest feature index + 1)."""
     feature = np.asarray(trees)[..., 0].astype(np.int64)
-    S = feature.shape[-1]
-    idx = np.arange(S)
-    internal = feature >= 0
-    used = (idx == 0) | internal[..., np.maximum((idx - 1) // 2, 0)]
-    leaf = used & ~internal
-    depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
-    return dict(n_leaves=leaf.sum(-1).astype(np.int32), depth=np.where(leaf, depth_of, 0).max(-1).astype(np.int32))
+    F = int(feature.max(initial=-1)) + 1 if n_features is None else int(n_features)
+    n_leaves, depth, counts = tree_summaries(feature, max(F, 1))
+    return dict(n_leaves=n_leaves, depth=depth, split_counts=counts[..., :F])
 
 
-def _split_counts(trees: np.ndarray, d: int) -> np.ndarray:
-    feature = np.asarray(trees)[..., 0].astype(np.int64)
-    lead = feature.shape[:-2]
-    flat = feature.reshape((-1, feature.shape[-2] * feature.shape[-1]))
-    out = np.zeros((flat.shape[0], d), np.int32)
-    for j in range(d):
-        out[:, j] = np.sum(flat == j, 1)
-    return out.reshape(lead + (d,))
-
-
-def _check_model_data(tr, model_args):
+def _check_model_data(tr):
     """Errors before sampling (issue: bad models fail early and say why)."""
     for name, site in tr.items():
         if site["type"] != "sample":
@@ -253,7 +241,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     trees = tree_sites(tr)
     if not trees:
         raise ValueError("the model has no tree function: call bt.bart_function(name, X) or bt.tree_function(name, X) in it")
-    _check_model_data(tr, args)
+    _check_model_data(tr)
     others = [k for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"] and k not in trees
               and s["infer"].get("enumerate") != "parallel"]
     blocks = [(TreeMoves(model, conjugate), trees)]
@@ -315,11 +303,10 @@ def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: boo
             dims[k] = ["obs"] if v.ndim == 3 else None
     for t in trees:
         name = tr[t]["infer"].get("function", t)
-        s = tree_summaries_of(samples[t])
+        s = tree_summaries_of(samples[t], tr[t]["fn"].X.shape[1])
         posterior[f"{name}_n_leaves"] = s["n_leaves"]
         posterior[f"{name}_depth"] = s["depth"]
-        d = tr[t]["fn"].X.shape[1]
-        posterior[f"{name}_split_counts"] = _split_counts(samples[t], d)
+        posterior[f"{name}_split_counts"] = s["split_counts"]
         dims[f"{name}_n_leaves"] = [f"{name}_tree"]
         dims[f"{name}_depth"] = [f"{name}_tree"]
         dims[f"{name}_split_counts"] = [f"{name}_feature"]
