@@ -443,10 +443,10 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
     elif np.asarray(cuts).shape[0] != Xc.shape[1]:
         raise ValueError(f"cuts has {np.asarray(cuts).shape[0]} rows, X has {Xc.shape[1]} features")
     dist_ = TreeEnsemble(Xc, spec, cuts)
-    trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name,
-                                                               "rows": rows_key(Xc)})
+    key = rows_key(Xc)
+    trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name, "rows": key})
     if isinstance(trees, TreeValues):
-        f = trees.at_rows if trees.rows == rows_key(Xc) else evaluate(trees.trees, Xc)
+        f = trees.at_rows if trees.rows == key else evaluate(trees.trees, Xc)
     else:
         f = evaluate(trees, Xc)
     return numpyro.deterministic(name, f)
