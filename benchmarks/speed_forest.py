@@ -18,12 +18,21 @@ warm-up and kept for the timed fits.
   threads); 5 interleaved calls per repeat, median over all of them.
 * CPU time: the process's own CPU time plus, for ours, that of its worker
   processes (``/proc/<pid>/stat``) over the same interval.
-* Peak memory: each side is fit once in a fresh child process; we report the
-  growth of the peak resident set size (``VmHWM`` in ``/proc/self/status``;
-  ``ru_maxrss`` would carry the parent's peak over ``exec`` on Linux) over the
-  process's RSS after imports and data loading (ours includes compilation),
-  plus, for ours, the whole peak RSS of each worker process (its JAX runtime
-  included): the sum of the peaks, an upper bound on the peak of the sum.
+* Peak memory: each side is fit once in a fresh child process, measured the
+  same way on both sides (``memory_child``): the growth of the process's peak
+  resident set size (``VmHWM`` in ``/proc/self/status``, reset through
+  ``/proc/self/clear_refs`` once imports and data loading are done; ``ru_maxrss``
+  would carry the parent's peak over ``exec`` on Linux) over its RSS at that
+  point, plus the whole peak RSS of every process it started during the fit
+  (ours: the worker processes and the short-lived compiling process, their JAX
+  runtimes included), found by walking ``/proc/<pid>/task/*/children`` every
+  20 ms: the sum of the peaks (``peak_growth_mb``), an upper bound on the peak
+  of the sum, which is also sampled (``sampled_peak_sum_mb``).  Shared-library
+  pages count in every process's RSS, so each child's peak anonymous memory
+  (``RssAnon``, sampled) is recorded beside it.  Ours is measured twice, each in
+  a fresh process, with one fresh persistent compilation cache: ``cold`` (the
+  program compiled, as in a first fit) and ``warm`` (loaded from that cache, as
+  in every later process).
 * Scaling: Friedman-1 with 8 features at n = 20k, 200k, 2M rows, fewer trees
   at larger n (same number on both sides).
 
@@ -159,22 +168,131 @@ def _hwm_mb(pid="self"):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR) -> dict:
-    """Run in a fresh process: peak RSS growth of one fit (ours includes compilation)."""
+def _status_mb(pid, fields=("VmHWM", "VmRSS", "RssAnon")) -> dict | None:
+    """Memory fields (MiB) of ``/proc/<pid>/status``, or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return {k: int(v.split()[0]) / 1024 for k, v in (ln.split(":", 1) for ln in fh) if k in fields}
+    except (OSError, ValueError):
+        return None
+
+
+def _descendants(pid) -> list[int]:
+    """Every process started by ``pid``, and by those, still running (``/proc/<pid>/task/*/children``)."""
+    out = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                kids = [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+        for c in kids:
+            out += [c, *_descendants(c)]
+    return out
+
+
+class _TreeMemory:
+    """Peak memory of this process's descendants while it runs, sampled every ``every`` seconds.
+
+    Keeps, per descendant, its latest ``VmHWM`` (a true peak: it only grows) and the largest
+    ``RssAnon`` seen, and the largest sum of (this process's RSS - ``base``) + every descendant's
+    RSS.  ``note(pid)`` reads a process once more just before it is stopped (the compiling process).
+    """
+
+    def __init__(self, base_mb: float, every: float = 0.02):
+        import threading
+
+        self.base, self.every = base_mb, every
+        self.hwm: dict[int, float] = {}
+        self.anon: dict[int, float] = {}
+        self.peak_sum = 0.0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def note(self, pid) -> float:
+        st = _status_mb(pid)
+        if st is not None:
+            with self._lock:
+                self.hwm[pid] = max(self.hwm.get(pid, 0.0), st["VmHWM"])
+                self.anon[pid] = max(self.anon.get(pid, 0.0), st["RssAnon"])
+            return st["VmRSS"]
+        return 0.0
+
+    def _sample(self):
+        me = _status_mb("self")
+        total = (me["VmRSS"] - self.base) if me else 0.0
+        for pid in _descendants(os.getpid()):
+            total += self.note(pid)
+        self.peak_sum = max(self.peak_sum, total)
+
+    def _run(self):
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return {"children": len(self.hwm), "children_peak_rss_mb": [round(v, 1) for v in self.hwm.values()],
+                "children_peak_anon_mb": [round(v, 1) for v in self.anon.values()],
+                "sampled_peak_sum_mb": round(self.peak_sum, 1)}
+
+
+def _reset_peak() -> bool:
+    """Reset this process's peak RSS (``VmHWM``) to its RSS now; False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR, n_jobs: int = 2) -> dict:
+    """Run in a fresh process: peak RSS growth of one fit (see the module docstring).
+
+    Ours includes starting the worker processes, compiling (or loading from the compilation
+    cache named by ``BAYESTREES_COMPILATION_CACHE``) and the stored trees.
+    """
     X, y, Xte, _ = california_fold(data_dir=data_dir)
+    tracker = None
     if side == "ours":
         import bayestrees  # noqa: F401  (imports before the baseline)
+        from bayestrees.inference.forest import workers
+
+        close = workers._Worker.close
+
+        def noted_close(self):  # the compiling process exits within the fit: read its peak first
+            if tracker is not None:
+                tracker.note(self.proc.pid)
+            close(self)
+
+        workers._Worker.close = noted_close
     else:
         import sklearn.tree  # noqa: F401
     base = _rss_mb()
+    reset = _reset_peak()
+    tracker = _TreeMemory(base)
+    t0 = time.perf_counter()
     if side == "ours":
-        ours_fit(X, y, n_trees, msl)
+        ours_fit(X, y, n_trees, msl, n_jobs=n_jobs)
     else:
-        sk_fit(X, y, n_trees, msl)
+        sk_fit(X, y, n_trees, msl, n_jobs=n_jobs)
+    seconds = time.perf_counter() - t0
+    kids = tracker.stop()
     peak = _hwm_mb()
-    workers_peak = sum(_hwm_mb(p) for p in _worker_pids()) if side == "ours" else 0.0
-    return {"side": side, "baseline_rss_mb": round(base, 1), "peak_rss_mb": round(peak, 1),
-            "workers_peak_rss_mb": round(workers_peak, 1), "peak_growth_mb": round(peak - base + workers_peak, 1)}
+    own = peak - base if reset else peak  # without the reset: the whole process's peak
+    return {"side": side, "n_jobs": n_jobs, "cache": os.environ.get("BAYESTREES_COMPILATION_CACHE", ""),
+            "fit_s": round(seconds, 2), "load_avg": os.getloadavg()[0], "baseline_rss_mb": round(base, 1),
+            "peak_rss_mb": round(peak, 1), "own_growth_mb": round(own, 1), "peak_is_growth": reset,
+            "workers_peak_rss_mb": round(sum(kids["children_peak_rss_mb"]), 1), **kids,
+            "peak_growth_mb": round(own + sum(kids["children_peak_rss_mb"]), 1)}
 
 
 def _library_commit() -> dict:
@@ -189,10 +307,28 @@ def _library_commit() -> dict:
             "repo_dirty": bool(git("status", "--porcelain", "--", "bayestrees"))}
 
 
-def _memory(side, n_trees, msl, data_dir=DATA_DIR):
+def _memory(side, n_trees, msl, data_dir=DATA_DIR, cache="0", n_jobs=2):
+    env = dict(os.environ, BAYESTREES_COMPILATION_CACHE=cache)
     out = subprocess.run([sys.executable, __file__, "--memory-child", side, "--trees", str(n_trees),
-                          "--msl", str(msl), "--data-dir", str(data_dir)], capture_output=True, text=True, check=True)
+                          "--msl", str(msl), "--data-dir", str(data_dir), "--memory-n-jobs", str(n_jobs)],
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def memory_records(n_trees, msl, data_dir=DATA_DIR, n_jobs=2) -> dict:
+    """Peak memory of one fit, each in a fresh process: scikit-learn's, and ours with a fresh
+    persistent compilation cache (``cold``: compiled) and then with the same cache (``warm``: loaded)."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="speed-forest-cache-")
+    try:
+        rec = {"ours_cold": _memory("ours", n_trees, msl, data_dir, folder, n_jobs),
+               "ours": _memory("ours", n_trees, msl, data_dir, folder, n_jobs)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rec["sklearn"] = _memory("sklearn", n_trees, msl, data_dir, "0", n_jobs)
+    return rec
 
 
 def main():
@@ -209,9 +345,15 @@ def main():
     ap.add_argument("--out", default=str(RESULTS), help="JSON-lines file the record is appended to "
                     "(default: benchmarks/results/speed_forest.jsonl)")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-n-jobs", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the peak-memory measurement (three fresh processes), printed as JSON")
     args = ap.parse_args()
     if args.memory_child:
-        print(json.dumps(memory_child(args.memory_child, args.trees, args.msl, args.data_dir)))
+        print(json.dumps(memory_child(args.memory_child, args.trees, args.msl, args.data_dir, args.memory_n_jobs)))
+        return
+    if args.memory_only:
+        print(json.dumps(memory_records(args.trees, args.msl, args.data_dir, args.memory_n_jobs)))
         return
 
     import jax
@@ -268,7 +410,7 @@ def main():
                    np.arange(mo.trees_.left.shape[1]) < mo.trees_.n_nodes[:, None])).sum(1))),
                               "sklearn": float(np.mean([t.get_n_leaves() for t in ms]))})
     if not args.no_memory:
-        rec["memory"] = {s: _memory(s, T, msl, args.data_dir) for s in ("ours", "sklearn")}
+        rec["memory"] = memory_records(T, msl, args.data_dir)
 
     # scaling with n
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -302,9 +444,12 @@ def main():
           f"| {rec['predict_ratio']:.2f} |")
     print(f"| compile (s, once per shape) | {rec['ours_compile_s']:.1f} | - | |")
     if "memory" in rec:
-        mo_, ms_ = rec["memory"]["ours"], rec["memory"]["sklearn"]
-        print(f"| peak RSS growth of one fit (MiB) | {mo_['peak_growth_mb']:.0f} | {ms_['peak_growth_mb']:.0f} | "
-              f"{mo_['peak_growth_mb'] / max(ms_['peak_growth_mb'], 1):.2f} |")
+        ms_ = rec["memory"]["sklearn"]
+        for k, what in (("ours", "warm cache"), ("ours_cold", "cold: compiled")):
+            mo_ = rec["memory"][k]
+            print(f"| peak RSS growth of one fit, {what} (MiB): this process + {mo_['children']} others | "
+                  f"{mo_['own_growth_mb']:.0f} + {mo_['workers_peak_rss_mb']:.0f} | {ms_['peak_growth_mb']:.0f} | "
+                  f"{mo_['peak_growth_mb'] / max(ms_['peak_growth_mb'], 1):.2f} |")
     print(f"| test RMSE | {rec['rmse']['ours']:.0f} | {rec['rmse']['sklearn']:.0f} | |")
     print(f"| mean leaves per tree | {rec['n_leaves_mean']['ours']:.0f} | {rec['n_leaves_mean']['sklearn']:.0f} | |")
     for row in rec["scaling"]:
