@@ -106,26 +106,69 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
                dtype=jnp.dtype(dtype), chunk=chunk, blocks=blocks, n_blocks=nb, n_valid=n_valid,
                return_weights=return_weights)
 
+    forest = _Join(n_trees, chunk)
+
     def run(c):
-        out = jax.block_until_ready(fit_chunk(job, c))
+        forest.put(c, jax.block_until_ready(fit_chunk(job, c)))
         prog.update(min(chunk, n_trees - c * chunk))
-        return out
 
     pool = workers.default_pool().get(jobs, quiet=True) if jobs > 1 else None
     jobs = jobs or min(resolve_n_jobs(n_jobs), n_chunks)  # in threads when there are no worker processes
     with prog:  # closed on an error too (it closes itself once every tree is fitted)
         if jobs == 1:
-            results = [run(c) for c in range(n_chunks)]
+            for c in range(n_chunks):
+                run(c)
         elif pool is not None:
-            results = _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job)
+            _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job, forest)
         else:
             with ThreadPoolExecutor(max_workers=jobs) as ex:
-                results = list(ex.map(run, range(n_chunks)))
-    # joined in NumPy: an eager jnp.concatenate of k pieces compiles once per k
-    trees = jax.tree_util.tree_map(lambda *a: jnp.asarray(np.concatenate(a)[:n_trees]), *[r[0] for r in results])
-    if return_weights:
-        return trees, jnp.asarray(np.concatenate([r[1] for r in results])[:n_trees])
-    return trees
+                list(ex.map(run, range(n_chunks)))
+    return forest.result()
+
+
+def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
+    """An uninitialised array whose data starts on an ``align``-byte boundary: JAX's CPU client then
+    takes it without a copy (``jax.device_put``; a NumPy array that is not 64-byte aligned is copied)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+class _Join:
+    """The forest's trees (and weights), joined chunk by chunk as the chunks are fitted.
+
+    Each chunk is copied into one preallocated array per field and dropped, so the forest is held
+    once, not as its chunks plus their concatenation plus the device copy; the arrays are 64-byte
+    aligned, so on the CPU the device arrays that :meth:`result` returns share their memory (no
+    copy).  A joined forest cannot depend on the order the chunks arrive in.
+    """
+
+    def __init__(self, n_trees: int, chunk: int):
+        self.n_trees, self.chunk = n_trees, chunk
+        self.parts = None  # (Tree of arrays, weights array or None), allocated with the first chunk
+        self.lock = threading.Lock()
+
+    def put(self, c: int, result) -> None:
+        """Copy chunk ``c``'s ``(trees, weights or None)`` (NumPy or JAX arrays) into place."""
+        with self.lock:
+            if self.parts is None:
+                self.parts = jax.tree_util.tree_map(
+                    lambda a: _aligned_empty((self.n_trees,) + tuple(a.shape[1:]), a.dtype), result)
+        lo = c * self.chunk
+        hi = min(lo + self.chunk, self.n_trees)
+
+        def copy(dst, src):
+            dst[lo:hi] = np.asarray(src)[:hi - lo]
+
+        jax.tree_util.tree_map(copy, self.parts, result)
+
+    def result(self):
+        """The joined trees as JAX arrays (and the weights, if the chunks carried them)."""
+        trees, weights = jax.tree_util.tree_map(jax.device_put, self.parts)
+        self.parts = None  # the device arrays hold the memory now (no copy on the CPU)
+        return trees if weights is None else (trees, weights)
 
 
 def positive_config(cfg: CARTConfig, prep: Prepared | None = None, weights=None) -> CARTConfig:
@@ -169,13 +212,12 @@ def resolve_n_jobs(n_jobs) -> int:
     return n_jobs
 
 
-def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
-    """Fit the chunks in ``jobs`` worker processes, one core each.
+def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job, forest: _Join):
+    """Fit the chunks in ``jobs`` worker processes, one core each, into ``forest``.
 
     The workers draw the weights and seeds themselves, with the same key and function as
     in-process, so the trees are the same; this process only waits.
     """
-    results: list = [None] * n_chunks
     # a program no worker has run yet is compiled once and the workers load it from their compilation
     # cache instead of compiling it too (time and memory).  It is compiled by an extra process that
     # is not pinned to one core, so the compiler uses every core (a pinned worker's would use one),
@@ -193,7 +235,7 @@ def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
     try:
         remote = workers.RemoteFit(pool if compiler is None or compiler in pool else [compiler, *pool], job)
         if compiler is not None:
-            results[0] = remote.fit(compiler, 0)
+            forest.put(0, remote.fit(compiler, 0))
             prog.update(min(chunk, n_trees))
             first = 1
     finally:
@@ -213,7 +255,7 @@ def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
             if c is None:
                 return
             try:
-                results[c] = remote.fit(worker, c)
+                forest.put(c, remote.fit(worker, c))
             except BaseException:
                 stop.set()  # the other workers finish their chunk and stop
                 raise
@@ -228,7 +270,6 @@ def _run_in_workers(pool, n_chunks, chunk, n_trees, prog, job):
             stop.set()
             raise
     workers.remember_program(pool, sig)
-    return results
 
 
 def root_trunk(cfg: CARTConfig, dtype=jnp.float32) -> Tree:
