@@ -136,7 +136,9 @@ def to_inferencedata(
     Parameters
     ----------
     trees : Tree with batch shape ``(chain, draw) + T`` (``T`` named by ``tree_dims``,
-        e.g. ``("component",)``), or ``(draw,)`` (one chain)
+        e.g. ``("component",)``), or ``(draw,)`` (one chain); None for a fit that kept no trees
+        (BART's ``keep_trees=False``): no ``trees`` group, and ``posterior_extra`` must give
+        ``n_leaves``, ``depth`` and ``split_counts``
     family : family name, stored in ``attrs`` (``"bayesian_forest"``, ``"pcfg"``, ...)
     task : ``"regression"`` or ``"classification"``
     feature_names : one name per feature (coordinate of dim ``feature``)
@@ -155,17 +157,24 @@ def to_inferencedata(
     """
     if task not in ("regression", "classification"):
         raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
-    t = jax.tree_util.tree_map(np.asarray, trees)
     tdims = list(tree_dims)
-    lead = t.feature.ndim - 1 - len(tdims)
+    given = dict(posterior_extra or {})
+    if trees is None:
+        missing = [k for k in ("n_leaves", "depth", "split_counts") if k not in given]
+        if missing:
+            raise ValueError(f"without trees, posterior_extra must give the tree summaries; missing {missing}")
+        t, lead = None, np.ndim(given["n_leaves"]) - len(tdims)
+        batch = np.shape(given["n_leaves"])
+    else:
+        t = jax.tree_util.tree_map(np.asarray, trees)
+        lead, batch = t.feature.ndim - 1 - len(tdims), t.feature.shape[:-1]
     if lead not in (1, 2):
-        raise ValueError(f"trees must have batch shape (draw,) or (chain, draw) + {tuple(tdims)}, "
-                         f"got {t.feature.shape[:-1]}")
+        raise ValueError(f"trees must have batch shape (draw,) or (chain, draw) + {tuple(tdims)}, got {batch}")
     feature_names = [str(f) for f in feature_names]
     d = len(feature_names)
     dims: dict[str, list] = {}
     tree_ds: dict[str, np.ndarray] = {}
-    for field, var in TREE_VARS.items():
+    for field, var in (TREE_VARS.items() if t is not None else ()):
         a = _cd(getattr(t, field), lead)
         if field == "missing_left":
             a = a.astype(np.int8)
@@ -173,7 +182,6 @@ def to_inferencedata(
         dims[var] = tdims + (["node", "output"] if field == "value" else [] if field == "n_nodes" else ["node"])
     # a family may give the summaries itself (BART: per tree, and splits summed over its trees,
     # computed on its compact draws rather than on the whole batch of trees at once)
-    given = dict(posterior_extra or {})
     post = {
         "n_leaves": _cd(given.pop("n_leaves") if "n_leaves" in given else np.asarray(n_leaves(t)), lead),
         "depth": _cd(given.pop("depth") if "depth" in given else np.asarray(max_depth(t)), lead),
@@ -213,9 +221,10 @@ def to_inferencedata(
         dims["n_bins"] = ["feature"]
     kwargs["constant_data"] = cdata
     idata = az.from_dict(**kwargs)
-    tree_coords = {"output": all_coords["output"]}
-    tree_coords.update({k: all_coords[k] for k in tdims if k in all_coords})
-    add_group(idata, TREE_GROUP, tree_ds, dims=dims, coords=tree_coords)
+    if tree_ds:
+        tree_coords = {"output": all_coords["output"]}
+        tree_coords.update({k: all_coords[k] for k in tdims if k in all_coords})
+        add_group(idata, TREE_GROUP, tree_ds, dims=dims, coords=tree_coords)
     meta = {"family": family, "task": task, "y_name": y_name, **dict(attrs or {})}
     clean = {k: (v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else str(v))
              for k, v in meta.items()}
@@ -302,7 +311,10 @@ def model_inferencedata(posterior: Mapping[str, np.ndarray], *, trees: Mapping[s
         if trees:
             # per function its own tree and node dims: two functions may differ in m and depth
             base = {k: k[:-len("_trees")] if k.endswith("_trees") else k for k in trees}
-            add_group(idata, TREE_GROUP, trees, dims={k: [f"{base[k]}_tree", f"{base[k]}_node", "field"] for k in trees},
+            # (a function of several outputs: chain, draw, output, tree, node, field)
+            dims_t = {k: ([f"{base[k]}_output"] if np.ndim(trees[k]) == 6 else []) + [f"{base[k]}_tree",
+                      f"{base[k]}_node", "field"] for k in trees}
+            add_group(idata, TREE_GROUP, trees, dims=dims_t,
                       coords={"field": ["feature", "threshold", "value"]})
     for k, v in dict(attrs or {}).items():
         idata.posterior.attrs[k] = v

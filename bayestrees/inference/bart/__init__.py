@@ -10,24 +10,41 @@ import jax
 import numpy as np
 
 from ..family import Family, prepare_complete_data
-from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, BARTConfig, BARTResult, acceptance_rates, bart_inferencedata,
-                  bart_values, fit_bart, sigma_hat_of)
+from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, TREES_NOT_KEPT, BARTConfig, BARTResult, acceptance_rates,
+                  bart_inferencedata, bart_values, check_weights, fit_bart, kept_rows, kept_values, sigma_hat_of)
 
 __all__ = ["FAMILY", "NAME", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values",
-           "acceptance_rates", "sigma_hat_of", "values", "predictive", "MULTICLASS_MESSAGE"]
+           "acceptance_rates", "sigma_hat_of", "values", "predictive", "MULTICLASS_MESSAGE", "TREES_NOT_KEPT",
+           "check_weights", "kept_rows", "kept_values"]
 
 
 def values(result: BARTResult, codes) -> np.ndarray:
     """Each draw's function at coded rows: ``(chains * draws, n, V)`` (regression ``V = 1`` in the
-    response's units; probit ``V = 2`` class probabilities)."""
-    v = bart_values(result.feature, result.threshold, result.value, codes, task=result.task,
-                    y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset)
+    response's units; probit ``V = 2`` class probabilities).  A fit that kept no trees
+    (``keep_trees=False``) gives them at the rows named when fitting only, from the sums kept
+    during sampling (the same numbers as from the trees), and a ``ValueError`` elsewhere."""
+    if result.trees_kept:
+        v = bart_values(result.feature, result.threshold, result.value, codes, task=result.task,
+                        y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset)
+    else:
+        v = kept_values(result, kept_rows(result, codes))
     return v.reshape((-1,) + v.shape[2:])
 
 
 def predictive(key, result: BARTResult, data, idata, codes) -> dict:
     """Predictive draws at coded rows from the trees of ``idata``: regression ``mu + sigma * eps``
-    (a new row of weight 1), classification a label drawn with the probit probability."""
+    (a new row of weight 1), classification a label drawn with the probit probability.  Without a
+    ``trees`` group (``keep_trees=False``) the function comes from the values kept at the rows
+    named when fitting (a ``ValueError`` for other rows)."""
+    if "trees" not in idata.groups():
+        vals = kept_values(result, kept_rows(result, codes))
+        if data.task == "regression":
+            mu = vals[..., 0]
+            sigma = np.asarray(idata.posterior["sigma"])[..., None]
+            return dict(task="regression", draws=mu + sigma * np.asarray(jax.random.normal(key, mu.shape)), mu=mu)
+        u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
+        return dict(task="classification", draws=data.classes[(u < vals[..., 1]).astype(np.int64)], proba=vals,
+                    class_names=data.classes)
     trees = idata["trees"]
     feature = np.asarray(trees["split_feature"].values)
     threshold = np.asarray(trees["threshold"].values)

@@ -56,6 +56,12 @@ A kept draw costs ``m * S * (1 + 1 + 4)`` bytes of trees (``S = 2^(max_depth + 1
 the int8 split variable, the uint8 split code and the float32 leaf value of every slot; int16 /
 uint16 beyond 127 features / 255 bins) plus ``4 n`` bytes for the function at the training rows and
 a few dozen bytes of statistics: with the defaults (``m = 200``, ``S = 63``) 75,600 bytes + ``4 n``.
+With ``keep_trees=False`` no tree is kept: a draw holds each tree's leaves and depth (int16 and
+int8: ``3 m`` bytes), the splits per feature (``4 d``), the function at the training rows (``4 n``)
+and at the rows named by ``predict_codes`` (``4 n_new``): 600 bytes + ``4 (d + n + n_new)`` and
+the statistics with ``m = 200`` (measured: docs/bart.md, "Keeping no trees").  The sampler is the
+same (collecting a draw reads the chain's state and changes nothing), so the draws are those of
+``keep_trees=True`` to the bit; only values at rows not named when fitting cannot be computed.
 """
 from __future__ import annotations
 
@@ -68,7 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...convert import to_inferencedata
+from ...convert import predictive_group, to_inferencedata
 from ...data import TrainingData, check_dtype, check_finite, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...leaves import KnownVarianceNormalLeaves
@@ -78,7 +84,8 @@ from ..loop import check_chain_method, run_chains
 from . import kernel as K
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
-           "acceptance_rates", "MAX_DEPTH_LIMIT", "MULTICLASS_MESSAGE"]
+           "acceptance_rates", "check_weights", "check_predict_codes", "kept_rows", "kept_values", "TREES_NOT_KEPT",
+           "MAX_DEPTH_LIMIT", "MULTICLASS_MESSAGE"]
 
 FAMILY = "bart"
 
@@ -124,6 +131,9 @@ class BARTConfig:
     progressbar : print progress on stderr
     chain_method : "auto", "vectorized" or "parallel": how several chains run
         (:func:`bayestrees.inference.loop.run_chains`)
+    keep_trees : bool  keep every draw's trees (True, the default), or only their summaries, sigma,
+        the function at the training rows and at the rows named when fitting (False: a draw costs
+        hundreds of bytes instead of ``m * S * 6``; values at other rows cannot be computed)
     """
 
     m: int = 200
@@ -147,6 +157,7 @@ class BARTConfig:
     dtype: Any = "float32"
     progressbar: bool = False
     chain_method: str = "auto"
+    keep_trees: bool = True
 
     def __post_init__(self):
         if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior)):
@@ -179,6 +190,8 @@ class BARTConfig:
             check_positive("sparse_rho", self.sparse_rho)
         check_dtype(self.dtype)
         check_chain_method(self.chain_method)
+        if not isinstance(self.keep_trees, (bool, np.bool_)):
+            raise ValueError(f"keep_trees must be True or False, got {self.keep_trees!r}")
 
     def sigma_mu(self, probit: bool = False) -> float:
         """The leaf prior sd on the scaled response (probit: on the latent scale)."""
@@ -190,7 +203,7 @@ class BARTResult:
     """A BART fit.
 
     feature, threshold, value : (chains, draws, m, S) the kept trees (:class:`~bayestrees.inference.bart.kernel.Draw`;
-        ``value`` in scaled / latent units)
+        ``value`` in scaled / latent units); None with ``config.keep_trees=False``
     sigma : (chains, draws) noise sd in the response's units (None for probit)
     fit : (chains, draws, n) float32 sum of trees at the training rows (scaled / latent units)
     lp : (chains, draws) log joint density (scaled units, up to a constant)
@@ -201,6 +214,11 @@ class BARTResult:
     sigma_mu, sigma_hat, lam : the calibrated prior (scaled units)
     weights : (n,) row weights, or None
     split_prob, sparse_alpha : (chains, draws, d) and (chains, draws) the sparse prior's draws (None without it)
+    n_leaves, depth : int16 / int8 (chains, draws, m) leaves and deepest leaf of every tree, and
+    split_counts : int32 (chains, draws, d) internal nodes per feature over the trees: kept when the
+        trees are not (``keep_trees=False``; None otherwise: :func:`tree_summaries` of the trees)
+    predict_codes : (n_new, d) the coded rows named when fitting (None: none)
+    predict_fit : float32 (chains, draws, n_new) the sum of trees there (scaled / latent units, as ``fit``)
     """
 
     feature: np.ndarray
@@ -222,6 +240,16 @@ class BARTResult:
     seconds: float
     split_prob: Any = None
     sparse_alpha: Any = None
+    n_leaves: Any = None
+    depth: Any = None
+    split_counts: Any = None
+    predict_codes: Any = None
+    predict_fit: Any = None
+
+    @property
+    def trees_kept(self) -> bool:
+        """Whether the draws' trees are kept (``config.keep_trees``)."""
+        return self.feature is not None
 
     @property
     def mu(self) -> np.ndarray:
@@ -259,18 +287,37 @@ def sigma_hat_of(data: TrainingData, y, weights=None) -> float:
     return math.sqrt(rss / (n - p - 1))
 
 
-def _check_weights(weights, n: int):
+def check_weights(weights, n: int, name: str = "weights", *, all_zero: bool = True):
+    """Row weights as float64 ``(n,)``, or None; a ``ValueError`` naming ``name`` for a wrong shape, a
+    value that is not a finite number >= 0, or (``all_zero=False``) weights that are all zero.
+    :func:`fit_bart` takes all-zero weights: no likelihood, the chains sample the prior."""
     if weights is None:
         return None
-    w = np.asarray(weights, np.float64)
+    try:
+        w = np.asarray(weights, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers, one per row, got {type(weights).__name__}") from None
     if w.shape != (n,):
-        raise ValueError(f"weights must have one value per row ({n}), got shape {w.shape}")
+        raise ValueError(f"{name} must have one value per row ({n}), got shape {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("weights must be finite and >= 0 (row i's noise sd is sigma / sqrt(w_i))")
+        raise ValueError(f"{name} must be finite and >= 0 (row i's noise sd is sigma / sqrt(w_i))")
+    if not all_zero and not np.any(w > 0):
+        raise ValueError(f"{name}: every weight is zero; at least one row needs a positive weight")
     return w
 
 
-def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTResult:
+def check_predict_codes(codes, d: int):
+    """Coded rows as int32 ``(n_new, d)``, or None (``ValueError`` for another shape)."""
+    if codes is None:
+        return None
+    c = np.asarray(codes)
+    if c.ndim != 2 or c.shape[1] != d or c.shape[0] < 1 or not np.issubdtype(c.dtype, np.integer):
+        raise ValueError(f"predict_codes must be integer codes of shape (n_new >= 1, {d}) (the training data's "
+                         f"binner applied to the rows), got {c.dtype} {c.shape}")
+    return np.ascontiguousarray(c.astype(np.int32))
+
+
+def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_codes=None) -> BARTResult:
     """Run the BART sampler on ``data``.
 
     Parameters
@@ -279,8 +326,19 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     data : TrainingData (no missing values); a regression or a two-class response
     config : BARTConfig
     weights : (n,) floats >= 0, optional
-        Known row weights: row ``i``'s noise sd is ``sigma / sqrt(w_i)`` (probit: the latent's sd
-        ``1 / sqrt(w_i)``); a row of weight 0 carries no likelihood (default: all 1).
+        Known row weights that multiply the precision: row ``i``'s noise sd is ``sigma / sqrt(w_i)``
+        (probit: the latent's sd is ``1 / sqrt(w_i)``, so ``P(y_i = 1) = Phi(sqrt(w_i) (offset +
+        f(x_i)))``); a row of weight 0 carries no likelihood (default: all 1).  Regression: only
+        their ratios matter when ``sigma`` is sampled with its default calibration, since
+        ``sigma_hat`` (:func:`sigma_hat_of`) is the weighted fit's sd of a row of weight 1 and
+        scales by ``sqrt(c)`` with weights ``c w``, and with it ``sigma``'s prior: the posterior
+        of the function is the same and ``sigma``'s is scaled by ``sqrt(c)``.  A given
+        ``sigma_hat`` or ``fixed_sigma`` is the sd of a row of weight 1.  A row of weight 0 still
+        counts in the binning, the response's scaling and ``min_leaf_rows``.
+    predict_codes : (n_new, d) integer codes, optional
+        Rows (coded by ``data.binner``) at which every kept draw's sum of trees is computed
+        during sampling (``BARTResult.predict_fit``): the only rows a fit with
+        ``config.keep_trees=False`` can give values at.
 
     Returns
     -------
@@ -289,7 +347,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     Raises
     ------
     ValueError for more than two classes (naming the families that fit them), missing values,
-    bad weights or ``fixed_sigma`` with a probit model.
+    bad weights (for two classes: rows of positive weight of one class only),
+    bad ``predict_codes`` or ``fixed_sigma`` with a probit model.
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
     probit = data.task == "classification"
@@ -298,9 +357,13 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     if probit and config.fixed_sigma is not None:
         raise ValueError("fixed_sigma is for regression: probit BART has sigma = 1")
     codes, _, _, _ = sampler_inputs(data, "BART", dtype)
-    w = _check_weights(weights, data.n)
+    w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
+    if probit and w is not None and np.unique(yr[w_arr > 0]).size == 1:
+        raise ValueError("the rows of positive weight hold one class only; a two-class (probit) BART needs "
+                         "rows of both classes with positive weight")
+    pcodes = check_predict_codes(predict_codes, data.d)
     if probit:
         shift, scale = 0.0, 1.0
         live = w_arr > 0
@@ -335,10 +398,11 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
                        jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype), jnp.asarray(config.nu, dtype),
                        jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype), jnp.asarray(offset, dtype),
                        traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi),
-                       jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype))
+                       jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype),
+                       None if pcodes is None else jnp.asarray(pcodes))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
-    col = K.collect(kcfg, fdt, tdt)
+    col = K.collect(kcfg, fdt, tdt, bool(config.keep_trees))
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=col, progressbar=config.progressbar, desc="BART",
@@ -346,11 +410,13 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None) -> BARTR
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
-    assert draws.feature.shape[-1] == S
+    assert draws.feature is None or draws.feature.shape[-1] == S
     sigma = None if probit else draws.sigma.astype(np.float64) * scale
     sparse = (draws.split_prob, draws.alpha) if config.sparse else (None, None)
     return BARTResult(draws.feature, draws.threshold, draws.value, sigma, draws.fit, draws.lp, info, config,
-                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds, *sparse)
+                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds, *sparse,
+                      n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
+                      predict_codes=pcodes, predict_fit=draws.predict)
 
 
 def acceptance_rates(info) -> dict:
@@ -408,28 +474,37 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     trees with dims ``(chain, draw, tree, node)``, leaf values in the response's units (the sum of
     trees plus ``attrs["bart_offset"]`` is the function, on the probit scale for two classes, whose
     ``output`` coordinate is then ``"latent"``; ``weight``/``count`` are 0: the draws keep no rows
-    per node); ``sample_stats``: ``lp`` (log joint density on the scaled response), moves
+    per node), absent when the trees were not kept (``keep_trees=False``; ``attrs["keep_trees"]``
+    is 0 then); ``sample_stats``: ``lp`` (log joint density on the scaled response), moves
     proposed and accepted per step, trees at ``max_depth``.  With the sparse prior the posterior
-    also holds ``split_probs`` (dim ``feature``) and ``sparse_alpha``.
+    also holds ``split_probs`` (dim ``feature``) and ``sparse_alpha``.  Where rows were named when
+    fitting (``predict_codes``), ``predictions`` holds the function there: ``<y_name>_mu``
+    (regression, response units) or ``<y_name>_proba`` (class probabilities), dims ``(chain, draw,
+    obs[, class])``.
     """
     info = result.info
     rates = acceptance_rates(info)
     cfg = result.config
     reg = result.task == "regression"
     offset = result.y_shift if reg else result.offset
-    value = result.value * np.float32(result.y_scale) if reg else result.value
-    trees = K.expand_trees(result.feature, result.threshold, value)
-    n_leaves, depth, splits = tree_summaries(result.feature, data.d)
+    if result.trees_kept:
+        value = result.value * np.float32(result.y_scale) if reg else result.value
+        trees = K.expand_trees(result.feature, result.threshold, value)
+        n_leaves, depth, splits = tree_summaries(result.feature, data.d)
+    else:
+        trees = None
+        n_leaves, depth, splits = (np.asarray(a, np.int32) for a in (result.n_leaves, result.depth,
+                                                                      result.split_counts))
     meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
             "max_depth": cfg.max_depth, "bart_offset": float(offset), "sigma_mu": result.sigma_mu * result.y_scale,
-            "sampling_seconds": result.seconds,
+            "sampling_seconds": result.seconds, "keep_trees": int(result.trees_kept),
             **({"sigma_hat": result.sigma_hat * result.y_scale, "lambda": result.lam * result.y_scale ** 2,
                 "nu": float(cfg.nu), "q": float(cfg.q)} if reg else {"link": "probit"}),
             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
     prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
     ss = {"lp": result.lp, "accepted": acc.sum(-1), "move_possible": prop.sum(-1),
           "at_max_depth": np.asarray(info.at_max_depth)}
-    return to_inferencedata(
+    idata = to_inferencedata(
         trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=result.mu, sigma=result.sigma, log_likelihood=_log_likelihood(result, data),
         class_names=data.classes, n_bins=data.n_bins, tree_dims=("tree",),
@@ -438,6 +513,59 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
                             if result.split_prob is not None else {})},
         extra_dims={"split_counts": ["feature"], "split_probs": ["feature"]}, sample_stats=ss, attrs=meta,
         coords=None if reg else {"output": ["latent"]})
+    if result.predict_fit is not None:
+        vals = kept_values(result)
+        kw = dict(mu=vals[..., 0]) if reg else dict(proba=vals, class_names=data.classes)
+        predictive_group(idata, "predictions", y_name, task=data.task, **kw)
+        idata.predictions.attrs.update(idata.posterior.attrs)
+    return idata
+
+
+#: the error for values at rows that a fit without trees did not keep
+TREES_NOT_KEPT = ("this BART fit kept no trees (keep_trees=False), only its values at the rows named when fitting "
+                  "({named}), and {missing} of the {n} rows asked for are not among them. Predict at those rows, "
+                  "or fit again with keep_trees=True to predict anywhere, or name the rows when fitting "
+                  "(estimator.fit(X, y, X_predict=rows); bt.BART(..., X_predict=rows); fit_bart(..., "
+                  "predict_codes=codes)). The function at the training rows is posterior['mu'] of the "
+                  "InferenceData.")
+
+
+def kept_rows(result: BARTResult, codes) -> np.ndarray:
+    """For every coded row of ``codes`` (n, d), its index among the rows named when fitting
+    (``result.predict_codes``), found by its codes (the function of a draw depends on a row through
+    its codes only); a ``ValueError`` (:data:`TREES_NOT_KEPT`) when a row is not among them."""
+    codes = np.asarray(codes).astype(np.int32)
+    named = result.predict_codes
+    if named is None:
+        raise ValueError(TREES_NOT_KEPT.format(named="none were", missing=len(codes), n=len(codes)))
+    index = {}
+    for i, row in enumerate(np.ascontiguousarray(named)):
+        index.setdefault(row.tobytes(), i)
+    found = np.array([index.get(row.tobytes(), -1) for row in np.ascontiguousarray(codes)], np.int64)
+    missing = int(np.sum(found < 0))
+    if missing:
+        raise ValueError(TREES_NOT_KEPT.format(named=f"{len(named)} rows", missing=missing, n=len(codes)))
+    return found
+
+
+def kept_values(result: BARTResult, rows=None) -> np.ndarray:
+    """The function of every draw at the rows named when fitting (``rows``: indices among them,
+    default all), from the sums kept during sampling: as :func:`bart_values`."""
+    f = np.asarray(result.predict_fit)
+    if rows is not None:
+        f = f[..., rows]
+    # C order, as the values from the trees: numpy's sums over draws depend on the layout
+    return _link(np.ascontiguousarray(f, np.float64), task=result.task, y_shift=result.y_shift, y_scale=result.y_scale,
+                 offset=result.offset)
+
+
+def _link(f, *, task: str, y_shift: float, y_scale: float, offset: float) -> np.ndarray:
+    if task == "regression":
+        return (y_shift + y_scale * f)[..., None]
+    from scipy.special import ndtr
+
+    p = ndtr(offset + f)
+    return np.stack([1.0 - p, p], -1)
 
 
 def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, y_scale: float,
@@ -445,9 +573,4 @@ def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, 
     """The function of every draw at coded rows: regression ``(..., n, 1)`` in response units, probit
     ``(..., n, 2)`` class probabilities."""
     f = K.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
-    if task == "regression":
-        return (y_shift + y_scale * f)[..., None]
-    from scipy.special import ndtr
-
-    p = ndtr(offset + f)
-    return np.stack([1.0 - p, p], -1)
+    return _link(f, task=task, y_shift=y_shift, y_scale=y_scale, offset=offset)

@@ -70,7 +70,7 @@ from .. import moves as M
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS", "propose",
+           "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS", "propose",
            "grow_or_prune", "leaf_marginal"]
 
 
@@ -88,6 +88,8 @@ class BARTData(NamedTuple):
     code_lo, code_hi : int32 (d,)  the root's interval of every feature (smallest and largest code
         among the rows; :mod:`bayestrees.inference.intervals`)
     sparse_prior : float (3,), optional  ``(a, b, rho)`` of the sparse prior (``KernelConfig.sparse``)
+    predict_codes : int32 (n_new, d), optional  coded rows at which :class:`collect` keeps every
+        draw's sum of trees (``Draw.predict``; None: none)
     """
 
     codes: jax.Array
@@ -102,6 +104,7 @@ class BARTData(NamedTuple):
     code_lo: Any = None
     code_hi: Any = None
     sparse_prior: Any = None
+    predict_codes: Any = None
 
 
 @dataclass(frozen=True)
@@ -190,26 +193,37 @@ class Info(NamedTuple):
 
 
 class Draw(NamedTuple):
-    """What is kept per draw: the trees compactly and the function at the training rows.
+    """What is kept per draw: the trees compactly (or only their summaries) and the function at
+    the training rows (and at the rows of ``BARTData.predict_codes``).
 
-    feature : int8/int16 (m, S)  split variable of each internal slot, -1 elsewhere
-    threshold : codes' dtype (m, S)  split code (0 where not internal)
-    value : float32 (m, S)  leaf values (0 elsewhere), scaled response / latent units
+    feature : int8/int16 (m, S)  split variable of each internal slot, -1 elsewhere (None when
+        the trees are not kept: ``collect(keep_trees=False)``)
+    threshold : codes' dtype (m, S)  split code (0 where not internal; None when not kept)
+    value : float32 (m, S)  leaf values (0 elsewhere), scaled response / latent units (None when not kept)
     sigma : ()  noise sd (scaled units; 1 for probit)
     fit : float32 (n,)  ``sum_j g_j(x_i)`` at the training rows (from the running residual)
     lp : ()  log joint density ``log p(y, T, M, sigma)`` (scaled units, up to a constant)
     split_prob : float32 (d,)  the sparse prior's split-variable probabilities (shape (0,) without it)
     alpha : float32 ()  its concentration (0 without it)
+    n_leaves : int16 (m,)  leaves of every tree (only when the trees are not kept; else None)
+    depth : int8 (m,)  every tree's deepest leaf (only when the trees are not kept)
+    split_counts : int32 (d,)  internal nodes per split variable over the trees (only when not kept)
+    predict : float32 (n_new,)  ``sum_j g_j(x)`` at ``BARTData.predict_codes`` (None without them),
+        computed as :func:`sum_of_trees` computes it from the kept trees (the same float32 sums)
     """
 
-    feature: jax.Array
-    threshold: jax.Array
-    value: jax.Array
+    feature: Any
+    threshold: Any
+    value: Any
     sigma: jax.Array
     fit: jax.Array
     lp: jax.Array
     split_prob: Any = None
     alpha: Any = None
+    n_leaves: Any = None
+    depth: Any = None
+    split_counts: Any = None
+    predict: Any = None
 
 
 def truncated_normal(u, mean, sd, positive):
@@ -690,21 +704,50 @@ def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
 class collect:  # noqa: N801 (a function-like callable, hashable by its config)
     """``collect(key, state, data)`` for :func:`~bayestrees.inference.loop.run_chains`: a :class:`Draw`.
 
-    ``threshold_dtype`` is the codes' dtype (uint8 up to 255 bins per feature).
+    ``threshold_dtype`` is the codes' dtype (uint8 up to 255 bins per feature).  With
+    ``keep_trees=False`` the draw holds no tree arrays, only each tree's leaves and depth and the
+    splits per feature (:func:`tree_summaries`); where ``data.predict_codes`` is given, the sum of
+    trees there (``Draw.predict``).  Collecting reads the state and changes nothing, so the chain
+    is the same whatever is kept.
     """
 
     cfg: KernelConfig
     feature_dtype: Any = jnp.int8
     threshold_dtype: Any = jnp.uint8
+    keep_trees: bool = True
 
     def __call__(self, key, state: State, data: BARTData) -> Draw:
-        feature = state.feature.astype(self.feature_dtype)
-        threshold = state.threshold.astype(self.threshold_dtype)
         value = state.value.astype(jnp.float32)
         fit = (state.z - state.resid).astype(jnp.float32)
         split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
-        return Draw(feature, threshold, value, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg),
-                    split_prob, state.alpha.astype(jnp.float32))
+        predict = None
+        if data.predict_codes is not None:
+            predict = _sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.mcmc.max_depth)
+        if self.keep_trees:
+            trees, summaries = (state.feature.astype(self.feature_dtype), state.threshold.astype(self.threshold_dtype),
+                                value), (None, None, None)
+        else:
+            n_leaves, depth, splits = tree_summaries(state.feature, data.codes.shape[0])
+            trees, summaries = (None, None, None), (n_leaves.astype(jnp.int16), depth.astype(jnp.int8), splits)
+        return Draw(*trees, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg), split_prob,
+                    state.alpha.astype(jnp.float32), *summaries, predict)
+
+
+def tree_summaries(feature, n_features: int):
+    """Leaves and depth of every tree ``(m,)`` and internal nodes per split variable over the trees
+    ``(n_features,)``, int32, from heap trees' split variables ``feature`` ``(m, S)`` (-1 where a
+    slot is not internal); in JAX, the numbers of :func:`bayestrees.inference.bart.fit.tree_summaries`."""
+    S = feature.shape[-1]
+    idx = np.arange(S)
+    internal = feature >= 0
+    used = (idx == 0) | internal[:, np.maximum((idx - 1) // 2, 0)]
+    leaf = used & ~internal
+    depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
+    n_leaves = jnp.sum(leaf, -1).astype(jnp.int32)
+    depth = jnp.max(jnp.where(leaf, depth_of, 0), -1).astype(jnp.int32)
+    which = jnp.where(internal, feature, n_features).reshape(-1).astype(jnp.int32)  # out of range: dropped
+    splits = scatter_add(jnp.zeros(n_features, jnp.int32), which, jnp.ones(which.shape, jnp.int32))
+    return n_leaves, depth, splits
 
 
 def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
@@ -753,22 +796,24 @@ def _route_compact(feature, threshold, codes, max_depth: int):
     return H.route(tree, codes, max_depth)
 
 
+def _sum_draw(f, t, v, codes, max_depth: int):
+    """``sum_j v_j[leaf_j(x)]`` of one draw's trees ``(m, S)`` at codes ``(n, d)``: float32 ``(n,)``,
+    added tree by tree in order (the sampler's kept predictions and :func:`sum_of_trees` both use it,
+    so they agree to the bit)."""
+
+    def add(acc, tree):
+        fj, tj, vj = tree
+        return acc + take(vj, _route_compact(fj, tj, codes, max_depth)), None
+
+    acc, _ = jax.lax.scan(add, jnp.zeros(codes.shape[0], jnp.float32), (f, t, v))
+    return acc
+
+
 @jax.jit
 def _sum_block(feature, threshold, value, codes):
     """``sum_j value_j[leaf_j(x)]`` for a block of draws: (B, m, S) arrays, codes (n, d) -> (B, n)."""
     max_depth = feature.shape[-1].bit_length() - 1
-
-    def one_draw(args):
-        f, t, v = args
-
-        def add(acc, tree):
-            fj, tj, vj = tree
-            return acc + take(vj, _route_compact(fj, tj, codes, max_depth)), None
-
-        acc, _ = jax.lax.scan(add, jnp.zeros(codes.shape[0], jnp.float32), (f, t, v))
-        return acc
-
-    return jax.lax.map(one_draw, (feature, threshold, value))
+    return jax.lax.map(lambda args: _sum_draw(*args, codes, max_depth), (feature, threshold, value))
 
 
 def sum_of_trees(feature, threshold, value, codes, *, block_rows: int = 65536, block_draws: int | None = None):
