@@ -32,8 +32,10 @@ def _models() -> dict:
 MODELS = {name: title for name, (_, title, _) in _models().items()}
 
 #: config fields that are not command-line options: set by the model name, by ``--quiet`` or given as
-#: Python objects
-_NOT_OPTIONS = {"kind", "progressbar", "prior", "leaf_model", "leaf_prior", "move_probs", "temperatures"}
+#: Python objects; BART's ``keep_trees``: without trees a fit predicts only at rows named when fitting,
+#: which the command line does not take
+_NOT_OPTIONS = {"kind", "progressbar", "prior", "leaf_model", "leaf_prior", "move_probs", "temperatures",
+                "keep_trees"}
 
 
 def _say(msg: str) -> None:

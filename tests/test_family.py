@@ -47,11 +47,14 @@ def test_estimator_defaults_are_the_configs(cls):
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_one_place_for_the_result_and_one_idata_rule(cls):
-    """Every estimator fits through the one ``FamilyEstimator.fit`` and builds ``idata_`` by it."""
+    """Every estimator fits through the one ``FamilyEstimator.fit`` (its body ``_fit``) and builds
+    ``idata_`` by it.  The forests' ``fit`` adds Dask input, BART's the row weights and the rows to
+    predict at (``sample_weight``, ``X_predict``), both before calling it."""
     from bayestrees.estimators.base import FamilyEstimator
 
     assert issubclass(cls, FamilyEstimator)
-    assert cls.fit is FamilyEstimator.fit or cls.fit.__qualname__.startswith("_ForestMixin")
+    assert cls._fit is FamilyEstimator._fit
+    assert cls.fit is FamilyEstimator.fit or cls.fit.__qualname__.startswith(("_ForestMixin", "_BARTMixin"))
 
 
 #: (estimator or model class, old name, new name, value)

@@ -7,6 +7,9 @@
 >>> bt.loo(reg.idata_)               # pointwise log-likelihood is stored
 >>> clf = bt.BARTClassifier().fit(X, labels)   # two classes, probit
 >>> clf.predict_proba(X_test)
+>>> small = bt.BARTRegressor(keep_trees=False).fit(X, y, X_predict=X_test)   # no trees kept:
+>>> small.predict(X_test)            # values at the rows named when fitting only
+>>> bt.BARTRegressor().fit(X, y, sample_weight=w)   # row i's noise sd is sigma / sqrt(w_i)
 
 Missing values are rejected (impute first).  Regression responses are scaled inside to
 ``[-0.5, 0.5]``; every output is in the response's units.  The defaults and their sources are
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bart import FAMILY, acceptance_rates
+from ..inference.bart import FAMILY, acceptance_rates, check_weights
 from .base import ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["BARTRegressor", "BARTClassifier"]
@@ -24,6 +27,58 @@ __all__ = ["BARTRegressor", "BARTClassifier"]
 
 class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
     _family = FAMILY
+
+    def fit(self, X, y=None, sample_weight=None, *, X_predict=None):
+        """Run the BART sampler on ``(X, y)``; returns ``self``.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            No missing values (impute first).
+        y : array-like (n_samples,)
+            Real targets (regressor) or labels of two classes (classifier).
+        sample_weight : array-like (n_samples,) of floats >= 0, optional
+            Known precision weights (not replication counts): they multiply each row's
+            precision.  Regressor: row ``i``'s noise sd is ``sigma / sqrt(w_i)``, so ``sigma`` is
+            the noise sd of a row of weight 1 (a row of weight 4 is as precise as the mean of four
+            rows of weight 1).  With ``sigma`` sampled (the default) only the ratios of the
+            weights matter: ``sigma``'s prior is calibrated by the weighted linear fit, whose
+            residual sd of a row of weight 1 scales by ``sqrt(c)`` when every weight is multiplied
+            by ``c``, so the posterior of the function is unchanged and ``sigma``'s is scaled by
+            ``sqrt(c)``; a given ``sigma_hat`` or ``fixed_sigma`` is the sd of a row of weight 1.
+            Classifier: the probit latent's sd is ``1 / sqrt(w_i)``, ``P(y_i = 1) = Phi(sqrt(w_i)
+            (offset + f(x_i)))``; the offset is the weighted class frequency's.  A row of weight 0
+            carries no likelihood (its ``y`` has no influence on the draws) but still counts in the
+            binning, the response's scaling and ``min_leaf_rows``.  ``predict`` and the predictive
+            draws are for a new row of weight 1.  Default: all 1 (the same draws as weights of 1).
+        X_predict : array-like or DataFrame (n_new, n_features), optional
+            New rows at which every kept draw's function is computed during sampling.  With
+            ``keep_trees=False`` they are the only rows ``predict``, ``predict_draws``,
+            ``predict_interval`` (and ``predict_proba``) answer for (any of them, in any order
+            and number); with either setting ``idata_.predictions`` holds the function there
+            (``y_mu``, or ``y_proba`` for the classifier).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            For bad input (``X``, ``y``, ``X_predict`` as for ``predict``), ``sample_weight`` of the
+            wrong length, negative or not finite or all zero, or (classifier) giving positive
+            weight to one class only.
+        """
+
+        def fit_args(data) -> dict:
+            out = {}
+            if sample_weight is not None:
+                out["weights"] = check_weights(sample_weight, data.n, "sample_weight", all_zero=False)
+            if X_predict is not None:
+                out["predict_codes"] = self._codes(X_predict)
+            return out
+
+        return self._fit(X, y, fit_args)
 
     @property
     def acceptance_(self) -> dict:
@@ -42,12 +97,13 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 
 def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
-          random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho):
+          random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho, keep_trees):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
     self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
     self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = sparse, sparse_a, sparse_b, sparse_rho
+    self.keep_trees = keep_trees
 
 
 class BARTRegressor(_BARTMixin, RegressorBase):
@@ -95,10 +151,18 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     progressbar : bool, default False
     chain_method : {"auto", "vectorized", "parallel"}, default "auto"
         How several chains run ("auto": in threads on a multi-core CPU, vmapped otherwise).
+    keep_trees : bool, default True
+        Keep every draw's trees (``m * (2^(max_depth + 1) - 1) * 6`` bytes a draw: 75,600 with the
+        defaults).  False keeps only the summaries (leaves and depth per tree, splits per
+        feature), ``sigma``, the function at the training rows (``idata_.posterior["mu"]``), the
+        pointwise log-likelihood and the function at the rows named by ``fit(...,
+        X_predict=rows)``: hundreds of bytes a draw plus 4 per row.  The draws are the same to
+        the bit; ``predict`` and the other ``predict*`` methods then answer at those rows only
+        and raise a ``ValueError`` elsewhere; ``idata_`` has no ``trees`` group.
 
     Attributes
     ----------
-    result_ : BARTResult (the kept trees, ``sigma``, the function at the training rows)
+    result_ : BARTResult (the kept trees, ``sigma``, the function at the training rows and at ``X_predict``)
     idata_ : arviz.InferenceData
     acceptance_ : dict of acceptance rates per move type
     convergence_ : the convergence table (R-hat and ESS of ``sigma`` and ``lp``)
@@ -125,9 +189,11 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, nu=3.0, q=0.9, sigma_hat=None,
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
                  max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
-                 sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto"):
+                 sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto",
+                 keep_trees=True):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
-              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho)
+              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
+              keep_trees)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
 
     def predict(self, X) -> np.ndarray:
@@ -176,9 +242,10 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
                  max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False,
                  sparse_a=0.5, sparse_b=1.0, sparse_rho=None, random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto"):
+                 chain_method="auto", keep_trees=True):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
-              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho)
+              move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
+              keep_trees)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

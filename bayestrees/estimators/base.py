@@ -280,6 +280,12 @@ class FamilyEstimator:
         -------
         self
         """
+        return self._fit(X, y)
+
+    def _fit(self, X, y, fit_args=None):
+        """The body of :meth:`fit`.  ``fit_args(data)``, optional, gives the keyword arguments of the
+        family's fit beyond ``(key, data, config)`` (BART's row weights and named rows), called once
+        the data is validated and binned (``binner_`` set), before the family's fit runs."""
         self._reject_sparse(X)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -287,14 +293,15 @@ class FamilyEstimator:
         config = self._config(params)
         data = self._prepare(X, y, params)
         self._remember_data(data, X)
-        self.result_ = self._family.fit(self._key(), data, config)
+        extra = {} if fit_args is None else fit_args(data)
+        self.result_ = self._family.fit(self._key(), data, config, **extra)
         self._train_data = data
         self._idata = None
         self._fitted()
         if self._family.mcmc:
             # chains that disagree or are stuck are said at once (ConvergenceWarning), and kept
             self.convergence_ = check_convergence(self.idata_)
-            warn_convergence(self.convergence_, stacklevel=2)
+            warn_convergence(self.convergence_, stacklevel=3)  # the caller of fit
         return self
 
     def _fitted(self) -> None:

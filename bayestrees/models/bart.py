@@ -11,8 +11,9 @@ The variable calls :func:`bayestrees.inference.bart.fit.fit_bart`, as the estima
 """
 from __future__ import annotations
 
+from ..data import check_new_rows
 from ..inference.bart import FAMILY
-from .base import TreeRV
+from .base import TreeRV, data_value
 
 __all__ = ["BART"]
 
@@ -33,9 +34,14 @@ class BART(TreeRV):
     **params
         The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
         ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``sparse`` and its
-        ``sparse_a``, ``sparse_b``, ``sparse_rho``, ``dtype``), as for
+        ``sparse_a``, ``sparse_b``, ``sparse_rho``, ``dtype``, ``keep_trees``), as for
         :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
-        (default 100)
+        (default 100); and ``X_predict`` (array, DataFrame or ``bt.Data``, ``(n_new, n_features)``):
+        rows at which every draw's function is computed during sampling, written to the
+        ``predictions`` group of ``bt.sample``'s result (``name_mu``, or ``name_proba``).  With
+        ``keep_trees=False`` the InferenceData has no ``trees`` group, and
+        :func:`bayestrees.sample_posterior_predictive` answers for those rows only (``bt.set_data``
+        them first), with a ``ValueError`` for others.
 
     Raises
     ------
@@ -69,6 +75,16 @@ class BART(TreeRV):
     """
 
     family = FAMILY
+    _fit_inputs = ("X_predict",)
+
+    def _fit_args(self, data) -> dict:
+        """``predict_codes``: the rows of ``X_predict``, validated and binned like the training rows."""
+        rows = self.params.get("X_predict")
+        if rows is None:
+            return {}
+        rows = data_value(rows)
+        check_new_rows(rows, data.binner.n_features_in_, allow_nan=False, owner=type(self).__name__)
+        return {"predict_codes": data.binner.transform(rows)}
 
     def _config_params(self, params: dict) -> dict:
         """``prior=None`` is the config's default prior, ``ChipmanPrior(0.95, 2.0)``."""

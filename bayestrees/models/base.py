@@ -243,6 +243,9 @@ class TreeRV:
     family: Family | None = None
     #: former parameter names ``{old: new}`` (used with a ``FutureWarning``)
     _renamed: dict = {}
+    #: parameters that are inputs of the family's fit rather than config fields (BART's
+    #: ``X_predict``), read by ``_fit_args``
+    _fit_inputs: tuple = ()
 
     def __init__(self, name: str, X, y, *, task: str = "auto", model: Model | None = None, **params):
         fam = self.family
@@ -254,9 +257,9 @@ class TreeRV:
         if self.task not in fam.tasks:
             raise ValueError(f"{type(self).__name__} fits {fam.tasks}, not {self.task}")
         fields = config_defaults(fam.config)
-        unknown = sorted(set(params) - set(fields) - set(DATA_PARAMS))
+        unknown = sorted(set(params) - set(fields) - set(DATA_PARAMS) - set(self._fit_inputs))
         if unknown:
-            known = sorted((set(fields) - set(RUN_SETTINGS)) | set(DATA_PARAMS))
+            known = sorted((set(fields) - set(RUN_SETTINGS)) | set(DATA_PARAMS) | set(self._fit_inputs))
             raise ValueError(f"unknown parameter(s) {unknown} for {type(self).__name__}; known: {known}")
         self.config = fam.make_config(**self._config_params({k: v for k, v in params.items() if k in fields}))
         self._check()
@@ -278,6 +281,10 @@ class TreeRV:
     def _after_fit(self, result, data) -> None:
         """The variable's own attributes after ``bt.sample``."""
 
+    def _fit_args(self, data) -> dict:
+        """Keyword arguments of the family's fit beyond ``(key, data, config)`` (default: none)."""
+        return {}
+
     @property
     def X_value(self):
         return data_value(self.X)
@@ -298,7 +305,7 @@ class TreeRV:
         data = fam.prepare_data(self.X_value, self.y_value, task=self.task,
                                 max_bins=self.params.get("max_bins", fam.max_bins),
                                 categorical=self.params.get("categorical_features"))
-        result = fam.fit(key, data, config)
+        result = fam.fit(key, data, config, **self._fit_args(data))
         self.fitted_ = FamilyFit(result, data, int(chains), int(draws))
         self._after_fit(result, data)
         idata = fam.to_inferencedata(result, data, y_name=self.name, attrs={"rv": self.name})

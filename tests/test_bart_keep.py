@@ -1,0 +1,235 @@
+"""BART without its trees (``keep_trees=False``, values kept at rows named when fitting) and row
+weights in the estimators (``sample_weight``), issue 29.
+
+Every fit here has the same shapes (50 rows, 3 features, 6 trees of depth 3, one chain of 10 + 10
+steps), so the sampler compiles once per kind of kept draw.  Collecting a draw reads the chain's
+state and changes nothing, so the draws with and without trees must agree to the bit.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import bayestrees as bt
+from bayestrees.convergence import ConvergenceWarning
+
+KW = dict(m=6, max_depth=3, draws=10, tune=10, chains=1, max_bins=16, random_state=0)
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = rng.random((50, 3))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=50) + 10.0
+    return X, y, rng.random((6, 3))
+
+
+def _fit(est, X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # ten draws: the table is not the point
+        return est.fit(X, y, **kw)
+
+
+def _nbytes(obj) -> int:
+    """Bytes of the arrays of a BARTResult or an InferenceData."""
+    if hasattr(obj, "groups"):
+        return sum(int(obj[g].nbytes) for g in obj.groups())
+    return sum(a.nbytes for a in vars(obj).values() if isinstance(a, np.ndarray))
+
+
+@pytest.fixture(scope="module")
+def fits():
+    X, y, Xn = _data()
+    plain = _fit(bt.BARTRegressor(**KW), X, y)                               # trees, no named rows
+    full = _fit(bt.BARTRegressor(**KW), X, y, X_predict=Xn)                  # trees and named rows
+    lean = _fit(bt.BARTRegressor(keep_trees=False, **KW), X, y, X_predict=Xn)
+    return plain, full, lean, X, y, Xn
+
+
+def test_the_draws_are_the_same_without_trees(fits):
+    plain, full, lean, *_ = fits
+    for est in (full, lean):
+        for group, names in (("posterior", ("n_leaves", "depth", "split_counts", "sigma", "mu")),
+                             ("log_likelihood", ("y",)), ("sample_stats", ("lp", "accepted", "at_max_depth"))):
+            for v in names:
+                a, b = plain.idata_[group][v], est.idata_[group][v]
+                assert a.dtype == b.dtype and a.dims == b.dims, (group, v)
+                np.testing.assert_array_equal(a.values, b.values, err_msg=f"{group}.{v}")
+    # the values at the named rows, kept during sampling, are the trees' there, to the bit
+    np.testing.assert_array_equal(lean.result_.predict_fit, full.result_.predict_fit)
+    np.testing.assert_array_equal(lean.idata_.predictions["y_mu"].values, full.idata_.predictions["y_mu"].values)
+    assert "trees" not in lean.idata_.groups() and "trees" in full.idata_.groups()
+    assert lean.idata_.posterior.attrs["keep_trees"] == 0 and full.idata_.posterior.attrs["keep_trees"] == 1
+
+
+def test_the_summaries_in_jax_are_numpys_also_under_vmap(fits):
+    """The summaries computed in the compiled block (vmapped over chains there) are the NumPy ones of
+    the kept trees, per draw and for a batch of draws."""
+    import jax
+
+    from bayestrees.inference.bart import fit as F
+    from bayestrees.inference.bart import kernel as K
+
+    plain = fits[0]
+    feature = plain.result_.feature.reshape((-1,) + plain.result_.feature.shape[2:]).astype(np.int32)
+    want = F.tree_summaries(feature, 3)
+    got = jax.vmap(lambda f: K.tree_summaries(f, 3))(feature)
+    one = K.tree_summaries(feature[3], 3)
+    for w, g, o in zip(want, got, one):
+        np.testing.assert_array_equal(np.asarray(g), w)
+        np.testing.assert_array_equal(np.asarray(o), w[3])
+
+
+def test_predictions_at_the_named_rows_are_bit_identical(fits):
+    plain, full, lean, X, y, Xn = fits
+    for rows in (Xn, Xn[[4, 1, 1]]):                # the named rows, or any of them in any order
+        for method in ("predict", "predict_draws", "predict_interval"):
+            want = getattr(plain, method)(rows)
+            np.testing.assert_array_equal(getattr(lean, method)(rows), want, err_msg=method)
+            np.testing.assert_array_equal(getattr(full, method)(rows), want, err_msg=method)
+    np.testing.assert_array_equal(lean.idata_.predictions["y_mu"].values.reshape(-1, len(Xn)),
+                                  plain.predict_draws(Xn))
+
+
+def test_other_rows_raise_a_clear_error(fits):
+    plain, full, lean, X, y, Xn = fits
+    for rows in (X[:3], np.vstack([Xn, X[:1]])):
+        with pytest.raises(ValueError, match=r"kept no trees \(keep_trees=False\).*keep_trees=True.*X_predict"):
+            lean.predict(rows)
+    no_rows = _fit(bt.BARTRegressor(keep_trees=False, **KW), X, y)
+    with pytest.raises(ValueError, match="kept no trees"):
+        no_rows.predict_draws(Xn)
+    assert no_rows.idata_.posterior["mu"].shape == (1, 10, 50)      # the training rows' function is kept
+    assert full.predict(X[:3]).shape == (3,)                          # with trees: any row
+    with pytest.raises(ValueError, match="keep_trees must be True or False"):
+        _fit(bt.BARTRegressor(keep_trees="no", **KW), X, y)
+
+
+def test_the_kept_arrays_are_smaller(fits):
+    plain, full, lean, X, y, Xn = fits
+    r_lean, r_full = lean.result_, full.result_
+    assert r_lean.feature is None and r_lean.value is None and r_lean.threshold is None
+    tree_bytes = r_full.feature.nbytes + r_full.threshold.nbytes + r_full.value.nbytes
+    summary_bytes = r_lean.n_leaves.nbytes + r_lean.depth.nbytes + r_lean.split_counts.nbytes
+    assert _nbytes(r_lean) == _nbytes(r_full) - tree_bytes + summary_bytes
+    assert summary_bytes < tree_bytes / 10
+    assert _nbytes(lean.idata_) < _nbytes(full.idata_) - tree_bytes
+
+
+def test_save_load_without_trees(fits, tmp_path):
+    plain, full, lean, X, y, Xn = fits
+    path = tmp_path / "lean.pkl"
+    lean.save(path)
+    again = bt.load(path)
+    np.testing.assert_array_equal(again.predict_draws(Xn), lean.predict_draws(Xn))
+    np.testing.assert_array_equal(again.idata_.posterior["sigma"].values, lean.idata_.posterior["sigma"].values)
+    with pytest.raises(ValueError, match="kept no trees"):
+        again.predict(X[:2])
+    nc = tmp_path / "lean.nc"
+    lean.idata_.to_netcdf(str(nc))
+    import arviz as az
+
+    back = az.from_netcdf(str(nc))
+    assert "trees" not in back.groups()
+    np.testing.assert_array_equal(back.predictions["y_mu"].values, lean.idata_.predictions["y_mu"].values)
+
+
+def test_classifier_without_trees():
+    X, y, Xn = _data()
+    labels = np.where(X[:, 0] > 0.5, "hi", "lo")
+    full = _fit(bt.BARTClassifier(**KW), X, labels)
+    lean = _fit(bt.BARTClassifier(keep_trees=False, **KW), X, labels, X_predict=Xn)
+    for method in ("predict_proba", "predict", "predict_draws", "predict_interval"):
+        np.testing.assert_array_equal(getattr(lean, method)(Xn), getattr(full, method)(Xn), err_msg=method)
+    np.testing.assert_array_equal(lean.idata_.posterior["mu"].values, full.idata_.posterior["mu"].values)
+    assert lean.idata_.predictions["y_proba"].dims == ("chain", "draw", "obs", "class")
+    with pytest.raises(ValueError, match="kept no trees"):
+        lean.predict_proba(X[:2])
+
+
+def test_model_context_without_trees():
+    X, y, Xn = _data()
+    with bt.Model():
+        feats = bt.Data("X", X)
+        bt.BART("f", feats, y, keep_trees=False, X_predict=Xn, m=6, max_depth=3, max_bins=16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            idata = bt.sample(draws=10, tune=10, chains=1, random_seed=0)
+        assert "trees" not in idata.groups() and idata.predictions["f_mu"].shape == (1, 10, 6)
+        bt.set_data({"X": Xn[::-1]})
+        pred = bt.sample_posterior_predictive(idata, predictions=True, random_seed=0)
+        np.testing.assert_array_equal(pred.predictions["f_mu"].values, idata.predictions["f_mu"].values[..., ::-1])
+        bt.set_data({"X": X[:4]})
+        with pytest.raises(ValueError, match="kept no trees"):
+            bt.sample_posterior_predictive(idata, predictions=True, random_seed=0)
+    with bt.Model(), pytest.raises(ValueError, match="unknown parameter"):
+        bt.BART("f", X, y, X_new=Xn)
+
+
+# ------------------------------------------------------------------------------------------------
+# sample_weight
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def unweighted():
+    X, y, _ = _data()
+    return _fit(bt.BARTRegressor(**KW), X, y), X, y
+
+
+def test_weights_of_one_are_no_weights(unweighted):
+    base, X, y = unweighted
+    ones = _fit(bt.BARTRegressor(**KW), X, y, sample_weight=np.ones(len(y)))
+    for name in ("value", "feature", "threshold", "fit", "sigma", "lp"):
+        np.testing.assert_array_equal(getattr(ones.result_, name), getattr(base.result_, name), err_msg=name)
+
+
+def test_weights_multiply_the_precision_and_only_their_ratios_matter(unweighted):
+    """Weights 4 w: sigma_hat (the weighted linear fit's sd of a row of weight 1) doubles, and with it
+    sigma's prior, so every draw of the function is the same and sigma doubles (exactly: powers of 2)."""
+    base, X, y = unweighted
+    four = _fit(bt.BARTRegressor(**KW), X, y, sample_weight=np.full(len(y), 4.0))
+    np.testing.assert_array_equal(four.result_.sigma, 2.0 * base.result_.sigma)
+    np.testing.assert_array_equal(four.result_.value, base.result_.value)
+    np.testing.assert_array_equal(four.idata_.posterior["mu"].values, base.idata_.posterior["mu"].values)
+    assert four.result_.sigma_hat == 2.0 * base.result_.sigma_hat
+
+
+def test_a_row_of_weight_zero_has_no_influence(unweighted):
+    base, X, y = unweighted
+    w = np.ones(len(y))
+    w[7] = 0.0
+    y2 = y.copy()
+    y2[7] = 0.5 * (y.min() + y.max()) + 0.123      # any value within the range (the range scales y)
+    a = _fit(bt.BARTRegressor(**KW), X, y, sample_weight=w)
+    b = _fit(bt.BARTRegressor(**KW), X, y2, sample_weight=w)
+    for name in ("value", "feature", "sigma", "lp"):
+        np.testing.assert_array_equal(getattr(a.result_, name), getattr(b.result_, name), err_msg=name)
+    assert np.all(a.idata_.log_likelihood["y"].values[..., 7] == 0.0)
+    assert not np.array_equal(a.result_.sigma, base.result_.sigma)
+
+
+@pytest.mark.parametrize("w, msg", [
+    (np.ones(49), r"sample_weight must have one value per row \(50\)"),
+    (-np.ones(50), "sample_weight must be finite and >= 0"),
+    (np.r_[np.nan, np.ones(49)], "sample_weight must be finite and >= 0"),
+    (np.zeros(50), "sample_weight: every weight is zero"),
+    (["a"] * 50, "sample_weight must be numbers"),
+])
+def test_bad_weights_are_refused(w, msg):
+    X, y, _ = _data()
+    with pytest.raises(ValueError, match=msg):
+        bt.BARTRegressor(**KW).fit(X, y, sample_weight=w)
+
+
+def test_classifier_weights():
+    X, y, _ = _data()
+    labels = np.where(X[:, 0] > 0.5, "hi", "lo")
+    base = _fit(bt.BARTClassifier(**KW), X, labels)
+    ones = _fit(bt.BARTClassifier(**KW), X, labels, sample_weight=[1] * len(y))
+    np.testing.assert_array_equal(ones.result_.fit, base.result_.fit)
+    with pytest.raises(ValueError, match=r"one class only"):
+        bt.BARTClassifier(**KW).fit(X, labels, sample_weight=(labels == "hi").astype(float))
+
+
+def test_other_families_take_no_sample_weight():
+    X, y, _ = _data()
+    with pytest.raises(TypeError, match="sample_weight"):
+        bt.BayesianCARTRegressor(draws=2, tune=2, chains=1).fit(X, y, sample_weight=np.ones(len(y)))
