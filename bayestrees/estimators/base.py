@@ -250,7 +250,8 @@ class FamilyEstimator:
             if new in given and not _same(given[new], defaults.get(new)):
                 raise TypeError(f"{type(self).__name__}: give {new!r} only ({k!r} is its former name)")
             given.pop(new, None)
-        return renamed_params({**given, **old}, self._renamed, type(self).__name__, stacklevel=4)
+        # the warning points at the caller of fit (renamed_params <- _params <- _fit <- fit <- caller)
+        return renamed_params({**given, **old}, self._renamed, type(self).__name__, stacklevel=5)
 
     def _config_params(self, params: dict) -> dict:
         """Keyword arguments of the family's config from the parameters ``params`` (:meth:`_params`):
