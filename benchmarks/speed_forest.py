@@ -239,7 +239,9 @@ class _TreeMemory:
         self._stop.set()
         self._thread.join()
         self._sample()
+        after = [_status_mb(p) for p in _descendants(os.getpid())]  # what the kept workers hold between fits
         return {"children": len(self.hwm), "children_peak_rss_mb": [round(v, 1) for v in self.hwm.values()],
+                "children_rss_after_mb": [round(a["VmRSS"], 1) for a in after if a],
                 "children_peak_anon_mb": [round(v, 1) for v in self.anon.values()],
                 "sampled_peak_sum_mb": round(self.peak_sum, 1)}
 

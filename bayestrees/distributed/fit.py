@@ -34,6 +34,7 @@ import numpy as np
 from ..data import Binner, TrainingData, bucket_size, missing_code, observed_response
 from ..inference.forest.cart import CARTConfig, default_capacity
 from ..inference.forest.fit import ForestConfig, cart_config
+from ..inference.forest.workers import release_freed_memory
 from ..tree import Tree
 from . import partitions as P
 from .branch_fit import BranchSpec, branch_bytes, fit_branch
@@ -555,18 +556,6 @@ def _root_stats(client, coded, spec: TrunkSpec) -> np.ndarray:
         return np.array([yf.shape[0], yf.sum(), (yf * yf).sum()])
 
     return _tree_sum(client, [client.submit(stats, c, pure=False) for c in coded], np.add).result()
-
-
-def release_freed_memory() -> None:
-    """Hand memory the process has freed back to the system (glibc ``malloc_trim``; a no-op
-    elsewhere).  A worker fits hundreds of branches one after another; without this its resident
-    size stays at the largest it ever was, and whatever runs next (prediction) starts from there."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _fit_group(pieces: list, spec: BranchSpec, trees=None):
