@@ -302,3 +302,46 @@ def test_two_functions_of_different_sizes_and_a_logit_without_offset():
     assert trees["f_trees"].dims[2:4] == ("f_tree", "f_node") and trees["h_trees"].shape[2:4] == (2, 7)
     assert fit.idata.sample_stats["f_accepted"].values.mean() > 0.2
     assert {"f_mean", "f_leaves", "h_mean", "h_leaves"} <= set(fit.convergence.table)
+
+
+def test_a_function_of_several_outputs(tmp_path):
+    """``outputs=k``: values ``(n, k)``, one ensemble per output (here the three linear predictors
+    of a multinomial logit); the trees site, the summaries, the InferenceData dims, the convergence
+    table, prediction on new rows and save/load all carry the output axis."""
+    rng = np.random.default_rng(2)
+    n, k, m = 90, 3, 3
+    X = rng.uniform(size=(n, 2))
+    y = np.where(X[:, 0] < 0.33, 0, np.where(X[:, 0] < 0.66, 1, 2)).astype(np.int32)
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=m, outputs=k, max_depth=3)
+        numpyro.sample("y", dist.Categorical(logits=f), obs=y)
+
+    tr = handlers.trace(handlers.seed(model, 0)).get_trace(X)
+    assert tr["f_trees"]["value"].shape == (k, m, 15, 3) and tr["f"]["value"].shape == (n, k)
+    np.testing.assert_allclose(tr["f"]["value"][:, 1], evaluate(tr["f_trees"]["value"][1], X), atol=1e-6)
+    assert np.isfinite(float(tr["f_trees"]["fn"].log_prob(tr["f_trees"]["value"])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = bt.sample_model(model, X, y, draws=30, tune=30, chains=2, random_seed=0)
+    post = fit.idata.posterior
+    assert post["f"].dims[2:] == ("obs", "f_output") and post["f"].shape == (2, 30, n, k)
+    assert post["f_n_leaves"].dims[2:] == ("f_output", "f_tree") and post["f_n_leaves"].shape == (2, 30, k, m)
+    assert post["f_split_counts"].shape == (2, 30, k, 2)
+    trees = fit.idata[bt.convert.TREE_GROUP]["f_trees"]
+    assert trees.dims[2:] == ("f_output", "f_tree", "f_node", "field") and trees.shape[2:] == (k, m, 15, 3)
+    assert np.array_equal(post["f_n_leaves"].values, (trees.values[..., 0] >= 0).sum(-1) + 1)
+    np.testing.assert_allclose(np.asarray(evaluate(trees.values[1, -1, 2], X)), post["f"].values[1, -1, :, 2], atol=1e-5)
+    assert {f"f_mean_{j}" for j in range(k)} | {f"f_leaves_{j}" for j in range(k)} <= set(fit.convergence.table)
+    # the trees moved on every output, and the fit separates the classes
+    assert np.all((trees.values[:, -1, :, :, 0] >= 0).sum((-1, -2)) > 0)
+    probs = jax.nn.softmax(post["f"].values.mean((0, 1)), -1)
+    assert float(np.mean(np.argmax(probs, -1) == y)) > 0.8
+    X_new = rng.uniform(size=(5, 2))
+    pred = fit.predict(X_new, random_seed=1)
+    assert pred["f"].shape == (60, 5, k) and pred["y"].shape == (60, 5)
+    f_new = fit.function("f", X_new)
+    assert f_new.shape == (2, 30, 5, k)
+    np.testing.assert_allclose(pred["f"], f_new.reshape(60, 5, k), atol=1e-5)
+    fit.save(tmp_path / "multi.nc")
+    np.testing.assert_array_equal(bt.load_model_fit(tmp_path / "multi.nc", model).function("f", X_new), f_new)

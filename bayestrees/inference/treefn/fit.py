@@ -106,12 +106,13 @@ class ModelFit:
         return {k: np.asarray(v) for k, v in out.items()}
 
     def function(self, name: str, X) -> np.ndarray:
-        """The tree function ``name`` at new rows ``X``: ``(chain, draw, n)``."""
-        from .site import evaluate, trees_site_name
+        """The tree function ``name`` at new rows ``X``: ``(chain, draw, n)``, or ``(chain, draw, n,
+        k)`` for a function of ``k`` outputs."""
+        from .site import function_values, trees_site_name
 
         t = np.asarray(self.samples[trees_site_name(name)])
-        out = np.stack([np.asarray(evaluate(t[c], X)) for c in range(t.shape[0])])
-        return out
+        outputs = t.shape[2] if t.ndim == 6 else 0     # (chain, draw, [k,] m, S, 3)
+        return np.stack([np.asarray(function_values(t[c], X, outputs)) for c in range(t.shape[0])])
 
     def save(self, path) -> None:
         """Write the InferenceData (NetCDF); :func:`load_model_fit` with the same model reads it back."""
@@ -285,8 +286,15 @@ def _convergence(fit: ModelFit):
     for name in fit.functions:
         if name in post and post[name].ndim == 3:
             arrays[f"{name}_mean"] = np.asarray(post[name].values, np.float64).mean(-1)
+        elif name in post and post[name].ndim == 4:   # several outputs: each its own
+            mean = np.asarray(post[name].values, np.float64).mean(2)
+            arrays.update({f"{name}_mean_{j}": mean[..., j] for j in range(mean.shape[-1])})
         if f"{name}_n_leaves" in post:
-            arrays[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"].values).sum(-1)
+            leaves = np.asarray(post[f"{name}_n_leaves"].values).sum(-1)
+            if leaves.ndim == 3:
+                arrays.update({f"{name}_leaves_{j}": leaves[..., j] for j in range(leaves.shape[-1])})
+            else:
+                arrays[f"{name}_leaves"] = leaves
     probe = az.from_dict(posterior=arrays)
     probe.posterior.attrs.update(post.attrs)
     return check_convergence(probe)
@@ -300,16 +308,17 @@ def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: boo
             continue
         posterior[k] = v
         if tr.get(k, {}).get("type") == "deterministic" and k in fit.functions:
-            dims[k] = ["obs"] if v.ndim == 3 else None
+            dims[k] = ["obs"] if v.ndim == 3 else (["obs", f"{k}_output"] if v.ndim == 4 else None)
     for t in trees:
         name = tr[t]["infer"].get("function", t)
         s = tree_summaries_of(samples[t], tr[t]["fn"].X.shape[1])
         posterior[f"{name}_n_leaves"] = s["n_leaves"]
         posterior[f"{name}_depth"] = s["depth"]
         posterior[f"{name}_split_counts"] = s["split_counts"]
-        dims[f"{name}_n_leaves"] = [f"{name}_tree"]
-        dims[f"{name}_depth"] = [f"{name}_tree"]
-        dims[f"{name}_split_counts"] = [f"{name}_feature"]
+        out = [f"{name}_output"] if tr[t]["fn"].spec.outputs else []
+        dims[f"{name}_n_leaves"] = out + [f"{name}_tree"]
+        dims[f"{name}_depth"] = out + [f"{name}_tree"]
+        dims[f"{name}_split_counts"] = out + [f"{name}_feature"]
     observed = {k: np.asarray(s["value"]) for k, s in tr.items() if s["type"] == "sample" and s["is_observed"]}
     ll = {}
     if want_ll and observed:

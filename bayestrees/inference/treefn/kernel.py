@@ -5,9 +5,11 @@
 composed with NUTS for the rest by ``numpyro.infer.Gibbs([(TreeMoves(model), tree_sites), (NUTS(model),
 None)])`` (HMC-within-Gibbs; :func:`bayestrees.inference.treefn.fit.sample_model` builds it).
 
-A step visits the tree functions in turn; for each, ``L(f)`` is the model's log density as a
-function of that function's values ``f`` at the training rows, every other site held at its
-current value (the tree sites' own prior left out: the moves account for it exactly).
+A step visits the tree functions in turn (a function of ``k`` outputs as ``k`` functions, one per
+output, its ensembles being independent under the prior); for each, ``L(f)`` is the model's log
+density as a function of that function's (or output's) values ``f`` at the training rows, every
+other site held at its current value (the tree sites' own prior left out: the moves account for
+it exactly).
 
 Conjugate path (a Normal likelihood in which ``f`` enters the mean additively)
 ------------------------------------------------------------------------------
@@ -72,8 +74,9 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density"]
 
 class TreeMovesState(NamedTuple):
     """``z``: the tree sites' values (what NumPyro collects); ``trees``: one BART kernel State per
-    tree function (its trees as codes, the rows' leaves, the function ``z - resid``); ``accepted``:
-    accepted tree moves per function in the last step; ``rng_key``."""
+    tree function, or per output of a function of several (its trees as codes, the rows' leaves,
+    the function ``z - resid``); ``accepted``: accepted tree moves per tree site in the last step
+    (all its outputs); ``rng_key``."""
 
     z: dict
     trees: tuple
@@ -104,7 +107,8 @@ def function_log_density(model, model_args, model_kwargs, values: dict, skip=())
 
 
 class _Fn(NamedTuple):
-    """Static description of one tree function."""
+    """Static description of one tree function, or of one output of a function of several
+    (``column >= 0``: its own ensemble of ``m`` trees, updated as a function of its own)."""
 
     site: str
     name: str
@@ -112,6 +116,13 @@ class _Fn(NamedTuple):
     cfg: Any      # bart KernelConfig
     data: Any     # bart BARTData (codes and prior; y, weight set per step)
     rows: str     # rows_key of the training X
+    column: int = -1   # the output, for a function of several outputs (-1: a function of one)
+
+    def with_values(self, values: dict, f) -> dict:
+        """``values`` with this function's (or output's) values at the rows set to ``f``."""
+        if self.column < 0:
+            return {**values, self.name: f}
+        return {**values, self.name: values[self.name].at[:, self.column].set(f)}
 
 
 class TreeMoves(MCMCKernel):
@@ -180,8 +191,39 @@ class TreeMoves(MCMCKernel):
                               jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(0.0),
                               traced_params(spec.prior, jnp.float32), jnp.asarray(d.code_lo), jnp.asarray(d.code_hi),
                               jnp.zeros(3))
-            fns.append(_Fn(site, fname, d, cfg, data, rows_key(d.X)))
+            for column in (range(spec.outputs) if spec.outputs else (-1,)):   # one block per output
+                fns.append(_Fn(site, fname, d, cfg, data, rows_key(d.X), column))
         return tuple(fns), tr
+
+    def _assemble(self, states, fns=None) -> tuple[dict, dict]:
+        """Every tree site's packed value and every function's values at the training rows, from the
+        blocks' states (a function of several outputs: its blocks stacked, in output order)."""
+        packed, values = {}, {}
+        for fn, st in zip(self._fns if fns is None else fns, states):
+            p, v = self._pack(fn, st), st.z - st.resid
+            if fn.column < 0:
+                packed[fn.site], values[fn.name] = p, v
+            else:
+                packed.setdefault(fn.site, []).append(p)
+                values.setdefault(fn.name, []).append(v)
+        packed = {k: jnp.stack(v) if isinstance(v, list) else v for k, v in packed.items()}
+        values = {k: jnp.stack(v, -1) if isinstance(v, list) else v for k, v in values.items()}
+        return packed, values
+
+    def _site_values(self, states) -> dict:
+        """The tree sites' values for the other blocks (:class:`TreeValues`)."""
+        packed, values = self._assemble(states)
+        out = {}
+        for fn in self._fns:
+            if fn.site not in out:
+                p = packed[fn.site]
+                out[fn.site] = TreeValues(p, values[fn.name], fn.dist.log_prob(p), fn.rows)
+        return out
+
+    @property
+    def sites(self) -> tuple:
+        """The tree sites (after ``init``), in the model's order."""
+        return tuple(dict.fromkeys(fn.site for fn in self._fns))
 
     def _check_conjugate(self, fns, model_args, model_kwargs):
         """Per function: is ``L`` quadratic in ``f`` with a diagonal Hessian (module docstring)?"""
@@ -195,7 +237,7 @@ class TreeMoves(MCMCKernel):
             @jax.jit
             def probe(base, f1, f2, v, fn=fn):
                 def L(f):
-                    return function_log_density(self._model, model_args, kw, {**base, fn.name: f}, skip=(fn.site,))
+                    return function_log_density(self._model, model_args, kw, fn.with_values(base, f), skip=(fn.site,))
 
                 g = jax.grad(L)
                 return (jax.jvp(g, (f1,), (jnp.ones_like(f1),))[1], jax.jvp(g, (f1,), (v,))[1],
@@ -207,6 +249,8 @@ class TreeMoves(MCMCKernel):
                 base = {k: site["value"] for k, site in tr.items()
                         if site["type"] == "sample" and not site["is_observed"]}
                 rng = np.random.default_rng(seed)
+                if fn.column >= 0:   # the other outputs at random values
+                    base[fn.name] = jnp.asarray(rng.normal(size=(n, fn.dist.spec.outputs)), jnp.float32)
                 f1, f2, v = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(3))
                 h1, hv1, hv2 = (np.asarray(a) for a in probe(base, f1, f2, v))
                 tol = 1e-4 * (float(np.max(np.abs(h1 * np.asarray(v)))) + 1e-30)
@@ -223,8 +267,8 @@ class TreeMoves(MCMCKernel):
         kw = dict(model_kwargs or {})
         for i, fn in enumerate(fns):
             states[i] = self._constant_start(i, states, model_args, kw)
-        z = {fn.site: self._value(fn, st) for fn, st in zip(fns, states)}
-        return TreeMovesState(z, tuple(states), jnp.zeros(len(fns), jnp.int32), rng_key)
+        return TreeMovesState(self._site_values(states), tuple(states), jnp.zeros(len(self.sites), jnp.int32),
+                              rng_key)
 
     def _constant_start(self, i: int, states: list, model_args, model_kwargs, iterations: int = 30):
         """Function ``i``'s starting point: every tree one leaf of value ``c / m``, with ``c`` the
@@ -240,17 +284,15 @@ class TreeMoves(MCMCKernel):
         fn = self._fns[i]
         st = states[i]
         m = fn.cfg.m
-        tree_names = tuple(f.site for f in self._fns)
-        values = {}
-        for j, other in enumerate(self._fns):
-            values[other.site] = self._pack(other, states[j])
-            values[other.name] = states[j].z - states[j].resid
+        tree_names = self.sites
+        packed, values = self._assemble(states)
+        values = {**packed, **values}
         f0 = st.z - st.resid
         ones = jnp.ones_like(f0)
         prec = 1.0 / (m * fn.cfg.mcmc.leaf_model.tau2)
 
         def L(c):
-            return function_log_density(self._model, model_args, model_kwargs, {**values, fn.name: f0 + c * ones},
+            return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f0 + c * ones),
                                         skip=tree_names)
 
         def J(c):
@@ -280,13 +322,6 @@ class TreeMoves(MCMCKernel):
     def _pack(fn: _Fn, st) -> jax.Array:
         return fn.dist.pack(st.feature, st.threshold, st.value)
 
-    @classmethod
-    def _value(cls, fn: _Fn, st) -> TreeValues:
-        """The site's value for the other blocks: the trees, the function at the training rows
-        (kept by the BART kernel's state as ``z - resid``) and the trees' log density."""
-        packed = cls._pack(fn, st)
-        return TreeValues(packed, st.z - st.resid, fn.dist.log_prob(packed), fn.rows)
-
     @property
     def conjugate_paths(self) -> tuple:
         """Per tree function (after ``init``): whether its conjugate path runs."""
@@ -297,23 +332,20 @@ class TreeMoves(MCMCKernel):
         model_kwargs = dict(model_kwargs or {})
         rng_key, *keys = jax.random.split(state.rng_key, len(self._fns) + 1)
         states = list(state.trees)
-        accepted = []
-        tree_names = tuple(f.site for f in self._fns)
+        sites = self.sites
+        accepted = [jnp.zeros((), jnp.int32) for _ in sites]
         for i, fn in enumerate(self._fns):
-            values = {}
-            for j, other in enumerate(self._fns):   # every function's trees and values as they are now
-                values[other.site] = self._pack(other, states[j])
-                values[other.name] = (states[j].z - states[j].resid)
+            packed, values = self._assemble(states)   # every function's trees and values as they are now
+            values = {**packed, **values}
 
             def L(f, values=values, fn=fn):
-                return function_log_density(self._model, model_args, model_kwargs, {**values, fn.name: f},
-                                            skip=tree_names)
+                return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f),
+                                            skip=sites)
 
             step = self._conjugate_step if self._conj[i] else self._general_step
             states[i], acc = step(keys[i], states[i], fn, L)
-            accepted.append(acc)
-        z = {fn.site: self._value(fn, st) for fn, st in zip(self._fns, states)}
-        return TreeMovesState(z, tuple(states), jnp.stack(accepted).astype(jnp.int32), rng_key)
+            accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
+        return TreeMovesState(self._site_values(states), tuple(states), jnp.stack(accepted), rng_key)
 
     @staticmethod
     def _vgh(L, f):

@@ -1,10 +1,11 @@
 """Tree ensembles as random functions inside NumPyro models: the site and its distribution.
 
 ``f = bart_function("f", X, m=50)`` inside a NumPyro model declares ``m`` trees over the rows of ``X`` and
-returns the sum of trees at those rows, shape ``(n,)``.  It records two sites:
+returns the sum of trees at those rows, shape ``(n,)`` (``(n, k)`` with ``outputs=k``: one ensemble
+per output).  It records two sites:
 
 * ``"f_trees"``, a ``sample`` site of :class:`TreeEnsemble`: the trees, one float32 array
-  ``(m, S, 3)`` (``S = 2^(max_depth + 1) - 1`` heap slots; per slot the split variable, ``-1``
+  ``(m, S, 3)`` (``(k, m, S, 3)`` with ``outputs=k``; ``S = 2^(max_depth + 1) - 1`` heap slots; per slot the split variable, ``-1``
   where the slot is not internal, the split threshold as a real value, ``x <= threshold`` goes
   left, and the leaf value, 0 where the slot is not a leaf);
 * ``"f"``, a ``deterministic`` site: the function at the rows of ``X``.
@@ -53,7 +54,7 @@ from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
 from .. import intervals as IV
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
-           "stump_initialisation", "TreeValues", "rows_key",
+           "stump_initialisation", "TreeValues", "rows_key", "function_values",
            "PACKED_FIELDS"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
@@ -161,13 +162,15 @@ class TreeValues:
 
 
 class TreeSpec(NamedTuple):
-    """The static description of one tree function (hashable fields are Python values)."""
+    """The static description of one tree function (hashable fields are Python values);
+    ``outputs`` is 0 for a function of one output (values ``(n,)``), else ``k`` (values ``(n, k)``)."""
 
     m: int
     max_depth: int
     prior: Any
     leaf_sd: float
     min_leaf_rows: int
+    outputs: int = 0
 
 
 def _check_prior(prior):
@@ -176,6 +179,13 @@ def _check_prior(prior):
     if not isinstance(prior, (ChipmanPrior, DepthDecayPrior)):
         raise ValueError(f"prior must be a bt.priors depth prior (ChipmanPrior or DepthDecayPrior), got {prior!r}")
     return prior.check()
+
+
+def function_values(trees, X, outputs: int = 0):
+    """A tree function's values at the rows of ``X`` from its site's value: ``(..., m, S, 3)`` ->
+    ``(..., n)``, or with ``outputs = k``, ``(..., k, m, S, 3)`` -> ``(..., n, k)``."""
+    f = evaluate(trees, X)
+    return jnp.swapaxes(f, -1, -2) if outputs else f
 
 
 def evaluate(trees, X):
@@ -216,7 +226,8 @@ class TreeEnsemble(Distribution):
     spec : TreeSpec
     cuts : float32 (d, K), optional  the cut table (default :func:`cut_table` of ``X``)
 
-    The value is float32 ``(m, S, 3)`` (module docstring).  ``log_prob`` is the log density of
+    The value is float32 ``(m, S, 3)`` (module docstring), or ``(k, m, S, 3)`` for a function of
+    ``k = spec.outputs`` outputs (``k`` independent ensembles, one per output).  ``log_prob`` is the log density of
     the trees (tree prior times Normal leaf values; ``-inf`` for a threshold that is not a cut
     point).  It does not route the rows, so it does not check ``min_leaf_rows``; the samplers of
     this package never leave that truncation and ``sample`` draws from it (by rejection per tree).
@@ -236,7 +247,11 @@ class TreeEnsemble(Distribution):
         self.code_lo = np.zeros(self.X.shape[1], np.int32)
         self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
         S = 2 ** (spec.max_depth + 1) - 1
-        super().__init__(batch_shape=(), event_shape=(spec.m, S, 3), validate_args=validate_args)
+        super().__init__(batch_shape=(), event_shape=self._lead + (spec.m, S, 3), validate_args=validate_args)
+
+    @property
+    def _lead(self) -> tuple:
+        return (self.spec.outputs,) if self.spec.outputs else ()
 
     @property
     def capacity(self) -> int:
@@ -284,20 +299,21 @@ class TreeEnsemble(Distribution):
         v = value[..., 2]
         lv = jnp.sum(jnp.where(leaf, -0.5 * (v / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi), 0.0), -1)
         good = ok & jnp.all(hit, -1)
-        return jnp.sum(jnp.where(good, lp + lv, -jnp.inf), -1)
+        axes = (-2, -1) if self.spec.outputs else -1
+        return jnp.sum(jnp.where(good, lp + lv, -jnp.inf), axes)
 
     def sample(self, key, sample_shape=()):
         S = self.capacity
         if _STUMPS.get():   # set-up traces (stump_initialisation): the samplers' starting point
-            zeros = jnp.zeros(tuple(sample_shape) + (self.spec.m, S), jnp.int32)
+            zeros = jnp.zeros(tuple(sample_shape) + self._lead + (self.spec.m, S), jnp.int32)
             return self.pack(zeros - 1, zeros, zeros.astype(jnp.float32))
         n_draws = int(np.prod(sample_shape)) if sample_shape else 1
-        keys = jax.random.split(key, n_draws * self.spec.m)
+        keys = jax.random.split(key, n_draws * max(self.spec.outputs, 1) * self.spec.m)
         spec = self.spec
         f, t, v = _draw_trees(keys, jnp.asarray(self.codes.astype(np.int32)), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
                               max_depth=int(spec.max_depth), q=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd))
-        return self.pack(f, t, v).reshape(tuple(sample_shape) + (self.spec.m, S, 3))
+        return self.pack(f, t, v).reshape(tuple(sample_shape) + self._lead + (self.spec.m, S, 3))
 
 
 @partial(jax.jit, static_argnames=("max_depth", "q", "leaf_sd"))
@@ -368,8 +384,8 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float):
     return f, t, v
 
 
-def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf_sd=None, max_depth: int = 5,
-         min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
+def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: float = 2.0, leaf_sd=None,
+         max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
     """A sum of ``m`` trees as a random function inside a NumPyro model; its value at the rows of ``X``.
 
     Call it inside a NumPyro model function; sample the model with :func:`bayestrees.sample_model`
@@ -386,6 +402,11 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
         value computed from other sites).  Their cut points define the split rules.
     m : int >= 1, default 50
         Number of trees (``m = 1`` is one Bayesian CART tree: :func:`tree_function`).
+    outputs : int >= 1, optional
+        A function of ``outputs`` values per row, shape ``(n, outputs)``: one ensemble of ``m``
+        trees per output, independent under the prior (each with this prior and ``leaf_sd``), the
+        trees site of shape ``(outputs, m, S, 3)``.  The default ``None`` gives values ``(n,)``.
+        (For example the linear predictors of a multinomial logit, or a mean and a log scale.)
     prior : bt.priors.ChipmanPrior or bt.priors.DepthDecayPrior, optional
         The tree prior (default ``ChipmanPrior(0.95, 2)``).
     k : float > 0, default 2
@@ -406,8 +427,8 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
 
     Returns
     -------
-    jax.Array of shape (n,)
-        The sum of trees at the rows of ``X``.
+    jax.Array of shape (n,) or (n, outputs)
+        The sum of trees at the rows of ``X`` (a column per output).
 
     Raises
     ------
@@ -432,11 +453,12 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
     ((30,), (10, 63, 3))
     """
     m = check_int("m", m, 1)
+    n_out = 0 if outputs is None else check_int("outputs", outputs, 1)
     max_depth = check_int("max_depth", max_depth, 0, 12)
     min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
-    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows)
+    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out)
     Xc = _concrete_X(X, name)
     if cuts is None:
         cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
@@ -446,14 +468,14 @@ def bart_function(name: str, X, m: int = 50, *, prior=None, k: float = 2.0, leaf
     key = rows_key(Xc)
     trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name, "rows": key})
     if isinstance(trees, TreeValues):
-        f = trees.at_rows if trees.rows == key else evaluate(trees.trees, Xc)
+        f = trees.at_rows if trees.rows == key else function_values(trees.trees, Xc, n_out)
     else:
-        f = evaluate(trees, Xc)
+        f = function_values(trees, Xc, n_out)
     return numpyro.deterministic(name, f)
 
 
-def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: int = 5, min_leaf_rows: int = 5,
-         max_bins: int = 100, cuts=None):
+def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.5, max_depth: int = 5,
+         min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
     """One Bayesian CART tree as a random function in a NumPyro model (:func:`bart_function` with ``m = 1``).
 
     Parameters
@@ -462,6 +484,8 @@ def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: 
         The function's name (its trees are the site ``name + "_trees"``).
     X : array of shape (n, d)
         Real features without NaN or inf, concrete when the model runs.
+    outputs : int >= 1, optional
+        One tree per output, values ``(n, outputs)`` (as :func:`bart_function`).
     prior : bt.priors.ChipmanPrior or bt.priors.DepthDecayPrior, optional
         The tree prior (default ``ChipmanPrior(0.95, 2)``).
     leaf_sd : float > 0, default 1.5
@@ -471,7 +495,7 @@ def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: 
 
     Returns
     -------
-    jax.Array of shape (n,)
+    jax.Array of shape (n,) or (n, outputs)
         The tree's value at the rows of ``X``.
 
     Examples
@@ -485,5 +509,5 @@ def tree_function(name: str, X, *, prior=None, leaf_sd: float = 1.5, max_depth: 
     >>> tr["f_trees"]["value"].shape
     (1, 15, 3)
     """
-    return bart_function(name, X, 1, prior=prior, leaf_sd=leaf_sd, max_depth=max_depth, min_leaf_rows=min_leaf_rows,
-                max_bins=max_bins, cuts=cuts)
+    return bart_function(name, X, 1, outputs=outputs, prior=prior, leaf_sd=leaf_sd, max_depth=max_depth,
+                         min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts)
