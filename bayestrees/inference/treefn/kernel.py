@@ -259,10 +259,29 @@ class TreeMoves(MCMCKernel):
             out.append(ok)
         return tuple(out)
 
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+    def prepare(self, model_args, model_kwargs) -> "TreeMoves":
+        """Describe the model's tree functions and choose each one's path, with concrete arguments.
+
+        :meth:`init` does it itself when it was not done for the same arguments; done first, it
+        leaves :meth:`init` pure array code, which can then be traced under ``jax.jit`` (one
+        compiled program for the chains' set-up instead of one per operation:
+        :func:`~bayestrees.inference.treefn.fit.sample_model`).
+        """
         fns, _ = self._describe(model_args, model_kwargs)
         self._fns = fns
         self._conj = self._check_conjugate(fns, model_args, model_kwargs)
+        self._prepared_for = self._args_key(model_args, model_kwargs)
+        return self
+
+    @staticmethod
+    def _args_key(model_args, model_kwargs) -> tuple:
+        kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
+        return tuple(id(a) for a in model_args) + tuple((k, id(v)) for k, v in sorted(kw.items()))
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        if getattr(self, "_prepared_for", None) != self._args_key(model_args, model_kwargs):
+            self.prepare(model_args, model_kwargs)
+        fns = self._fns
         states = [K.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data) for i, fn in enumerate(fns)]
         kw = dict(model_kwargs or {})
         for i, fn in enumerate(fns):
