@@ -58,7 +58,7 @@ def main():
         @jax.jit
         def propose(key, st, cfg=cfg):
             u = random_bits.open_uniform(key, (cfg.m, K.N_UNIFORMS))
-            return jax.vmap(lambda *a: K._propose(*a, data, cfg, jnp.float32))(u, st.feature, st.threshold,
+            return jax.vmap(lambda *a: K.propose(*a, data, cfg, jnp.float32))(u, st.feature, st.threshold,
                                                                                 st.log_prior, st.avail)
 
         print(f"n = {n}, {name}: step {best_ms(lambda k: step(k, state, data), jax.random.key(5)):.2f} ms, "

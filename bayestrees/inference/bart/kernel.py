@@ -323,6 +323,11 @@ def _weights(cfg: KernelConfig, log_s):
     return log_s if cfg.sparse else None
 
 
+#: up to this many tree-rows (``m n``), a grow's left child's rows and weight are summed for all
+#: trees at once before the sequential visits (fewer operations per visit); beyond, in each visit
+#: (the batched pass would stream ``m n`` values through memory)
+_BATCH_ROWS = 2 ** 20
+
 #: uniforms per tree and step: move type, threshold, node, variable
 N_UNIFORMS = 4
 
@@ -461,6 +466,33 @@ class _Moved(NamedTuple):
     valid: jax.Array     # every leaf of T' holds min_leaf_rows rows
 
 
+def _grow_prune_sums(qf, s, real_grow, grow):
+    """``(q_old, q_new)``: per leaf of ``T`` and of ``T'`` the sums ``qf`` scattered into the finer
+    tree's leaves (``T'`` after a grow that can happen, else ``T``): the coarser tree's leaf at the
+    node ``s`` holds its two children's."""
+    lc, rc = 2 * s + 1, 2 * s + 2
+    idx = jnp.arange(qf.shape[0])   # one elementwise pass (not three updates in place): the same values
+    merged = jnp.where(idx == s, qf[lc] + qf[rc], jnp.where((idx == lc) | (idx == rc), 0.0, qf))
+    return jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged)
+
+
+def _left_rows(left, data: BARTData, dt):
+    """Rows (``BARTData.rows``) and row weight among the rows ``left``."""
+    c_l = jnp.sum(jnp.where(left, data.rows, 0.0)).astype(dt)
+    w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0)).astype(dt)
+    return c_l, w_l
+
+
+def _split_join(a, x_l, s, grow):
+    """Per-leaf totals ``a`` (rows or weights, shape (S,)) of ``T`` made ``T'``'s: a grow at ``s`` gives
+    its left child ``x_l`` and its right child the rest; a prune joins the children into ``s``."""
+    idx = jnp.arange(a.shape[0])
+    lc, rc = 2 * s + 1, 2 * s + 2
+    split = jnp.where(idx == lc, x_l, jnp.where(idx == rc, a[s] - x_l, jnp.where(idx == s, 0.0, a)))
+    join = jnp.where(idx == s, a[lc] + a[rc], jnp.where((idx == lc) | (idx == rc), 0.0, a))
+    return jnp.where(grow, split, join).astype(a.dtype)
+
+
 def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
     """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
 
@@ -469,25 +501,18 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Move
     masked pass over the node's rows; the rest comes from the cached counts.
     """
     s, grow = pr.node, pr.kind == 0
-    lc, rc = 2 * s + 1, 2 * s + 2
+    lc = 2 * s + 1
     col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
     at = leaf == s
-    left = at & (col <= pr.thr)
     grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
     real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
-    finer = jnp.where(real_grow, grown, leaf)
-    qf = scatter_add(jnp.zeros(S, wr.dtype), finer, wr)
-    merged = qf.at[s].set(qf[lc] + qf[rc]).at[lc].set(0.0).at[rc].set(0.0)
-    # a grow's children: rows and weight to the left by one pass; to the right what the node keeps
-    c_l = jnp.sum(jnp.where(left, data.rows, 0.0)).astype(count.dtype)
-    w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0)).astype(wsum.dtype)
-    split = lambda a, x_l: a.at[lc].set(x_l).at[rc].set(a[s] - x_l).at[s].set(0.0)  # noqa: E731
-    join = lambda a: a.at[s].set(a[lc] + a[rc]).at[lc].set(0.0).at[rc].set(0.0)  # noqa: E731
-    count_new = jnp.where(grow, split(count, c_l), join(count))
-    wsum_new = jnp.where(grow, split(wsum, w_l), join(wsum))
+    qf = scatter_add(jnp.zeros(S, wr.dtype), jnp.where(real_grow, grown, leaf), wr)
+    q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype)
     valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
     leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
-    return _Moved(leaf_new, count_new, wsum_new, jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged), valid)
+    return _Moved(leaf_new, _split_join(count, c_l, s, grow), _split_join(wsum, w_l.astype(wsum.dtype), s, grow),
+                  q_old, q_new, valid)
 
 
 def _change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
@@ -529,36 +554,102 @@ class _Step:
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
         inv_s2 = 1.0 / state.sigma2
         local = mc.move_probs[2] + mc.move_probs[3] == 0  # grow and prune only: no change or swap to route
+        # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
+        # large data: in the visit, where the node's rows are in cache
+        batch_left = local and m * state.leaf.shape[1] <= _BATCH_ROWS
+
+        def terms(wsum, zv):
+            """Per leaf slot what does not involve the residual: the marginal's ``-log(1 + tau2 P) / 2``
+            and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``), the leaf's posterior
+            variance and its noise (the operations of the leaf draw, in its order)."""
+            P = wsum * inv_s2
+            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
+            return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
+
+        cw = t_new = None
+        t_old = jax.vmap(terms)(state.wsum, zval) if local else None   # T's terms, all trees at once
+        if batch_left:   # and T''s
+            def left_rows(pr, leaf8, wsum, zv):
+                col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+                c_l, w_l = _left_rows((leaf8.astype(jnp.int32) == pr.node) & (col <= pr.thr), data, dt)
+                return jnp.stack([c_l, w_l]), terms(_split_join(wsum, w_l, pr.node, pr.kind == 0), zv)
+
+            cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
+
+        def draw(is_leaf, q, wsum, zv):
+            """The kept tree's leaf values from their conjugate posterior (``q``, ``wsum``: its per-leaf sums)."""
+            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
+            return jnp.where(is_leaf, var * q * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(dt)
+
+        def visit_local(R, xs):
+            # a grow or prune at s: one scatter of w r into the finer tree's leaves (T' after a grow
+            # that can happen, else T) gives both trees' sums; the grown children's rows and weights
+            # by one masked pass (or from the batched pass), the rest from the cached counts
+            pr, v, leaf8, count, wsum, lu, zv, to, cw_j, tn = xs
+            s, ok, grow = pr.node, pr.ok, pr.kind == 0
+            lc, rc = 2 * s + 1, 2 * s + 2
+            leaf = leaf8.astype(jnp.int32)
+            r = R + take(v, leaf)
+            real_grow = grow & ok   # a grow that cannot happen moves no row
+            col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+            at = leaf == s
+            finer = jnp.where(real_grow & at, lc + (col > pr.thr).astype(jnp.int32), leaf)
+            qf = scatter_add(jnp.zeros(S, dt), finer, w * r)
+            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+            if batch_left:
+                c_l, w_l = cw_j[0], cw_j[1]
+            else:
+                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+                tn = terms(_split_join(wsum, w_l, s, grow), zv)
+            valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+            (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
+            Qo, Qn = q_old * inv_s2, q_new * inv_s2
+            lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal, T's and T''s
+            lm_new = a_new + 0.5 * Qn * Qn / d_new
+            # the log marginal likelihood ratio: the leaves other than s and its children are the same
+            ll = jnp.where(grow, lm_new[lc] + lm_new[rc] - lm_old[s], lm_new[s] - lm_old[lc] - lm_old[rc])
+            acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
+            # the leaf draw (draw's operations, with the terms computed before)
+            var = jnp.where(acc, var_new, var_old)
+            value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
+                              var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
+            pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
+            kept = jnp.where(acc, jnp.where(grow, finer, pruned), leaf)
+            R = r - take(value, kept)
+            # the kept counts follow after the scan from the left child's (c_l, w_l)
+            return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
 
         def visit(R, xs):
-            pr, f, t, v, leaf8, count, wsum, lu, zv = xs
+            pr, v, leaf8, count, wsum, lu, zv = xs
             leaf = leaf8.astype(jnp.int32)
             r = R + take(v, leaf)
             wr = w * r
             gp = lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
-            if local:
-                mv = gp(None)
-            else:
-                mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
-                                                                          mc.max_depth), gp, None)
+            mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
+                                                                      mc.max_depth), gp, None)
             lm_old = leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
             lm_new = leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
             ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
-            log_a = jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
-            acc = lu < log_a
-            is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
+            acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
             wsum = jnp.where(acc, mv.wsum, wsum)
-            qk = jnp.where(acc, mv.q_new, mv.q_old)
-            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
-            value = jnp.where(is_leaf, var * qk * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(v.dtype)
+            value = draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), jnp.where(acc, mv.q_new, mv.q_old), wsum, zv)
             leaf = jnp.where(acc, mv.leaf, leaf)
             R = r - take(value, leaf)
-            out = (jnp.where(acc, pr.feature, f), jnp.where(acc, pr.threshold, t), value, leaf.astype(ldt),
-                   jnp.where(acc, mv.count, count), wsum, acc)
-            return R, out
+            return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
 
-        xs = (prop, state.feature, state.threshold, state.value, state.leaf, state.count, state.wsum, log_u, zval)
-        R, (feature, threshold, value, leaf, count, wsum, acc) = jax.lax.scan(visit, state.resid, xs)
+        xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
+        if local:
+            R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
+            acc = acw[:, 0] > 0
+            a2, grow = acc[:, None], prop.kind == 0
+            sj = jax.vmap(_split_join)
+            count = jnp.where(a2, sj(state.count, acw[:, 1].astype(state.count.dtype), prop.node, grow), state.count)
+            wsum = jnp.where(a2, sj(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop.node, grow), state.wsum)
+        else:
+            R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
+            a2 = acc[:, None]
+        feature = jnp.where(a2, prop.feature, state.feature)
+        threshold = jnp.where(a2, prop.threshold, state.threshold)
         sigma2, z = state.sigma2, state.z
         if cfg.probit:
             f = state.z - R
