@@ -558,21 +558,22 @@ class _Step:
         # large data: in the visit, where the node's rows are in cache
         batch_left = local and m * state.leaf.shape[1] <= _BATCH_ROWS
 
-        def terms(wsum, zv):
-            """Per leaf slot what does not involve the residual: the marginal's ``-log(1 + tau2 P) / 2``
-            and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``), the leaf's posterior
+        def terms(wsum, zv, s):
+            """What does not involve the residual: at the node ``s`` and its children the marginal's
+            ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
+            the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
             variance and its noise (the operations of the leaf draw, in its order)."""
-            P = wsum * inv_s2
+            P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * inv_s2
             var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
             return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
 
         cw = t_new = None
-        t_old = jax.vmap(terms)(state.wsum, zval) if local else None   # T's terms, all trees at once
+        t_old = jax.vmap(terms)(state.wsum, zval, prop.node) if local else None   # T's terms, all trees at once
         if batch_left:   # and T''s
             def left_rows(pr, leaf8, wsum, zv):
                 col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
                 c_l, w_l = _left_rows((leaf8.astype(jnp.int32) == pr.node) & (col <= pr.thr), data, dt)
-                return jnp.stack([c_l, w_l]), terms(_split_join(wsum, w_l, pr.node, pr.kind == 0), zv)
+                return jnp.stack([c_l, w_l]), terms(_split_join(wsum, w_l, pr.node, pr.kind == 0), zv, pr.node)
 
             cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
 
@@ -594,20 +595,21 @@ class _Step:
             col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
             at = leaf == s
             finer = jnp.where(real_grow & at, lc + (col > pr.thr).astype(jnp.int32), leaf)
-            qf = scatter_add(jnp.zeros(S, dt), finer, w * r)
+            qf = jnp.zeros(S, dt).at[finer].add(w * r, mode="promise_in_bounds")   # slots < S: no bounds checks
             q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
             if batch_left:
                 c_l, w_l = cw_j[0], cw_j[1]
             else:
                 c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
-                tn = terms(_split_join(wsum, w_l, s, grow), zv)
+                tn = terms(_split_join(wsum, w_l, s, grow), zv, s)
             valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
             (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
-            Qo, Qn = q_old * inv_s2, q_new * inv_s2
-            lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal, T's and T''s
+            three = jnp.stack([s, lc, rc])
+            Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
+            lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
             lm_new = a_new + 0.5 * Qn * Qn / d_new
             # the log marginal likelihood ratio: the leaves other than s and its children are the same
-            ll = jnp.where(grow, lm_new[lc] + lm_new[rc] - lm_old[s], lm_new[s] - lm_old[lc] - lm_old[rc])
+            ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
             acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
             # the leaf draw (draw's operations, with the terms computed before)
             var = jnp.where(acc, var_new, var_old)
