@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import random_bits
 from ..progress import Progress
@@ -148,10 +149,23 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
     return state, swap(bs), swap(bi)
 
 
+def _host(a):
+    """A kept output as a NumPy array (cutting and joining it on the host compiles nothing: as jax
+    operations, every new shape was a small compiled program, about 20 of them a fit); key arrays stay
+    jax arrays."""
+    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        return a
+    return np.asarray(a)
+
+
+def _join(a, axis):
+    return np.concatenate(a, axis=axis) if all(isinstance(x, np.ndarray) for x in a) else jnp.concatenate(a, axis=axis)
+
+
 def _concat(parts):
     if len(parts) == 1:
         return parts[0]
-    return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=1), *parts)
+    return jax.tree_util.tree_map(lambda *a: _join(a, 1), *parts)
 
 
 @partial(jax.jit, static_argnames=("init", "chains"))
@@ -205,15 +219,15 @@ def _run_calls(run, k_run, state, args, calls, thin, prog, first=None):
     """Run the compiled calls of one phase list on ``state``; returns the kept draws and the state."""
     i32 = jnp.int32
     extra = () if first is None else (i32(first),)
-    samples, infos = [], []
+    kept = []
     for t, n_tune, n_keep in calls:
         state, s, i = run(k_run, state, args, i32(t), i32(n_tune), i32(n_keep), i32(thin), *extra)
         if n_keep:
-            cut = partial(jax.tree_util.tree_map, lambda a: a[:, :n_keep])
-            samples.append(cut(s))
-            infos.append(cut(i))
+            kept.append((s, i, n_keep))
         prog.update(n_tune + n_keep * thin)
-    return _concat(samples), _concat(infos), state
+    # to the host once every block is dispatched (a copy per block would make the device wait)
+    cut = lambda tree, n: jax.tree_util.tree_map(lambda a: _host(a)[:, :n], tree)  # noqa: E731
+    return _concat([cut(s, n) for s, _, n in kept]), _concat([cut(i, n) for _, i, n in kept]), state
 
 
 def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
@@ -229,13 +243,20 @@ def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
 
     def chain(c):
         dev = devices[c % len(devices)]
-        st = jax.device_put(jax.tree_util.tree_map(lambda a: a[c:c + 1], state), dev)
+        st = jax.device_put(jax.tree_util.tree_map(lambda a: _host(a)[c:c + 1], state), dev)
         return _run_calls(run, k_run, st, placed[dev], calls, thin, prog, first=c)  # Progress is thread-safe
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bayestrees-chain") as pool:
         outs = list(pool.map(chain, range(chains)))
-    cat = lambda *a: jnp.concatenate([jax.device_put(x, devices[0]) for x in a], axis=0)  # noqa: E731
-    return tuple(jax.tree_util.tree_map(cat, *[o[j] for o in outs]) for j in range(3))
+    def cat(*a):   # the chains' last states, joined on the host (key arrays on the device) onto device 0
+        if jax.dtypes.issubdtype(a[0].dtype, jax.dtypes.prng_key):
+            return jnp.concatenate([jax.device_put(x, devices[0]) for x in a], axis=0)
+        return jax.device_put(np.concatenate([np.asarray(x) for x in a], axis=0), devices[0])
+
+    host_cat = lambda *a: _join(a, 0)  # noqa: E731   the kept outputs, already on the host
+    return (jax.tree_util.tree_map(host_cat, *[o[0] for o in outs]),
+            jax.tree_util.tree_map(host_cat, *[o[1] for o in outs]),
+            jax.tree_util.tree_map(cat, *[o[2] for o in outs]))
 
 
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
