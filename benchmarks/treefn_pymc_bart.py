@@ -172,6 +172,8 @@ def worker_bayestrees(a) -> dict:
         numpyro.sample("y", dist.Poisson(jnp.exp(c + f)), obs=y)
 
     kw = dict(draws=a.draws, tune=a.tune, chains=a.chains, chain_method="vectorized", log_likelihood=False)
+    if a.leaf_refresh:
+        kw["leaf_refresh"] = a.leaf_refresh
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
@@ -189,6 +191,7 @@ def worker_bayestrees(a) -> dict:
     res = {"side": "bayestrees", "imported_from_worktree": Path(bt.__file__).resolve().parent == ROOT / "bayestrees",
            "versions": {"bayestrees": bt.__version__, "jax": jax.__version__,
                                               "numpyro": numpyro.__version__, "arviz": arviz.__version__},
+           "leaf_refresh": a.leaf_refresh,
            "sampler": "bt.sample_model: one RJ move per tree per step (all 50 trees), Laplace leaf proposal; "
                       "chain_method=vectorized",
            "chains": a.chains, "tune": a.tune, "draws": a.draws, "compile_s": compile_s,
@@ -303,7 +306,7 @@ def run_side(side, python, data, a, draws, tune, chains, tmp, libpath=None) -> d
     result = Path(tmp) / f"{side}.json"
     cmd = [python, str(Path(__file__).resolve()), "--worker", side, "--data", str(data), "--result", str(result),
            "--draws", str(draws), "--tune", str(tune), "--chains", str(chains), "--seed", str(a.seed),
-           "--offset", a.offset]
+           "--offset", a.offset, "--leaf-refresh", str(a.leaf_refresh)]
     before = load_average()
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -335,6 +338,7 @@ def main():
     ap.add_argument("--library", choices=["head", "worktree"], default="head",
                     help="bayestrees as committed (HEAD, exported to a temporary folder) or the working tree")
     ap.add_argument("--only", choices=["bayestrees", "pymc-bart"], default=None)
+    ap.add_argument("--leaf-refresh", type=int, default=0, help="bt.sample_model's leaf_refresh")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "treefn_pymc_bart.jsonl"))
     ap.add_argument("--worker", choices=["bayestrees", "pymc-bart"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", default=None, help=argparse.SUPPRESS)

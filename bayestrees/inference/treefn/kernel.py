@@ -67,7 +67,7 @@ from ...leaves import KnownVarianceNormalLeaves
 from ...priors import canonical, traced_params
 from .. import moves as M
 from ..bart import kernel as K
-from .site import TreeEnsemble, TreeValues, rows_key
+from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density"]
 
@@ -141,11 +141,12 @@ class TreeMoves(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(self, model, conjugate="auto"):
+    def __init__(self, model, conjugate="auto", leaf_refresh: int = 0):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
         self._model = model
         self.conjugate = conjugate
+        self.leaf_refresh = int(leaf_refresh)
         self._fns: tuple = ()
         self._conj: tuple = ()
 
@@ -174,7 +175,8 @@ class TreeMoves(MCMCKernel):
     # -- set-up ------------------------------------------------------------------------------------
     def _describe(self, model_args, model_kwargs):
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
-        tr = prototype_trace(self._model, jax.random.key(0), model_args, kw)
+        with stump_initialisation():   # the sites' distributions only: no tree drawn from the prior
+            tr = prototype_trace(self._model, jax.random.key(0), model_args, kw)
         names = tree_sites(tr)
         if not names:
             raise ValueError("the model has no tree function (bt.bart_function(...) or bt.tree_function(...))")
@@ -245,10 +247,16 @@ class TreeMoves(MCMCKernel):
 
             ok = True
             for seed in (1, 2):   # two random values of the other sites, two random points f, a random v
-                tr = prototype_trace(self._model, jax.random.key(seed), model_args, kw)
+                with stump_initialisation():   # (drawing trees from the prior compiles a sampler: seconds)
+                    tr = prototype_trace(self._model, jax.random.key(seed), model_args, kw)
                 base = {k: site["value"] for k, site in tr.items()
                         if site["type"] == "sample" and not site["is_observed"]}
                 rng = np.random.default_rng(seed)
+                for other in fns:   # every other function (and output) at random values
+                    if other.name != fn.name and other.name not in base:
+                        rows = other.dist.X.shape[0]
+                        size = (rows, other.dist.spec.outputs) if other.column >= 0 else (rows,)
+                        base[other.name] = jnp.asarray(rng.normal(size=size), jnp.float32)
                 if fn.column >= 0:   # the other outputs at random values
                     base[fn.name] = jnp.asarray(rng.normal(size=(n, fn.dist.spec.outputs)), jnp.float32)
                 f1, f2, v = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(3))
@@ -453,10 +461,20 @@ class TreeMoves(MCMCKernel):
             return carry, out
 
         xs = (prop, st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, log_u, zval)
-        (f, _, _, _), (feature, threshold, value, leaf, count, wsum, moved, acc) = jax.lax.scan(
-            visit, (f0, L0, a0, h0), xs)
+        carry, (feature, threshold, value, leaf, count, wsum, moved, acc) = jax.lax.scan(visit, (f0, L0, a0, h0), xs)
         lprior = jnp.where(moved, prop.log_prior, st.log_prior)
         avail = jnp.where(moved[:, None], prop.avail, st.avail)
+        n_acc = jnp.sum(acc)
+        for r in range(self.leaf_refresh):   # leaf refreshes: the same move with the tree kept (T' = T)
+            k_acc, k_val = random_bits.split(jax.random.fold_in(key, r + 1), 2)
+            internal = feature >= 0
+            par = np.maximum((np.arange(S) - 1) // 2, 0)
+            is_leaf = ~internal & ((np.arange(S) == 0) | internal[:, par])         # the trees as they are now
+            keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
+            xs = (keep, feature, threshold, value, leaf, count, wsum,
+                  jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt), random_bits.normal(k_val, (m, S), dt))
+            carry, (feature, threshold, value, leaf, count, wsum, _, acc) = jax.lax.scan(visit, carry, xs)
+        f = carry[0]
         new = st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                           log_prior=lprior, avail=avail, resid=jnp.zeros_like(f), z=f)
-        return new, jnp.sum(acc)
+        return new, n_acc
