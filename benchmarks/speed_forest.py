@@ -63,6 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devices import _reset_peak  # noqa: E402  (this folder's every-family benchmark: the same peak-RSS reset)
+
 # the compile time is reported, so no persistent compilation cache (bayestrees.compile_cache, on by
 # default) unless one is asked for: with it, a second run would load the programs the first compiled
 os.environ.setdefault("BAYESTREES_COMPILATION_CACHE", "0")
@@ -244,16 +247,6 @@ class _TreeMemory:
                 "children_rss_after_mb": [round(a["VmRSS"], 1) for a in after if a],
                 "children_peak_anon_mb": [round(v, 1) for v in self.anon.values()],
                 "sampled_peak_sum_mb": round(self.peak_sum, 1)}
-
-
-def _reset_peak() -> bool:
-    """Reset this process's peak RSS (``VmHWM``) to its RSS now; False where the kernel does not allow it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR, n_jobs: int = 2) -> dict:
