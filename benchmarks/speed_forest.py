@@ -350,7 +350,7 @@ def main():
     if args.memory_only:
         rec = {"benchmark": "speed_forest_memory", "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                "host": platform.node(), "cpus": os.cpu_count(), "n_trees": args.trees, "min_samples_leaf": args.msl,
-               "n_jobs": args.memory_n_jobs, "ours_parallel": os.environ.get("BAYESTREES_PARALLEL", "processes"),
+               "n_jobs": args.memory_n_jobs, "ours_parallel": os.environ.get("BAYESTREES_PARALLEL", "threads"),
                **_library_commit(),
                "memory": memory_records(args.trees, args.msl, args.data_dir, args.memory_n_jobs)}
         print(json.dumps(rec))
@@ -366,7 +366,7 @@ def main():
            "cpus": os.cpu_count(), "jax": jax.__version__, "backend": jax.default_backend(),
            "n_train": len(y), "n_test": len(yte), "n_features": X.shape[1], "n_trees": T,
            "min_samples_leaf": msl, "n_jobs": 2, "binning_in_fit_time": True,
-           "ours_parallel": os.environ.get("BAYESTREES_PARALLEL", "processes"),
+           "ours_parallel": os.environ.get("BAYESTREES_PARALLEL", "threads"),
            **_library_commit()}
     print(f"California housing fold 0: {len(y)} train / {len(yte)} test rows, {X.shape[1]} features; "
           f"{T} trees, min_samples_leaf={msl}, 2 workers each side; backend {jax.default_backend()}, "

@@ -405,3 +405,19 @@ def test_extra_trees_thresholds_stay_within_the_present_codes():
     et = bt.BayesianForestRegressor(3, weights="none", splitter="random", min_samples_leaf=1, random_state=0).fit(X, y)
     assert et.binner_.dtype_ == np.uint16
     np.testing.assert_array_equal(et.n_leaves_, [700, 700, 700])
+
+
+def test_threads_by_default_give_the_same_trees_as_one_job(monkeypatch):
+    """``n_jobs=2`` fits in threads of this process by default (``BAYESTREES_PARALLEL`` unset): the
+    weights and seeds are drawn before the chunks are handed out, so the forest is the one-job forest."""
+    from bayestrees.inference.forest import workers
+
+    monkeypatch.delenv("BAYESTREES_PARALLEL", raising=False)
+    assert not workers.use_processes(2)
+    r = np.random.default_rng(4)
+    X = r.normal(size=(150, 3))
+    y = X[:, 0] - np.cos(2 * X[:, 1]) + 0.2 * r.normal(size=150)
+    one = bt.BayesianForestRegressor(draws=6, chunk_size=1, random_state=3, n_jobs=1).fit(X, y)
+    two = bt.BayesianForestRegressor(draws=6, chunk_size=1, random_state=3, n_jobs=2).fit(X, y)
+    assert all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(one.trees_, two.trees_))
+    np.testing.assert_array_equal(one.predict_draws(X), two.predict_draws(X))

@@ -7,7 +7,25 @@ from bayestrees.inference.forest import workers as workers
 from bayestrees.inference.forest.bootstrap import resolve_n_jobs
 from bayestrees.inference.forest.cart import CapacityError
 
-pytestmark = pytest.mark.skipif(not workers.use_processes(2), reason="worker processes need the CPU backend on Linux")
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _processes():
+    """Worker processes are asked for (``BAYESTREES_PARALLEL=processes``; threads are the default)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BAYESTREES_PARALLEL", "processes")
+        if not workers.use_processes(2):
+            pytest.skip("worker processes need the CPU backend on Linux")
+        yield
+
+
+def test_threads_are_the_default_and_processes_are_asked_for(monkeypatch):
+    monkeypatch.delenv("BAYESTREES_PARALLEL")
+    assert not workers.use_processes(2)
+    monkeypatch.setenv("BAYESTREES_PARALLEL", "procs")
+    with pytest.raises(ValueError, match="'threads' or 'processes'"):
+        workers.use_processes(2)
 
 
 @pytest.fixture(scope="module")

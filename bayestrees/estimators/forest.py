@@ -224,13 +224,12 @@ _COMMON_DOC = """
     chunk_size : int, optional
         Trees per compiled call (default chosen by memory).
     n_jobs : int, optional
-        Trees fitted at the same time (None: 1; -1: one per available CPU). On the CPU backend
-        they run in worker processes pinned to one core each, started on first use and kept
-        warm for later fits (see :mod:`bayestrees.inference.forest.workers`). Each worker holds
-        its own JAX runtime and compiled program (about 300 MB on an 18,000-row data set); the
-        environment variable ``BAYESTREES_PARALLEL=threads`` fits in threads of this process
-        instead, with a third of the memory and less speed on an idle machine
-        (``docs/performance.md``, "Forest memory").
+        Trees fitted at the same time (None: 1; -1: one per available CPU), in threads of this
+        process. On the CPU backend the environment variable ``BAYESTREES_PARALLEL=processes``
+        fits them in worker processes pinned to one core each instead, started on first use and
+        kept warm for later fits (see :mod:`bayestrees.inference.forest.workers`); each holds its
+        own JAX runtime and compiled program (about 300 MB on an 18,000-row data set), for the
+        same fit time on the 2-core development machine (``docs/performance.md``, "Forest memory").
     random_state : int, numpy Generator or None
     progressbar : bool
     n_estimators : int

@@ -73,10 +73,9 @@ def fit_forest(key, codes_or_prep, y, cfg: CARTConfig, n_trees: int, weights: st
     block_of_row, n_blocks : sub-sample forest: tree ``t`` sees only rows of block ``t % n_blocks``
     chunk_size : trees per compiled call (default: by memory); the last chunk is padded,
         so every call has the same shape and compiles once
-    n_jobs : chunks fitted at the same time (default 1; -1: one per available CPU). On the CPU
-        backend they run in worker processes pinned to one core each
-        (:mod:`~bayestrees.inference.forest.workers`; ``BAYESTREES_PARALLEL=threads`` uses threads);
-        on accelerators, in threads
+    n_jobs : chunks fitted at the same time (default 1; -1: one per available CPU), in threads of
+        this process; on the CPU backend ``BAYESTREES_PARALLEL=processes`` runs them in worker
+        processes pinned to one core each (:mod:`~bayestrees.inference.forest.workers`)
     n_valid : only the first ``n_valid`` rows are data; the rest are padding (weight 0, code
         ``MISSING`` in every feature: required) so that data sizes share compiled shapes
 
