@@ -126,8 +126,9 @@ class _Captured(Exception):
         self.payload = payload
 
 
-def ours_kernel(X, y, sigma_hat, seed=0):
-    """``(kernel, data args)`` exactly as ``bt.BARTRegressor(m=200).fit(X, y)`` would run them."""
+def ours_kernel(X, y, sigma_hat, seed=0, chains=1):
+    """``(kernel, data args)`` exactly as ``bt.BARTRegressor(m=200).fit(X, y)`` would run them (with
+    ``chains > 1``: as it runs that many vectorised chains, ``chain_method="vectorized"``)."""
     original = bart_fit.run_chains
 
     def capture(key, kernel, *, args, **kw):
@@ -135,8 +136,8 @@ def ours_kernel(X, y, sigma_hat, seed=0):
 
     bart_fit.run_chains = capture
     try:
-        bt.BARTRegressor(m=M_TREES, max_bins=MAX_BINS, sigma_hat=sigma_hat, chains=1, draws=1, tune=0,
-                         random_state=seed).fit(X, y)
+        bt.BARTRegressor(m=M_TREES, max_bins=MAX_BINS, sigma_hat=sigma_hat, chains=chains, draws=1, tune=0,
+                         chain_method="vectorized" if chains > 1 else "auto", random_state=seed).fit(X, y)
     except _Captured as c:
         return c.payload
     finally:
@@ -177,7 +178,7 @@ def speed(n, p, args) -> dict:
     keys = list(jax.random.split(jax.random.key(args.seed), args.warmup + args.steps * args.repeats + 1))
 
     C = args.speed_chains
-    kernel, kargs = ours_kernel(X, y, sh, args.seed)
+    kernel, kargs = ours_kernel(X, y, sh, args.seed, C)
     if C == 1:
         state0 = jax.jit(kernel.init)(jax.random.key(args.seed), *kargs)
         ours_fn, bz_fn, chain_keys = kernel.step, bartz_mcmcstep.step, (lambda k: k)

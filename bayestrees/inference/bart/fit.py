@@ -80,7 +80,7 @@ from ...data import TrainingData, check_dtype, check_finite, check_int, check_po
 from ...leaves import KnownVarianceNormalLeaves
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
 from .. import moves as M
-from ..loop import check_chain_method, run_chains
+from ..loop import check_chain_method, resolve_chain_method, run_chains
 from . import kernel as K
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
@@ -390,7 +390,9 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     mc = M.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
                       data.d, tuple(float(p) for p in config.move_probs), "moves",
                       min_leaf_rows=int(config.min_leaf_rows))
-    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse))
+    width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
+    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
+                          int(width))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = K.build_kernel(kcfg, dtype)
     code_lo, code_hi = K.data_intervals(data.codes)
