@@ -249,6 +249,12 @@ class _TreeMemory:
                 "sampled_peak_sum_mb": round(self.peak_sum, 1)}
 
 
+def _cache_kind(setting: str) -> str:
+    """The compilation cache setting as the record keeps it: "0" (off), "" (the default folder) or
+    "a temporary folder" (never a machine's path)."""
+    return setting if setting in ("", "0") else "a temporary folder"
+
+
 def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR, n_jobs: int = 2) -> dict:
     """Run in a fresh process: peak RSS growth of one fit (see the module docstring).
 
@@ -283,7 +289,7 @@ def memory_child(side: str, n_trees: int, msl: int, data_dir=DATA_DIR, n_jobs: i
     kids = tracker.stop()
     peak = _hwm_mb()
     own = peak - base if reset else peak  # without the reset: the whole process's peak
-    return {"side": side, "n_jobs": n_jobs, "cache": os.environ.get("BAYESTREES_COMPILATION_CACHE", ""),
+    return {"side": side, "n_jobs": n_jobs, "cache": _cache_kind(os.environ.get("BAYESTREES_COMPILATION_CACHE", "")),
             "fit_s": round(seconds, 2), "load_avg": os.getloadavg()[0], "baseline_rss_mb": round(base, 1),
             "peak_rss_mb": round(peak, 1), "own_growth_mb": round(own, 1), "peak_is_growth": reset,
             "workers_peak_rss_mb": round(sum(kids["children_peak_rss_mb"]), 1), **kids,
