@@ -30,8 +30,8 @@ Only the forest fit uses them (:func:`bayestrees.inference.forest.bootstrap.fit_
 with ``n_jobs > 1`` on the CPU backend), and only when the environment variable
 ``BAYESTREES_PARALLEL=processes`` asks for them (:func:`use_processes`).  A worker runs
 :func:`bayestrees.inference.forest.chunk.fit_chunk`, the function the calling
-process runs for a chunk of trees; this module never imports ``bootstrap``.  By default (``BAYESTREES_PARALLEL=threads``) parallel
-fits run in threads of the calling process instead.
+process runs for a chunk of trees; this module never imports ``bootstrap``.  By default
+(``BAYESTREES_PARALLEL=threads``) parallel fits run in threads of the calling process instead.
 """
 from __future__ import annotations
 

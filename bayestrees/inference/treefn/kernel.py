@@ -197,11 +197,11 @@ class TreeMoves(MCMCKernel):
                 fns.append(_Fn(site, fname, d, cfg, data, rows_key(d.X), column))
         return tuple(fns), tr
 
-    def _assemble(self, states, fns=None) -> tuple[dict, dict]:
+    def _assemble(self, states) -> tuple[dict, dict]:
         """Every tree site's packed value and every function's values at the training rows, from the
         blocks' states (a function of several outputs: its blocks stacked, in output order)."""
         packed, values = {}, {}
-        for fn, st in zip(self._fns if fns is None else fns, states):
+        for fn, st in zip(self._fns, states):
             p, v = self._pack(fn, st), st.z - st.resid
             if fn.column < 0:
                 packed[fn.site], values[fn.name] = p, v
@@ -211,6 +211,12 @@ class TreeMoves(MCMCKernel):
         packed = {k: jnp.stack(v) if isinstance(v, list) else v for k, v in packed.items()}
         values = {k: jnp.stack(v, -1) if isinstance(v, list) else v for k, v in values.items()}
         return packed, values
+
+    def _model_values(self, states) -> dict:
+        """The tree sites' packed values and the functions' values at the rows, one dict (what the
+        model's log density is evaluated at)."""
+        packed, values = self._assemble(states)
+        return {**packed, **values}
 
     def _site_values(self, states) -> dict:
         """The tree sites' values for the other blocks (:class:`TreeValues`)."""
@@ -312,8 +318,7 @@ class TreeMoves(MCMCKernel):
         st = states[i]
         m = fn.cfg.m
         tree_names = self.sites
-        packed, values = self._assemble(states)
-        values = {**packed, **values}
+        values = self._model_values(states)
         f0 = st.z - st.resid
         ones = jnp.ones_like(f0)
         prec = 1.0 / (m * fn.cfg.mcmc.leaf_model.tau2)
@@ -362,8 +367,7 @@ class TreeMoves(MCMCKernel):
         sites = self.sites
         accepted = [jnp.zeros((), jnp.int32) for _ in sites]
         for i, fn in enumerate(self._fns):
-            packed, values = self._assemble(states)   # every function's trees and values as they are now
-            values = {**packed, **values}
+            values = self._model_values(states)   # every function's trees and values as they are now
 
             def L(f, values=values, fn=fn):
                 return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f),
