@@ -1,11 +1,13 @@
 """BART without its trees (``keep_trees=False``, values kept at rows named when fitting) and row
-weights in the estimators (``sample_weight``), issue 29.
+weights (``sample_weight``) in the estimators and in the model context (``bt.BART``), issue 29.
 
 Every fit here has the same shapes (50 rows, 3 features, 6 trees of depth 3, one chain of 10 + 10
 steps), so the sampler compiles once per kind of kept draw.  Collecting a draw reads the chain's
 state and changes nothing, so the draws with and without trees must agree to the bit.
 """
+import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -233,3 +235,171 @@ def test_other_families_take_no_sample_weight():
     X, y, _ = _data()
     with pytest.raises(TypeError, match="sample_weight"):
         bt.BayesianCARTRegressor(draws=2, tune=2, chains=1).fit(X, y, sample_weight=np.ones(len(y)))
+
+
+# ------------------------------------------------------------------------------------------------
+# sample_weight in the model context: bt.BART(..., sample_weight=w)
+# ------------------------------------------------------------------------------------------------
+MKW = dict(m=6, max_depth=3, max_bins=16)          # KW's settings for bt.BART
+RUN = dict(draws=10, tune=10, chains=1, random_seed=0)
+
+
+def _weights(n=50):
+    w = np.random.default_rng(1).uniform(0.25, 4.0, n)
+    w[[3, 11]] = 0.0                                  # rows without likelihood too
+    return w
+
+
+def _sample(X, y, w=None, *, container=False, **kw):
+    """``(model, rv, idata)`` of ``bt.BART("f", bt.Data("X", X), y, sample_weight=w, **kw)`` run with
+    RUN (``container``: ``sample_weight=bt.Data("w", w)``)."""
+    with bt.Model() as model:
+        rv = bt.BART("f", bt.Data("X", X), y, sample_weight=bt.Data("w", w) if container else w, **MKW, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            idata = bt.sample(**RUN)
+    return model, rv, idata
+
+
+def _same_draws(est, rv, idata):
+    for name in ("value", "feature", "threshold", "fit", "sigma", "lp", "weights"):
+        np.testing.assert_array_equal(getattr(rv.fitted_.result, name), getattr(est.result_, name), err_msg=name)
+    np.testing.assert_array_equal(idata.posterior["mu"].values, est.idata_.posterior["mu"].values)
+    np.testing.assert_array_equal(idata.log_likelihood["f"].values, est.idata_.log_likelihood["y"].values)
+
+
+@pytest.mark.parametrize("container", [False, True])
+def test_model_context_weights_give_the_estimators_draws(container):
+    X, y, _ = _data()
+    w = _weights()
+    est = _fit(bt.BARTRegressor(**KW), X, y, sample_weight=w)
+    _, rv, idata = _sample(X, y, w, container=container)
+    _same_draws(est, rv, idata)
+    assert np.all(idata.log_likelihood["f"].values[..., [3, 11]] == 0.0)
+    # and the weights are not ignored: the draws differ from the unweighted ones
+    _, plain, _ = _sample(X, y)
+    assert not np.array_equal(plain.fitted_.result.sigma, rv.fitted_.result.sigma)
+
+
+def test_model_context_classifier_weights_give_the_estimators_draws():
+    X, y, _ = _data()
+    labels = np.where(X[:, 0] > 0.5, "hi", "lo")
+    w = _weights()
+    est = _fit(bt.BARTClassifier(**KW), X, labels, sample_weight=w)
+    _, rv, idata = _sample(X, labels, w)
+    assert rv.task == "classification"
+    for name in ("value", "feature", "fit", "lp", "weights"):
+        np.testing.assert_array_equal(getattr(rv.fitted_.result, name), getattr(est.result_, name), err_msg=name)
+    np.testing.assert_array_equal(idata.log_likelihood["f"].values, est.idata_.log_likelihood["y"].values)
+    with bt.Model(), pytest.raises(ValueError, match="one class only"):
+        bt.BART("f", X, labels, sample_weight=(labels == "hi").astype(float), **MKW)
+        bt.sample(**RUN)
+
+
+@pytest.mark.parametrize("w, msg", [
+    (np.ones(49), r"sample_weight must have one value per row \(50\)"),
+    (-np.ones(50), "sample_weight must be finite and >= 0"),
+    (np.r_[np.inf, np.ones(49)], "sample_weight must be finite and >= 0"),
+    (np.zeros(50), "sample_weight: every weight is zero"),
+    (["a"] * 50, "sample_weight must be numbers"),
+])
+def test_model_context_bad_weights_are_refused_when_made_and_when_sampled(w, msg):
+    X, y, _ = _data()
+    with bt.Model() as model:
+        with pytest.raises(ValueError, match=msg):            # the estimators' messages
+            bt.BART("f", X, y, sample_weight=w, **MKW)
+        assert model.rvs == []                                 # nothing registered
+        weights = bt.Data("w", np.ones(50))
+        bt.BART("f", X, y, sample_weight=weights, **MKW)
+        bt.set_data({"w": w})
+        with pytest.raises(ValueError, match=msg):             # changed before sampling: checked again
+            bt.sample(**RUN)
+    with bt.Model(), pytest.raises(ValueError, match="row weights as sample_weight="):
+        bt.BART("f", X, y, weights=np.ones(50), **MKW)
+
+
+def test_model_context_predictive_draws_use_the_current_weights():
+    """With a bt.Data container the predictive noise at a row of weight w is sigma / sqrt(w) (the same
+    normal draws as at weight 1); with an array every row, the training rows included, has weight 1."""
+    X, y, Xn = _data()
+    w = _weights()
+    model, rv, idata = _sample(X, y, w, container=True)
+    model_arr, _, idata_arr = _sample(X, y, w)
+    wn = np.array([1.0, 4.0, 0.25, 16.0, 1.0, 2.0])
+    with model:
+        bt.set_data({"X": Xn, "w": np.ones(6)})
+        one = bt.sample_posterior_predictive(idata, predictions=True, random_seed=3).predictions
+        bt.set_data({"w": wn})
+        got = bt.sample_posterior_predictive(idata, predictions=True, random_seed=3).predictions
+        np.testing.assert_array_equal(got["f_mu"].values, one["f_mu"].values)      # the function: no weights
+        mu = one["f_mu"].values
+        np.testing.assert_allclose((got["f"].values - mu) * np.sqrt(wn), one["f"].values - mu, rtol=1e-9,
+                                   atol=1e-9)
+        np.testing.assert_array_equal(got["f"].values[..., 0], one["f"].values[..., 0])   # weight 1: to the bit
+        # the container not set with X, or a weight of 0 (no predictive distribution): clear errors
+        bt.set_data({"X": Xn[:4]})
+        with pytest.raises(ValueError, match=r"one value per row \(4\).*bt.set_data"):
+            bt.sample_posterior_predictive(idata, predictions=True)
+        bt.set_data({"X": Xn, "w": np.r_[0.0, np.ones(5)]})
+        with pytest.raises(ValueError, match="weight 0 has no predictive distribution"):
+            bt.sample_posterior_predictive(idata, predictions=True)
+        # at the training rows: their own weights
+        w_pos = np.where(w > 0, w, 1.0)
+        bt.set_data({"X": X, "w": w_pos})
+        ppc = bt.sample_posterior_predictive(idata, random_seed=3).posterior_predictive
+    # an array: weight 1 at every row, as the estimators' predictive draws
+    with model_arr:
+        arr = bt.sample_posterior_predictive(idata_arr, random_seed=3).posterior_predictive
+        bt.set_data({"X": Xn})
+        arr_new = bt.sample_posterior_predictive(idata_arr, predictions=True, random_seed=3).predictions
+    np.testing.assert_array_equal(arr_new["f"].values, one["f"].values)
+    np.testing.assert_array_equal(arr["f_mu"].values, ppc["f_mu"].values)
+    np.testing.assert_allclose((ppc["f"] - ppc["f_mu"]).values * np.sqrt(w_pos), (arr["f"] - arr["f_mu"]).values,
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_model_context_classifier_predictive_weights():
+    """Probit: a row of weight w draws its label with Phi(sqrt(w) (offset + f)); weight 1 is the
+    unweighted probability to the bit.  The same without trees, from the values kept at named rows."""
+    from scipy.special import ndtr, ndtri
+
+    X, y, Xn = _data()
+    labels = np.where(X[:, 0] > 0.5, "hi", "lo")
+    wn = np.array([1.0, 4.0, 0.25, 16.0, 0.0, 2.0])     # weight 0: a fair coin
+    out = []
+    for keep in (True, False):
+        model, _, idata = _sample(X, labels, np.ones(50), container=True, keep_trees=keep, X_predict=Xn)
+        with model:
+            bt.set_data({"X": Xn, "w": np.ones(6)})
+            one = bt.sample_posterior_predictive(idata, predictions=True, random_seed=3).predictions
+            bt.set_data({"w": wn})
+            got = bt.sample_posterior_predictive(idata, predictions=True, random_seed=3).predictions
+        np.testing.assert_array_equal(one["f_proba"].values, idata.predictions["f_proba"].values)
+        p1 = one["f_proba"].values[..., 1]
+        np.testing.assert_allclose(got["f_proba"].values[..., 1], ndtr(np.sqrt(wn) * ndtri(p1)), rtol=1e-6, atol=1e-9)
+        np.testing.assert_array_equal(got["f_proba"].values[..., 0, :], one["f_proba"].values[..., 0, :])
+        assert np.all(got["f_proba"].values[..., 4, :] == 0.5)
+        out.append(got)
+    for v in ("f", "f_proba"):
+        np.testing.assert_array_equal(out[0][v].values, out[1][v].values, err_msg=v)
+
+
+def test_model_context_weighted_model_pickles():
+    """The sampled model (its weights a bt.Data container) pickles, and the copy gives the same
+    predictive draws; the weights travel in the fit (``fitted_.result.weights``) and the idata to NetCDF."""
+    import pickle
+
+    import arviz as az
+
+    X, y, Xn = _data()
+    w = _weights()
+    model, rv, idata = _sample(X, y, w, container=True)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.rvs[0].fitted_.result.weights, w)
+    preds = []
+    for m in (model, again):
+        bt.set_data({"X": Xn, "w": np.arange(1.0, 7.0)}, model=m)
+        preds.append(bt.sample_posterior_predictive(idata, model=m, predictions=True, random_seed=1).predictions)
+    np.testing.assert_array_equal(preds[0]["f"].values, preds[1]["f"].values)
+    back = az.from_netcdf(idata.to_netcdf(str(Path(tempfile.mkdtemp()) / "w.nc")))
+    np.testing.assert_array_equal(back.log_likelihood["f"].values, idata.log_likelihood["f"].values)

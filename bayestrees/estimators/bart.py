@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inference.bart import FAMILY, acceptance_rates, check_weights
+from ..inference.bart import FAMILY, acceptance_rates, check_sample_weight
 from .base import ChipmanPriorMixin, ClassifierBase, DrawsMixin, FamilyEstimator, RegressorBase, parameters_doc
 
 __all__ = ["BARTRegressor", "BARTClassifier"]
@@ -73,7 +73,7 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
         def fit_args(data) -> dict:
             out = {}
             if sample_weight is not None:
-                out["weights"] = check_weights(sample_weight, data.n, "sample_weight", all_zero=False)
+                out["weights"] = check_sample_weight(sample_weight, data.n)
             if X_predict is not None:
                 out["predict_codes"] = self._codes(X_predict)
             return out

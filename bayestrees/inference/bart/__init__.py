@@ -11,11 +11,12 @@ import numpy as np
 
 from ..family import Family, prepare_complete_data
 from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, TREES_NOT_KEPT, BARTConfig, BARTResult, acceptance_rates,
-                  bart_inferencedata, bart_values, check_weights, fit_bart, kept_rows, kept_values, sigma_hat_of)
+                  bart_inferencedata, bart_values, check_sample_weight, check_weights, fit_bart, kept_rows, kept_values,
+                  sigma_hat_of)
 
 __all__ = ["FAMILY", "NAME", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values",
            "acceptance_rates", "sigma_hat_of", "values", "predictive", "MULTICLASS_MESSAGE", "TREES_NOT_KEPT",
-           "check_weights", "kept_rows", "kept_values"]
+           "check_weights", "check_sample_weight", "kept_rows", "kept_values"]
 
 
 def values(result: BARTResult, codes) -> np.ndarray:
@@ -31,34 +32,49 @@ def values(result: BARTResult, codes) -> np.ndarray:
     return v.reshape((-1,) + v.shape[2:])
 
 
-def predictive(key, result: BARTResult, data, idata, codes) -> dict:
-    """Predictive draws at coded rows from the trees of ``idata``: regression ``mu + sigma * eps``
-    (a new row of weight 1), classification a label drawn with the probit probability.  Without a
-    ``trees`` group (``keep_trees=False``) the function comes from the values kept at the rows
-    named when fitting (a ``ValueError`` for other rows)."""
-    if "trees" not in idata.groups():
-        vals = kept_values(result, kept_rows(result, codes))
-        if data.task == "regression":
-            mu = vals[..., 0]
-            sigma = np.asarray(idata.posterior["sigma"])[..., None]
-            return dict(task="regression", draws=mu + sigma * np.asarray(jax.random.normal(key, mu.shape)), mu=mu)
-        u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
-        return dict(task="classification", draws=data.classes[(u < vals[..., 1]).astype(np.int64)], proba=vals,
-                    class_names=data.classes)
-    trees = idata["trees"]
-    feature = np.asarray(trees["split_feature"].values)
-    threshold = np.asarray(trees["threshold"].values)
-    value = np.asarray(trees["value"].values)[..., 0]                     # response units (regression)
-    offset = float(idata.posterior.attrs["bart_offset"])
-    if data.task == "regression":
-        vals = bart_values(feature, threshold, value, codes, task="regression", y_shift=offset, y_scale=1.0,
-                           offset=0.0)
-        mu = vals[..., 0]
+def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dict:
+    """Predictive draws at coded rows from the trees of ``idata``: regression ``mu + sigma / sqrt(w)
+    * eps``, classification a label drawn with the probit probability ``Phi(sqrt(w) (offset +
+    f))``, for rows of precision weights ``weights`` (``(n_new,)`` floats, > 0 for regression;
+    default: a new row of weight 1, as the estimators').  ``mu`` is the function whatever the
+    weights; ``proba`` the probabilities the labels are drawn with.  Without a ``trees`` group
+    (``keep_trees=False``) the function comes from the values kept at the rows named when fitting
+    (a ``ValueError`` for other rows)."""
+    reg = data.task == "regression"
+    kept = "trees" not in idata.groups()
+    if kept:
+        rows = kept_rows(result, codes)
+    else:
+        trees = idata["trees"]
+        feature = np.asarray(trees["split_feature"].values)
+        threshold = np.asarray(trees["threshold"].values)
+        value = np.asarray(trees["value"].values)[..., 0]                 # response units (regression)
+        offset = float(idata.posterior.attrs["bart_offset"])
+    if reg:
+        if kept:
+            mu = kept_values(result, rows)[..., 0]
+        else:
+            mu = bart_values(feature, threshold, value, codes, task="regression", y_shift=offset, y_scale=1.0,
+                             offset=0.0)[..., 0]
         sigma = np.asarray(idata.posterior["sigma"])[..., None]
+        if weights is not None:
+            sigma = sigma / np.sqrt(np.asarray(weights, np.float64))
         y = mu + sigma * np.asarray(jax.random.normal(key, mu.shape))
         return dict(task="regression", draws=y, mu=mu)
-    vals = bart_values(feature, threshold, value, codes, task="classification", y_shift=0.0, y_scale=1.0,
-                       offset=offset)
+    if weights is None:
+        vals = (kept_values(result, rows) if kept else
+                bart_values(feature, threshold, value, codes, task="classification", y_shift=0.0, y_scale=1.0,
+                            offset=offset))
+    else:   # the latent (offset + f) scaled by sqrt(w) before the link
+        from scipy.special import ndtr
+
+        if kept:
+            eta = result.offset + np.ascontiguousarray(np.asarray(result.predict_fit)[..., rows], np.float64)
+        else:
+            eta = offset + bart_values(feature, threshold, value, codes, task="regression", y_shift=0.0,
+                                       y_scale=1.0, offset=0.0)[..., 0]
+        p = ndtr(np.sqrt(np.asarray(weights, np.float64)) * eta)
+        vals = np.stack([1.0 - p, p], -1)
     u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
     lab = (u < vals[..., 1]).astype(np.int64)
     return dict(task="classification", draws=data.classes[lab], proba=vals, class_names=data.classes)

@@ -84,8 +84,8 @@ from ..loop import check_chain_method, resolve_chain_method, run_chains
 from . import kernel as K
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
-           "acceptance_rates", "check_weights", "check_predict_codes", "kept_rows", "kept_values", "TREES_NOT_KEPT",
-           "MAX_DEPTH_LIMIT", "MULTICLASS_MESSAGE"]
+           "acceptance_rates", "check_weights", "check_sample_weight", "check_predict_codes", "kept_rows", "kept_values",
+           "TREES_NOT_KEPT", "MAX_DEPTH_LIMIT", "MULTICLASS_MESSAGE"]
 
 FAMILY = "bart"
 
@@ -304,6 +304,12 @@ def check_weights(weights, n: int, name: str = "weights", *, all_zero: bool = Tr
     if not all_zero and not np.any(w > 0):
         raise ValueError(f"{name}: every weight is zero; at least one row needs a positive weight")
     return w
+
+
+def check_sample_weight(sample_weight, n: int, name: str = "sample_weight"):
+    """The row weights a user gives (the estimators' ``fit(X, y, sample_weight=w)``, ``bt.BART(...,
+    sample_weight=w)``): :func:`check_weights`, all-zero weights refused too (a ``ValueError``)."""
+    return check_weights(sample_weight, n, name, all_zero=False)
 
 
 def check_predict_codes(codes, d: int):
