@@ -159,7 +159,7 @@ def load_model_fit(path, model) -> ModelFit:
 def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
                  conjugate="auto", leaf_refresh: int = 0, nuts_kwargs=None, progressbar: bool = False,
                  chain_method="vectorized",
-                 log_likelihood: bool = True, **kwargs) -> ModelFit:
+                 log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
     """Sample a NumPyro model that holds tree functions; every other latent site by NUTS.
 
     The tree sites are updated by the library's tree moves
@@ -196,6 +196,24 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         How the chains run (``jax.vmap`` over the chains by default).
     log_likelihood : bool, default True
         Write the observed sites' pointwise log density (``bt.compare``, ``az.loo``).
+    jit_data : bool, default False
+        Compile the sampling with the model's data as arguments of the programs instead of their
+        constants: every array among ``*args`` and ``**kwargs`` of a numeric dtype and one
+        dimension or more that is not a tree function's features (``X`` of a ``bart_function``;
+        those, Python values and 0-d arrays stay constants).  Another call with new data of the
+        same shapes and dtypes (a new ``y``: simulation-based calibration, ``bt.set_data``, a
+        re-fit) is then the same programs, loaded from JAX's persistent compilation cache
+        (:mod:`bayestrees.compile_cache`, on by default) instead of compiled again (the sampling
+        loop: 20-30 s at XLA's defaults for a model of 1,000 rows).  The draws are not
+        bit-identical to ``jit_data=False``: there XLA evaluates what depends on the data alone
+        when it compiles (a Normal likelihood's Hessian in ``f``, the support checks of the
+        observed values), here when the program runs, and the two differ in float32 rounding
+        (about 1e-7 in the leaf values after the first step: ``docs/models.md``).  They are the
+        same whether the program was compiled or loaded.  The model must run with those arrays
+        traced: its tree features model
+        arguments themselves (not computed inside the model from another argument: then only the
+        1-d arrays are made arguments), and no data value needed in Python (``float(y.max())``, a
+        boolean mask); else a ``ValueError`` says why.
     **kwargs
         The model's keyword arguments (the observed data, e.g. ``y=y``).
 
@@ -251,22 +269,28 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     _check_model_data(tr)
     others = [k for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"] and k not in trees
               and s["infer"].get("enumerate") != "parallel"]
-    blocks = [(TreeMoves(model, conjugate, check_int("leaf_refresh", leaf_refresh, 0)).prepare(args, kwargs), trees)]
+    if jit_data:   # the data as arguments of the compiled programs, the tree features their constants
+        run_model, run_args, run_kwargs = _data_as_arguments(model, args, kwargs, tr, trees)
+    else:
+        run_model, run_args, run_kwargs = model, tuple(args), dict(kwargs)
+    traced = run_model is not model
+    blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
+                         traceable_args=traced).prepare(run_args, run_kwargs), trees)]
     if others:
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)
-        blocks.append((NUTS(model, **nk), None))
-    kernel = _CompiledInitGibbs(blocks)
+        blocks.append((NUTS(run_model, **nk), None))
+    kernel = _CompiledInitGibbs(blocks, traced)
     method = jax.vmap if chain_method == "vectorized" and chains > 1 else (
         "sequential" if chain_method == "vectorized" else chain_method)
     extra = ("block_states.0.accepted",) + (("block_states.1.diverging",) if others else ())
     mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method=method,
-                progress_bar=progressbar)
+                progress_bar=progressbar, jit_model_args=traced)
     t0 = time.perf_counter()
     with warnings.catch_warnings():   # NumPyro donates the collected draws' buffers, which XLA may not reuse
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         with stump_initialisation():   # NumPyro's set-up traces; the run itself never draws a tree site
-            mcmc.run(key, *args, extra_fields=extra, **kwargs)
+            mcmc.run(key, *run_args, extra_fields=extra, **run_kwargs)
     jax.block_until_ready(mcmc.get_samples(group_by_chain=True))   # MCMC.run returns before XLA has run
     seconds = time.perf_counter() - t0
     samples = {k: np.asarray(v.trees if isinstance(v, TreeValues) else v)
@@ -287,11 +311,101 @@ class _CompiledInitGibbs(Gibbs):
     start, NUTS's search for an initial point) dispatches and compiles every operation on its own:
     about 300 small programs for a small model.  (The sampling loop is compiled apart, by NumPyro:
     compiled with the set-up in one program, a Poisson model of 1,000 rows and 50 trees took minutes
-    to compile at XLA's defaults.)"""
+    to compile at XLA's defaults.)  With ``data_args`` the model's arguments (its data, the tree
+    features left out: :func:`_data_as_arguments`) are arguments of that program, not constants."""
+
+    def __init__(self, blocks, data_args: bool = False):
+        super().__init__(blocks)
+        self._data_args = bool(data_args)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        if self._data_args:
+            return jax.jit(lambda key, params, a, kw: super(_CompiledInitGibbs, self).init(
+                key, num_warmup, params, a, kw))(rng_key, init_params, tuple(model_args), dict(model_kwargs or {}))
         return jax.jit(lambda key, params: super(_CompiledInitGibbs, self).init(
             key, num_warmup, params, model_args, model_kwargs))(rng_key, init_params)
+
+
+class _DataModel:
+    """The user's model as a function of its data arrays alone: ``model(*data)`` rebuilds the
+    arguments ``(args, kwargs)`` with ``data`` at their places and every other value (the tree
+    features, Python values, ...) as it was given, and calls the user's model."""
+
+    def __init__(self, model, treedef, leaves: list, places: tuple):
+        self.model, self.treedef, self.places = model, treedef, places
+        self.leaves = [None if i in places else v for i, v in enumerate(leaves)]
+        self.__name__ = getattr(model, "__name__", "model")
+
+    def __call__(self, *data, **extra):
+        leaves = list(self.leaves)
+        for i, v in zip(self.places, data):
+            leaves[i] = v
+        args, kwargs = jax.tree.unflatten(self.treedef, leaves)
+        return self.model(*args, **kwargs, **extra)
+
+
+def _data_as_arguments(model, args, kwargs, tr, trees):
+    """``(run_model, run_args, run_kwargs)`` for ``sample_model(..., jit_data=True)``.
+
+    NumPyro compiles the sampling loop with the model's arguments as constants of the program
+    (``jit_model_args=False``), so every new ``y`` is a new program.  The tree sites need their
+    features concrete (cut points, codes), so not every argument can be traced (NumPyro's
+    ``jit_model_args=True`` alone).  Here the arrays among the arguments (the leaves of ``(args,
+    kwargs)`` of a numeric dtype, one dimension or more) that are not a tree feature (equal to the
+    ``X`` of a tree site) become the positional arguments of a :class:`_DataModel` that closes over
+    everything else; run with ``jit_model_args=True`` (and the set-up and the conjugacy probe
+    taking them as arguments too), another data set of the same shapes and dtypes is the same
+    programs.  When the model does not run with them traced (checked by tracing it once,
+    abstractly), the 1-d arrays alone are tried, then a ``ValueError`` says why.
+    """
+    flat, treedef = jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))
+    leaves = [v for _, v in flat]
+    features = [tr[t]["fn"].X for t in trees]
+
+    def name(path):
+        head = f"argument {path[1].idx}" if path[0].idx == 0 else str(path[1].key)
+        return head + jax.tree_util.keystr(tuple(path[2:]))
+
+    def is_feature(v):
+        a = np.asarray(v)
+        return a.ndim == 2 and any(a.shape == X.shape and np.array_equal(a.astype(np.float32), X) for X in features)
+
+    def is_data(v):
+        return (isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer) and v.ndim >= 1
+                and np.issubdtype(v.dtype, np.number) and not np.issubdtype(v.dtype, np.complexfloating))
+
+    candidates = [i for i, v in enumerate(leaves) if is_data(v) and not is_feature(v)]
+    if not candidates:
+        return model, tuple(args), dict(kwargs)
+    errors = []
+    for places in dict.fromkeys((tuple(candidates), tuple(i for i in candidates if np.ndim(leaves[i]) == 1))):
+        if not places:
+            continue
+        run_model = _DataModel(model, treedef, leaves, places)
+        run_args = tuple(leaves[i] for i in places)
+        error = _trace_error(run_model, run_args)
+        if error is None:
+            return run_model, run_args, {}
+        errors.append(f"with {', '.join(name(flat[i][0]) for i in places)} traced: {error}")
+    raise ValueError("jit_data=True: the model does not run with its data arrays as traced arguments ("
+                     + "; ".join(errors) + "). A tree function's features must be a model argument itself, not "
+                     "computed inside the model from one, and the model must not need the data's values in Python "
+                     "(float(y.max()), a boolean mask, ...); sample with jit_data=False (the default)")
+
+
+def _trace_error(run_model, run_args):
+    """None when the model runs with its data arrays traced (abstractly: nothing is computed or
+    compiled), else the error, ``"TypeName: message"``."""
+    def run(*data):
+        with stump_initialisation():
+            tr = handlers.trace(handlers.seed(run_model, jax.random.key(0))).get_trace(*data)
+        return [s["value"] for s in tr.values() if s["type"] in ("sample", "deterministic")]
+
+    try:
+        jax.eval_shape(run, *run_args)
+    except Exception as e:  # noqa: BLE001 - reported by the caller
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None
 
 
 def _convergence(fit: ModelFit):

@@ -52,6 +52,7 @@ Laplace proposal, which only sets the acceptance rate.  A visit costs two passes
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -82,6 +83,12 @@ class TreeMovesState(NamedTuple):
     trees: tuple
     accepted: Any
     rng_key: jax.Array
+
+
+def _traced(model_args, model_kwargs) -> bool:
+    """Whether any of the model's arguments is a JAX tracer (the set-up is being compiled)."""
+    kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
+    return any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves((tuple(model_args), kw)))
 
 
 def tree_sites(model_trace) -> tuple:
@@ -134,6 +141,13 @@ class TreeMoves(MCMCKernel):
     conjugate : "auto", True or False
         The conjugate path (module docstring) when the likelihood is quadratic in the tree
         function; "auto" decides at ``init`` by a numerical check.
+    leaf_refresh : int >= 0
+        Leaf-value refresh sweeps after each structure sweep on the general path.
+    traceable_args : bool, default False
+        The model's arguments are arrays that may be traced (its tree features are not among them:
+        :func:`~bayestrees.inference.treefn.fit.sample_model` closes them over): the conjugacy
+        probe then takes them as arguments of its compiled program, which another data set of the
+        same shapes reuses.
 
     The trees start as single leaves of value 0 (as the BART family's chains do), whatever
     ``init_params`` says.
@@ -141,12 +155,13 @@ class TreeMoves(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(self, model, conjugate="auto", leaf_refresh: int = 0):
+    def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
         self._model = model
         self.conjugate = conjugate
         self.leaf_refresh = int(leaf_refresh)
+        self.traceable_args = bool(traceable_args)
         self._fns: tuple = ()
         self._conj: tuple = ()
 
@@ -242,14 +257,18 @@ class TreeMoves(MCMCKernel):
         for fn in fns:
             n = fn.dist.X.shape[0]
 
-            @jax.jit
-            def probe(base, f1, f2, v, fn=fn):
+            def probe_fn(base, f1, f2, v, args, kwargs, fn=fn):
                 def L(f):
-                    return function_log_density(self._model, model_args, kw, fn.with_values(base, f), skip=(fn.site,))
+                    return function_log_density(self._model, args, kwargs, fn.with_values(base, f), skip=(fn.site,))
 
                 g = jax.grad(L)
                 return (jax.jvp(g, (f1,), (jnp.ones_like(f1),))[1], jax.jvp(g, (f1,), (v,))[1],
                         jax.jvp(g, (f2,), (v,))[1])
+
+            if self.traceable_args:   # the data as arguments: one program for every data set of these shapes
+                probe = partial(jax.jit(probe_fn), args=tuple(model_args), kwargs=kw)
+            else:                     # the arguments as constants of the program (any Python values)
+                probe = jax.jit(partial(probe_fn, args=model_args, kwargs=kw))
 
             ok = True
             for seed in (1, 2):   # two random values of the other sites, two random points f, a random v
@@ -294,7 +313,10 @@ class TreeMoves(MCMCKernel):
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         if getattr(self, "_prepared_for", None) != self._args_key(model_args, model_kwargs):
-            self.prepare(model_args, model_kwargs)
+            if self._fns and _traced(model_args, model_kwargs):
+                pass   # traced data (sample_model compiles the set-up): the description of prepare() holds
+            else:
+                self.prepare(model_args, model_kwargs)
         fns = self._fns
         states = [K.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data) for i, fn in enumerate(fns)]
         kw = dict(model_kwargs or {})

@@ -1,0 +1,159 @@
+"""Issue 30: ``sample_model(..., jit_data=True)``: the model's data are arguments of the compiled
+programs, so a second fit with a new ``y`` of the same shapes compiles nothing (its programs are
+loaded from the persistent compilation cache), in a script and in the model context."""
+import contextlib
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import bayestrees as bt
+from bayestrees.compile_cache import compilation_cache_dir
+from bayestrees.convergence import ConvergenceWarning
+from bayestrees.inference.treefn.fit import _data_as_arguments
+from bayestrees.inference.treefn.kernel import tree_sites
+from bayestrees.inference.treefn.site import stump_initialisation
+from numpyro.infer.gibbs import prototype_trace
+
+N = 30
+RUN = dict(draws=5, tune=5, chains=2, random_seed=0)
+
+
+def linear(X, y=None):
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    f = bt.bart_function("f", X, m=3, max_depth=2, min_leaf_rows=2, leaf_sd=0.3)
+    numpyro.sample("y", dist.Normal(b * X[:, 0] + f, 0.3), obs=y)
+
+
+def data(seed):
+    X = np.random.default_rng(0).uniform(size=(N, 2))
+    y = (np.sin(3 * X[:, 0]) + 0.3 * np.random.default_rng(seed).normal(size=N)).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture
+def every_program_cached():
+    """The persistent cache keeps every program (the suite keeps those of 0.3 s or more)."""
+    if compilation_cache_dir() is None:
+        pytest.skip("no persistent compilation cache in this process")
+    saved = (jax.config.jax_persistent_cache_min_compile_time_secs,
+             jax.config.jax_persistent_cache_min_entry_size_bytes)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    yield
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[0])
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", saved[1])
+
+
+@contextlib.contextmanager
+def compilations():
+    """The programs XLA compiles while the block runs (names), not those loaded from the persistent
+    cache: JAX records the backend-compile event around compiling or loading, and a cache hit just
+    before it within."""
+    compiled, hit = [], [False]
+
+    def on_duration(event, duration, fun_name=None, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            if not hit[0]:
+                compiled.append(fun_name)
+            hit[0] = False
+
+    def on_event(event, **kw):
+        if event == "/jax/compilation_cache/cache_hits":
+            hit[0] = True
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    try:
+        yield compiled
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+        jax.monitoring.unregister_event_listener(on_event)
+
+
+def test_a_second_fit_with_a_new_y_compiles_nothing(every_program_cached):
+    X, y1 = data(1)
+    _, y2 = data(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = bt.sample_model(linear, X, y=y1, jit_data=True, **RUN)
+        with compilations() as compiled:
+            second = bt.sample_model(linear, X, y=y2, jit_data=True, **RUN)
+        again = bt.sample_model(linear, X, y=y2, jit_data=True, **RUN)
+    assert "jit(_fori_collect_loop)" not in compiled
+    assert compiled == []   # the set-up, the conjugacy probe, the sums of trees: none either
+    assert not np.array_equal(first.samples["b"], second.samples["b"])   # the new y was sampled
+    for k in second.samples:   # a loaded program draws what a compiled one draws
+        assert np.array_equal(second.samples[k], again.samples[k]), k
+    assert second.predict(X[:4])["y"].shape == (10, 4)
+    assert second.function("f", X[:4]).shape == (2, 5, 4)
+
+
+def test_the_model_context_after_set_data(every_program_cached):
+    X, y1 = data(1)
+    _, y2 = data(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with bt.Model():
+            Xd, yd = bt.Data("X", X), bt.Data("y", y1)
+            bt.NumPyroModel("linear", linear, Xd, observed={"y": yd})
+            bt.sample(draws=5, tune=5, chains=2, random_seed=0, jit_data=True)
+            bt.set_data({"y": y2})
+            with compilations() as compiled:
+                idata = bt.sample(draws=5, tune=5, chains=2, random_seed=0, jit_data=True)
+            bt.set_data({"X": X[:7]})
+            pred = bt.sample_posterior_predictive(idata, predictions=True)
+    assert "jit(_fori_collect_loop)" not in compiled
+    np.testing.assert_array_equal(idata.observed_data["y"].values, y2)
+    assert pred.predictions["y"].shape == (2, 5, 7)
+
+
+def _places(model, *args, **kwargs):
+    with stump_initialisation():
+        tr = prototype_trace(model, jax.random.key(0), args, kwargs)
+    run_model, run_args, _ = _data_as_arguments(model, args, kwargs, tr, tree_sites(tr))
+    return run_model, run_args
+
+
+def test_which_arguments_are_traced():
+    X, y = data(1)
+    w = np.ones(N)
+
+    def weighted(X, y=None, w=None, scale=0.3):
+        f = bt.bart_function("f", X, m=2)
+        numpyro.sample("y", dist.Normal(f, scale / jnp.sqrt(w)), obs=y)
+
+    run_model, run_args = _places(weighted, X, y=y, w=w, scale=0.3)
+    assert sorted(map(id, run_args)) == sorted((id(y), id(w)))   # X and a Python float stay constants
+
+    def derived(X, y=None):   # the features computed from an argument: then only the 1-d data are traced
+        f = bt.bart_function("f", np.log1p(X), m=2)
+        numpyro.sample("y", dist.Normal(f, 0.3), obs=y)
+
+    run_model, run_args = _places(derived, X, y=y)
+    assert len(run_args) == 1 and run_args[0] is y
+
+    def no_data(X):
+        bt.bart_function("f", X, m=2)
+
+    run_model, run_args = _places(no_data, X)
+    assert run_model is no_data and len(run_args) == 1   # nothing to trace: the model as it is
+
+
+def test_a_model_that_needs_its_data_concrete_says_why():
+    X, y = data(1)
+
+    def scaled(X, y=None):
+        f = bt.bart_function("f", X, m=2, leaf_sd=0.5 * float(np.ptp(np.asarray(y))) / 2)
+        numpyro.sample("y", dist.Normal(f, 0.3), obs=y)
+
+    with pytest.raises(ValueError, match=r"jit_data=True: .*argument|jit_data=True: .*y traced"):
+        bt.sample_model(scaled, X, y=y, jit_data=True, **RUN)
+    # as before without it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert bt.sample_model(scaled, X, y=y, draws=3, tune=3, chains=1).samples["f_trees"].shape[:2] == (1, 3)
