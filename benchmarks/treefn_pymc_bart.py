@@ -14,7 +14,10 @@ its trees at ``mean(Y)``.)
   split rule uniform over the cut points, leaf values ``N(0, leaf_sd^2)`` with ``leaf_sd = 3 / (k
   sqrt(m))``, ``k = 2``, i.e. prior sd 1.5 of the log rate), sampled by ``bt.sample_model`` (one
   reversible-jump move per tree per step with a Laplace proposal for the leaf values, all 50 trees
-  every step; the 4 chains vectorised in one process).
+  every step; the 4 chains vectorised in one process).  ``--leaf-prior loggamma``: the leaf values
+  the logs of Gamma variables of the same mean (0) and sd (log-linear BART, Murray 2021), which a
+  Poisson likelihood makes conjugate: one grow or prune per tree per step with the leaf values
+  integrated out, then drawn from their Gamma conditional.
 * pymc-bart: ``pmb.BART("mu", X, Y=log(y + 1) - c, m=50)``, ``log_rate = c + mu``, with its defaults (``alpha=0.95, beta=2``:
   the same depth prior; split values drawn among the observed values of the feature; the leaf
   values are proposed around ``mean(current sum) / m`` with an sd that starts at ``std(Y) /
@@ -168,7 +171,7 @@ def worker_bayestrees(a) -> dict:
     c = offset_of(y, a.offset)
 
     def model(X, y=None):
-        f = bt.bart_function("f", X, m=M_TREES)
+        f = bt.bart_function("f", X, m=M_TREES, leaf_prior=a.leaf_prior)
         numpyro.sample("y", dist.Poisson(jnp.exp(c + f)), obs=y)
 
     kw = dict(draws=a.draws, tune=a.tune, chains=a.chains, chain_method="vectorized", log_likelihood=False)
@@ -191,9 +194,11 @@ def worker_bayestrees(a) -> dict:
     res = {"side": "bayestrees", "imported_from_worktree": Path(bt.__file__).resolve().parent == ROOT / "bayestrees",
            "versions": {"bayestrees": bt.__version__, "jax": jax.__version__,
                                               "numpyro": numpyro.__version__, "arviz": arviz.__version__},
-           "leaf_refresh": a.leaf_refresh,
-           "sampler": "bt.sample_model: one RJ move per tree per step (all 50 trees), Laplace leaf proposal; "
-                      "chain_method=vectorized",
+           "leaf_refresh": a.leaf_refresh, "leaf_prior": a.leaf_prior,
+           "sampler": ("bt.sample_model: one RJ move per tree per step (all 50 trees), Laplace leaf proposal; "
+                       if a.leaf_prior == "normal" else
+                       "bt.sample_model: one grow/prune per tree per step (all 50 trees), log-gamma leaves "
+                       "integrated out (conjugate path); ") + "chain_method=vectorized",
            "chains": a.chains, "tune": a.tune, "draws": a.draws, "compile_s": compile_s,
            "sampling_s": fit.seconds, "call_s": call, "first_call_s": first_call, "total_s": compile_s + call,
            "load_during": load, "call_cpu_s": cpu,
@@ -306,7 +311,7 @@ def run_side(side, python, data, a, draws, tune, chains, tmp, libpath=None) -> d
     result = Path(tmp) / f"{side}.json"
     cmd = [python, str(Path(__file__).resolve()), "--worker", side, "--data", str(data), "--result", str(result),
            "--draws", str(draws), "--tune", str(tune), "--chains", str(chains), "--seed", str(a.seed),
-           "--offset", a.offset, "--leaf-refresh", str(a.leaf_refresh)]
+           "--offset", a.offset, "--leaf-refresh", str(a.leaf_refresh), "--leaf-prior", a.leaf_prior]
     before = load_average()
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -339,6 +344,8 @@ def main():
                     help="bayestrees as committed (HEAD, exported to a temporary folder) or the working tree")
     ap.add_argument("--only", choices=["bayestrees", "pymc-bart"], default=None)
     ap.add_argument("--leaf-refresh", type=int, default=0, help="bt.sample_model's leaf_refresh")
+    ap.add_argument("--leaf-prior", choices=["normal", "loggamma"], default="normal",
+                    help="bt.bart_function's leaf_prior (loggamma: the conjugate path of log-linear BART)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "treefn_pymc_bart.jsonl"))
     ap.add_argument("--worker", choices=["bayestrees", "pymc-bart"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", default=None, help=argparse.SUPPRESS)

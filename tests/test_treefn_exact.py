@@ -10,6 +10,8 @@ of the leaf's marginal likelihood (the leaf value integrated out).
 (b) of the issue: a Poisson likelihood with a log link, the leaf log-rates ``N(0, leaf_sd^2)``:
     each leaf's marginal by one-dimensional quadrature; the general (non-conjugate) path of
     :class:`~bayestrees.inference.treefn.kernel.TreeMoves` must match it.
+(b') the same with log-gamma leaves (``leaf_prior="loggamma"``): the conjugate path (leaf values
+    integrated out in closed form) and the general path.
 (a) of the issue: a Normal likelihood with sigma fixed, ``m = 1``: the leaf marginal in closed form;
     the general path and the conjugate path (the BART family's kernel) must both match it, and so
     each other.
@@ -226,3 +228,69 @@ def test_two_output_function_matches_enumeration_per_output(seed=0):
         got = Counter(nl[:, :, j, 0].ravel().tolist())
         # 20,000 draws an output; over seeds 0-3 the TV was 0.003-0.011 (output 0) and 0.006-0.010 (output 1)
         assert _tv(got, want[j]) < 0.03, (j, _tv(got, want[j]), got, want[j])
+
+
+def _loggamma_c_d(sd):
+    """The log-gamma leaf prior's ``(c, d)`` solved here independently: ``trigamma(c) = sd^2`` by
+    bracketing, ``d = exp(digamma(c))``."""
+    from scipy.optimize import brentq
+    from scipy.special import polygamma, psi
+
+    c = brentq(lambda x: polygamma(1, x) - sd ** 2, 1e-3, 1e6, xtol=1e-14, rtol=1e-14)
+    return c, float(np.exp(psi(c)))
+
+
+@pytest.mark.parametrize("conjugate", ["auto", False], ids=["conjugate", "general"])
+def test_poisson_tree_with_loggamma_leaves_matches_enumeration(conjugate, seed=0):
+    """Log-gamma leaves (``leaf_prior="loggamma"``, log-linear BART) with a Poisson likelihood: the
+    conjugate path (chosen by ``"auto"``: leaf values integrated out in closed form, drawn from their
+    Gamma conditional) and the general path (Laplace proposal with the log-gamma prior's expansion)
+    both match the enumeration with quadrature per leaf over the log-gamma density of the leaf
+    log-rate (8,001 points), and the posterior mean of the log-rate at every row."""
+    from bayestrees.inference.treefn import TreeMoves
+
+    X, codes = _data(0)
+    rng = np.random.default_rng(1)
+    offset, sd = 0.8, 0.8
+    y = rng.poisson(np.exp(offset + np.where(codes[:, 0] >= 2, 0.5, -0.2))).astype(np.float32)
+    c, d = _loggamma_c_d(sd)
+    grid = np.linspace(-12 * sd, 6 * sd, 8001)
+    log_g = c * grid - d * np.exp(grid) + c * np.log(d) - gammaln(c) + np.log(grid[1] - grid[0])
+    assert np.exp(logsumexp(log_g)) == pytest.approx(1.0, abs=1e-6)   # the grid holds the prior
+
+    def leaf_terms(rows):
+        yy = y[rows][:, None]
+        eta = offset + grid[None, :]
+        return (yy * eta - np.exp(eta) - gammaln(yy + 1)).sum(0) + log_g
+
+    want, f_exact = _exact(_enumerate(codes), lambda r: logsumexp(leaf_terms(r)),
+                           lambda r: float(np.sum(np.exp(leaf_terms(r) - logsumexp(leaf_terms(r))) * grid)))
+
+    def model(X, y=None):
+        f = tree_function("f", X, leaf_sd=sd, leaf_prior="loggamma", max_depth=MAX_DEPTH, min_leaf_rows=Q,
+                          prior=ChipmanPrior(ALPHA, BETA))
+        numpyro.sample("y", dist.Poisson(jnp.exp(offset + f)), obs=y)
+
+    kernel = TreeMoves(model, conjugate=conjugate)
+    kernel.init(jax.random.key(0), 0, None, (X, y), {})
+    assert kernel.conjugate_kinds == (("poisson",) if conjugate == "auto" else ("",))
+    got, fit = _chain_n_leaves(model, X, y, conjugate, 15000, seed)
+    assert _tv(got, want) < 0.03, (_tv(got, want), got, want)
+    f = np.asarray(fit.idata.posterior["f"])
+    for i in range(8):
+        assert abs(f[..., i].mean() - f_exact[i]) < 4.5 * _mcse(f[..., i]), (i, f[..., i].mean(), f_exact[i])
+
+
+def test_loggamma_leaf_prior_draws_and_density():
+    """The log-gamma leaf prior: its draws (``TreeEnsemble.sample``) have mean 0 and sd ``leaf_sd``,
+    and the site's log density of a one-leaf tree is the prior's density of its value."""
+    sd = 0.5
+    c, d = _loggamma_c_d(sd)
+    X, _ = _data(0)
+    dist_ = TreeEnsemble(X, TreeSpec(1, 0, ChipmanPrior(ALPHA, BETA), sd, 0, 0, "loggamma"))
+    draws = np.asarray(dist_.sample(jax.random.key(1), (40000,)))[:, 0, 0, 2]       # root leaf values
+    assert abs(draws.mean()) < 4 * sd / np.sqrt(40000) and abs(draws.std() / sd - 1) < 0.02
+    assert stats.kstest(np.exp(draws), stats.gamma(c, scale=1 / d).cdf).pvalue > 1e-3
+    v = np.asarray(dist_.sample(jax.random.key(2)))
+    want = c * v[0, 0, 2] - d * np.exp(v[0, 0, 2]) + c * np.log(d) - gammaln(c)
+    assert float(dist_.log_prob(v)) == pytest.approx(want, rel=1e-5)

@@ -24,6 +24,21 @@ what the BART family costs.  ``conjugate="auto"`` checks the quadratic form nume
 of the other sites agree with the diagonal ``-b`` to 1e-4 relative); ``True`` asserts it,
 ``False`` takes the general path.
 
+Conjugate path of log-gamma leaves (a Poisson likelihood with a log link)
+--------------------------------------------------------------------------
+With ``leaf_prior="loggamma"`` (:mod:`~bayestrees.inference.treefn.leaf_priors`: ``exp(theta) ~
+Gamma(c, d)``) and ``L(f) = const + sum_i y_i f_i - B_i exp(f_i)`` (a Poisson observation of rate ``B_i
+exp(f_i)``, ``B_i`` from the other sites; ``y_i, B_i >= 0``), one pass at the current ``f`` gives
+``a = grad L = y - B e^f`` and ``h = H 1 = -B e^f``, so ``y = a - h`` and ``B = -h e^-f``.  Tree ``j``'s
+leaf ``l`` then has the Gamma-Poisson marginal ``c log d - lgamma(c) + lgamma(c + Y_l) - (c + Y_l)
+log(d + U_l)`` (``Y_l = sum y_i``, ``U_l = sum B_i exp(f_-j,i)`` over its rows; the factors that do not
+depend on the tree cancel), and its ``exp(theta_l)`` the posterior ``Gamma(c + Y_l, d + U_l)``
+(log-linear BART, Murray 2021).  The step is the BART family's, visit by visit: every tree's grow or
+prune with its leaf values integrated out (the same proposals and prior ratio), then its leaf
+values from their conditional; ``conjugate="auto"`` checks the form numerically at :meth:`TreeMoves.init`
+(the Hessian diagonal, ``a - h`` the same and ``h`` scaled by ``exp(f2 - f1)`` at two random points
+and two random values of the other sites, to 1e-4 relative).
+
 General path (any likelihood): one joint move per tree
 ------------------------------------------------------
 Tree ``j`` with structure ``T`` and leaf values ``M``, the others' sum ``f_-j``, the function
@@ -35,7 +50,9 @@ delta^2 / 2`` gives, for the leaves of any tree ``T*`` over the same rows, the G
                                                           P_l = sum_{i in l} b_i + 1 / leaf_sd^2
 
 (one Newton step from the current values under the leaf prior: per leaf a Laplace approximation
-of the leaf value's conditional).  The move draws ``T'`` by one grow or prune (the proposals and
+of the leaf value's conditional; for log-gamma leaves the prior's own expansion at the leaf's mean
+current value ``g_l`` replaces ``1 / leaf_sd^2`` and the prior mean 0: ``P_l = sum b_i + d exp(g_l)``, the
+step ``(sum (a_i + b_i (g_i - g_l)) + c - d exp(g_l)) / P_l`` from ``g_l``).  The move draws ``T'`` by one grow or prune (the proposals and
 prior of the BART family: :func:`bayestrees.inference.bart.kernel.propose`; when that move is
 impossible or breaks ``min_leaf_rows``, ``T' = T``, so the move is a refresh of the leaf values),
 then ``M' ~ q(. | T', f)``, ``f' = f - g + g'``, and accepts with probability ``min(1, r)``,
@@ -65,6 +82,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from ... import random_bits
 from ...batching import scatter_add, take
 from ...leaves import KnownVarianceNormalLeaves
+from . import leaf_priors as LP
 from ...priors import canonical, traced_params
 from .. import moves as M
 from ..bart import kernel as K
@@ -248,22 +266,31 @@ class TreeMoves(MCMCKernel):
         """The tree sites (after ``init``), in the model's order."""
         return tuple(dict.fromkeys(fn.site for fn in self._fns))
 
+    @staticmethod
+    def _conjugate_kind(fn: _Fn) -> str:
+        """The conjugate path a function's leaf prior allows: ``"normal"`` (Normal leaves, a
+        likelihood quadratic in ``f``) or ``"poisson"`` (log-gamma leaves, ``y f - B exp(f)``)."""
+        return "poisson" if fn.dist.spec.leaf_prior == "loggamma" else "normal"
+
     def _check_conjugate(self, fns, model_args, model_kwargs):
-        """Per function: is ``L`` quadratic in ``f`` with a diagonal Hessian (module docstring)?"""
+        """Per function: its conjugate path (:meth:`_conjugate_kind`) if ``L`` has that path's form
+        (module docstring), else ``""`` (the general path)."""
         if self.conjugate is True or self.conjugate is False:
-            return tuple(bool(self.conjugate) for _ in fns)
+            return tuple(self._conjugate_kind(fn) if self.conjugate else "" for fn in fns)
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
         out = []
         for fn in fns:
             n = fn.dist.X.shape[0]
+            kind = self._conjugate_kind(fn)
 
             def probe_fn(base, f1, f2, v, args, kwargs, fn=fn):
                 def L(f):
                     return function_log_density(self._model, args, kwargs, fn.with_values(base, f), skip=(fn.site,))
 
                 g = jax.grad(L)
-                return (jax.jvp(g, (f1,), (jnp.ones_like(f1),))[1], jax.jvp(g, (f1,), (v,))[1],
-                        jax.jvp(g, (f2,), (v,))[1])
+                ones = jnp.ones_like(f1)
+                (a1, h1), (a2, h2) = jax.jvp(g, (f1,), (ones,)), jax.jvp(g, (f2,), (ones,))
+                return a1, a2, h1, h2, jax.jvp(g, (f1,), (v,))[1], jax.jvp(g, (f2,), (v,))[1]
 
             if self.traceable_args:   # the data as arguments: one program for every data set of these shapes
                 probe = partial(jax.jit(probe_fn), args=tuple(model_args), kwargs=kw)
@@ -285,11 +312,19 @@ class TreeMoves(MCMCKernel):
                 if fn.column >= 0:   # the other outputs at random values
                     base[fn.name] = jnp.asarray(rng.normal(size=(n, fn.dist.spec.outputs)), jnp.float32)
                 f1, f2, v = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(3))
-                h1, hv1, hv2 = (np.asarray(a) for a in probe(base, f1, f2, v))
-                tol = 1e-4 * (float(np.max(np.abs(h1 * np.asarray(v)))) + 1e-30)
-                ok &= bool(np.max(np.abs(hv1 - h1 * np.asarray(v))) <= tol)
-                ok &= bool(np.max(np.abs(hv2 - hv1)) <= tol) and bool(np.all(h1 <= 0))
-            out.append(ok)
+                a1, a2, h1, h2, hv1, hv2 = (np.asarray(x, np.float64) for x in probe(base, f1, f2, v))
+                v = np.asarray(v, np.float64)
+                tol = 1e-4 * (float(np.max(np.abs(h1 * v))) + 1e-30)
+                ok &= bool(np.max(np.abs(hv1 - h1 * v)) <= tol) and bool(np.all(h1 <= 0))   # a diagonal Hessian
+                if kind == "normal":   # ... constant in f
+                    ok &= bool(np.max(np.abs(hv2 - hv1)) <= tol)
+                else:                  # ... proportional to exp(f), and y = a - h the same at f1 and f2, >= 0
+                    pred = h1 * np.exp(np.asarray(f2, np.float64) - np.asarray(f1, np.float64))
+                    ok &= bool(np.max(np.abs(h2 - pred)) <= 1e-4 * (float(np.max(np.abs(pred))) + 1e-30))
+                    y1, y2 = a1 - h1, a2 - h2
+                    scale = 1e-4 * (float(np.max(np.abs(y1))) + float(np.max(np.abs(h1))) + 1e-30)
+                    ok &= bool(np.max(np.abs(y2 - y1)) <= scale) and bool(np.all(y1 >= -scale))
+            out.append(kind if ok else "")
         return tuple(out)
 
     def prepare(self, model_args, model_kwargs) -> "TreeMoves":
@@ -378,7 +413,13 @@ class TreeMoves(MCMCKernel):
 
     @property
     def conjugate_paths(self) -> tuple:
-        """Per tree function (after ``init``): whether its conjugate path runs."""
+        """Per tree function (after ``init``): whether a conjugate path runs (:attr:`conjugate_kinds`)."""
+        return tuple(bool(k) for k in self._conj)
+
+    @property
+    def conjugate_kinds(self) -> tuple:
+        """Per tree function (after ``init``): ``"normal"``, ``"poisson"`` (the conjugate paths of the
+        module docstring) or ``""`` (the general path)."""
         return self._conj
 
     # -- a step ------------------------------------------------------------------------------------
@@ -395,7 +436,7 @@ class TreeMoves(MCMCKernel):
                 return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f),
                                             skip=sites)
 
-            step = self._conjugate_step if self._conj[i] else self._general_step
+            step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
             states[i], acc = step(keys[i], states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
         return TreeMovesState(self._site_values(states), tuple(states), jnp.stack(accepted), rng_key)
@@ -422,6 +463,55 @@ class TreeMoves(MCMCKernel):
         new, info = K.build_kernel(fn.cfg).step(key, st, data)
         return new, jnp.sum(info.accepted)
 
+    def _poisson_step(self, key, st, fn: _Fn, L):
+        """The conjugate step of log-gamma leaves (module docstring): tree by tree, a grow or prune
+        with the leaf values integrated out, then the leaf values from their Gamma conditional."""
+        cfg = fn.cfg
+        mc = cfg.mcmc
+        S, m = mc.capacity, cfg.m
+        dt = st.resid.dtype
+        q = jnp.asarray(mc.min_leaf_rows, dt)
+        c, d = LP.loggamma_params(float(fn.dist.spec.leaf_sd))
+        k_prop, k_acc, k_val = random_bits.split(key, 3)
+        u = random_bits.open_uniform(k_prop, (m, K.N_UNIFORMS))
+        prop = jax.vmap(lambda *a: K.propose(*a, fn.data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
+                                                                        st.avail)
+        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+        keys = jax.random.split(k_val, m)
+        f0 = st.z - st.resid
+        _, a, h = self._vgh(L, f0)
+        mu = jnp.maximum(-h, 0.0)                 # B exp(f)
+        y = jnp.maximum(a + mu, 0.0)              # a - h
+        B = mu * jnp.exp(-f0)
+        data = fn.data._replace(weight=y)         # the moves' per-leaf "weights" are the sums of y
+        ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, dt), leaf.astype(jnp.int32), y))(st.leaf)
+
+        def visit(f, xs):
+            pr, v, leaf8, count, ys, lu, k = xs
+            leaf = leaf8.astype(jnp.int32)
+            r = f - take(v, leaf)                 # the other trees' sum
+            mv = K.grow_or_prune(pr, leaf, B * jnp.exp(r), count, ys, data, q, S)
+            lm_old = LP.loggamma_log_marginal(ys, mv.q_old, c, d)
+            lm_new = LP.loggamma_log_marginal(mv.wsum, mv.q_new, c, d)
+            ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
+            acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
+            ys = jnp.where(acc, mv.wsum, ys)
+            U = jnp.where(acc, mv.q_new, mv.q_old)
+            is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
+            shape = jnp.where(is_leaf, c + ys, 1.0).astype(dt)
+            value = jnp.where(is_leaf, K._log_gamma_draw(k, shape, dt) - jnp.log(d + U), 0.0).astype(dt)
+            leaf = jnp.where(acc, mv.leaf, leaf)
+            return r + take(value, leaf), (value, leaf.astype(leaf8.dtype), acc, jnp.where(acc, mv.count, count), ys)
+
+        xs = (prop, st.value, st.leaf, st.count, ysum, log_u, keys)
+        f, (value, leaf, acc, count, ysum) = jax.lax.scan(visit, f0, xs)
+        a2 = acc[:, None]
+        new = st._replace(feature=jnp.where(a2, prop.feature, st.feature),
+                          threshold=jnp.where(a2, prop.threshold, st.threshold), value=value, leaf=leaf, count=count,
+                          wsum=ysum, log_prior=jnp.where(acc, prop.log_prior, st.log_prior),
+                          avail=jnp.where(a2, prop.avail, st.avail), resid=jnp.zeros_like(f), z=f)
+        return new, jnp.sum(acc)
+
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg
         mc = cfg.mcmc
@@ -440,7 +530,12 @@ class TreeMoves(MCMCKernel):
         L0, a0, h0 = self._vgh(L, f0)
         zeros = jnp.zeros_like(f0)
         log_n = lambda x, mean, P: -0.5 * P * (x - mean) ** 2 + 0.5 * jnp.log(P / (2 * jnp.pi))  # noqa: E731
-        log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
+        spec = fn.dist.spec
+        if spec.leaf_prior == "normal":
+            log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
+        else:
+            log_prior_leaf = lambda x: LP.log_density(spec.leaf_prior, x, spec.leaf_sd)  # noqa: E731
+            c_lg, d_lg = LP.loggamma_params(float(spec.leaf_sd))
 
         step_max = 2.0 * jnp.sqrt(tau2)
 
@@ -449,10 +544,16 @@ class TreeMoves(MCMCKernel):
             # function of the same inputs in both directions, so the ratio stays exact): a full step
             # from far above the mode of a log-scale function overshoots to where L is -inf
             s = scatter_add(jnp.zeros((S, 3), dt), leaf, jnp.stack([a + b * g, b, g], -1))
-            P = s[:, 1] + 1.0 / tau2
             cnt = scatter_add(jnp.zeros(S, dt), leaf, jnp.ones_like(g))
             g_bar = s[:, 2] / jnp.maximum(cnt, 1.0)
-            mean = g_bar + jnp.clip(s[:, 0] / P - g_bar, -step_max, step_max)
+            if spec.leaf_prior == "normal":
+                P = s[:, 1] + 1.0 / tau2
+                step = s[:, 0] / P - g_bar
+            else:   # the log-gamma prior's expansion at g_bar: gradient c - d e^g_bar, curvature d e^g_bar
+                e = d_lg * jnp.exp(jnp.minimum(g_bar, 30.0))
+                P = s[:, 1] + e
+                step = (s[:, 0] - s[:, 1] * g_bar + c_lg - e) / P
+            mean = g_bar + jnp.clip(step, -step_max, step_max)
             return jnp.where(is_leaf, mean, 0.0), P
 
         def visit(carry, xs):

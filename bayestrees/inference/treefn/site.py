@@ -22,7 +22,8 @@ prior of :mod:`bayestrees.inference.intervals` over the cut points of ``X`` (the
 uniform among those with a cut point left in the node's interval, the threshold uniform among
 those cut points; the prior of the BART family, BayesTree, the R package BART and bartz),
 truncated at ``max_depth`` and to trees whose nodes all hold ``min_leaf_rows`` rows of ``X``;
-every leaf value ``N(0, leaf_sd^2)``.  The cut points are the midpoints between the sorted
+every leaf value ``N(0, leaf_sd^2)`` (or, with ``leaf_prior="loggamma"``, the log of a Gamma variable
+of mean-0 log and sd ``leaf_sd``: :mod:`~bayestrees.inference.treefn.leaf_priors`).  The cut points are the midpoints between the sorted
 distinct values of each column of ``X`` (at most ``max_bins`` bins a column, by quantiles beyond:
 :class:`bayestrees.data.Binner`), in float32, so that the codes the sampler works on and the
 comparisons ``x <= threshold`` of the site agree row by row.
@@ -52,6 +53,7 @@ from numpyro.distributions import Distribution, constraints
 from ...data import Binner, check_int, check_positive
 from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
 from .. import intervals as IV
+from . import leaf_priors as LP
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
@@ -171,6 +173,7 @@ class TreeSpec(NamedTuple):
     leaf_sd: float
     min_leaf_rows: int
     outputs: int = 0
+    leaf_prior: str = "normal"
 
 
 def _check_prior(prior):
@@ -295,9 +298,8 @@ class TreeEnsemble(Distribution):
         f2, t2 = feature.reshape((-1, feature.shape[-1])), code.reshape((-1, code.shape[-1]))
         lp, leaf, ok = jax.vmap(one)(f2, t2)
         lp, leaf, ok = lp.reshape(lead), leaf.reshape(lead + (feature.shape[-1],)), ok.reshape(lead)
-        sd = float(spec.leaf_sd)
         v = value[..., 2]
-        lv = jnp.sum(jnp.where(leaf, -0.5 * (v / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi), 0.0), -1)
+        lv = jnp.sum(jnp.where(leaf, LP.log_density(spec.leaf_prior, v, spec.leaf_sd), 0.0), -1)
         good = ok & jnp.all(hit, -1)
         axes = (-2, -1) if self.spec.outputs else -1
         return jnp.sum(jnp.where(good, lp + lv, -jnp.inf), axes)
@@ -312,18 +314,27 @@ class TreeEnsemble(Distribution):
         spec = self.spec
         f, t, v = _draw_trees(keys, jnp.asarray(self.codes.astype(np.int32)), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
-                              max_depth=int(spec.max_depth), q=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd))
+                              max_depth=int(spec.max_depth), q=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
+                              leaf_prior=spec.leaf_prior)
         return self.pack(f, t, v).reshape(tuple(sample_shape) + self._lead + (self.spec.m, S, 3))
 
 
-@partial(jax.jit, static_argnames=("max_depth", "q", "leaf_sd"))
-def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, q: int, leaf_sd: float):
+@partial(jax.jit, static_argnames=("max_depth", "q", "leaf_sd", "leaf_prior"))
+def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, q: int, leaf_sd: float, leaf_prior: str = "normal"):
     """Trees from the prior, one per key, each truncated to ``q`` rows per node by rejection
     (codes ``(n, d)`` of the rows; compiled once per shape and setting)."""
-    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, q, leaf_sd))(keys)
+    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, q, leaf_sd, leaf_prior))(keys)
 
 
-def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float):
+def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
+    """``S`` leaf values from the leaf prior (:mod:`~bayestrees.inference.treefn.leaf_priors`)."""
+    if leaf_prior == "normal":
+        return leaf_sd * jax.random.normal(key, (S,))
+    c, d = LP.loggamma_params(leaf_sd)
+    return jnp.log(jax.random.gamma(key, c, (S,))) - math.log(d)
+
+
+def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float, leaf_prior: str = "normal"):
     """One tree from the prior (module docstring), by rejection until every leaf holds ``q`` rows."""
     S = 2 ** (D + 1) - 1
     d = lo0.shape[0]
@@ -358,7 +369,7 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float):
             hi = hi.at[kids_l].set(hi_l).at[kids_l + 1].set(hi_r)
             used = used.at[kids_l].set(split).at[kids_l + 1].set(split)
         leaf = used & (f < 0)
-        v = jnp.where(leaf, leaf_sd * jax.random.normal(ks[-1], (S,)), 0.0)
+        v = jnp.where(leaf, _leaf_values(ks[-1], S, leaf_sd, leaf_prior), 0.0)
         return f, t, v, leaf
 
     def rows_ok(f, t, leaf):
@@ -385,7 +396,8 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float):
 
 
 def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: float = 2.0, leaf_sd=None,
-         max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
+                  leaf_prior: str = "normal", max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
+                  cuts=None):
     """A sum of ``m`` trees as a random function inside a NumPyro model; its value at the rows of ``X``.
 
     Call it inside a NumPyro model function; sample the model with :func:`bayestrees.sample_model`
@@ -415,6 +427,12 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     leaf_sd : float > 0, optional
         Prior sd of every leaf value.  For a Normal mean, about ``0.5 * (y_max - y_min) / (k
         sqrt(m))`` as the BART family sets it.
+    leaf_prior : {"normal", "loggamma"}, default "normal"
+        The leaf values' prior, of mean 0 and sd ``leaf_sd``: Normal, or the log of a Gamma
+        variable (:mod:`~bayestrees.inference.treefn.leaf_priors`; log-linear BART, Murray 2021),
+        which is conjugate to a Poisson likelihood with a log link (``Poisson(B exp(g + f))``): the
+        tree moves then integrate the leaf values out, as for a Normal likelihood, and mix far
+        better than on the general path.
     max_depth : int, default 5
         Deepest leaf level (the prior is truncated there).
     min_leaf_rows : int >= 0, default 5
@@ -458,7 +476,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
-    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out)
+    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, LP.check_leaf_prior(leaf_prior))
     Xc = _concrete_X(X, name)
     if cuts is None:
         cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
@@ -474,8 +492,8 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     return numpyro.deterministic(name, f)
 
 
-def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.5, max_depth: int = 5,
-         min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
+def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.5, leaf_prior: str = "normal",
+                  max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
     """One Bayesian CART tree as a random function in a NumPyro model (:func:`bart_function` with ``m = 1``).
 
     Parameters
@@ -490,6 +508,8 @@ def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.
         The tree prior (default ``ChipmanPrior(0.95, 2)``).
     leaf_sd : float > 0, default 1.5
         Prior sd of the leaf values (the sum-of-trees default at ``m = 1``).
+    leaf_prior : {"normal", "loggamma"}, default "normal"
+        The leaf values' prior (as :func:`bart_function`).
     max_depth, min_leaf_rows, max_bins, cuts
         As :func:`bart_function`.
 
@@ -509,5 +529,5 @@ def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.
     >>> tr["f_trees"]["value"].shape
     (1, 15, 3)
     """
-    return bart_function(name, X, 1, outputs=outputs, prior=prior, leaf_sd=leaf_sd, max_depth=max_depth,
-                         min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts)
+    return bart_function(name, X, 1, outputs=outputs, prior=prior, leaf_sd=leaf_sd, leaf_prior=leaf_prior,
+                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts)

@@ -1,0 +1,64 @@
+"""The leaf-value priors of tree functions: ``"normal"`` and ``"loggamma"``.
+
+``"normal"``: every leaf value ``theta ~ N(0, leaf_sd^2)``.
+
+``"loggamma"``: ``theta = log(lambda)``, ``lambda ~ Gamma(shape c, rate d)``, with ``c`` and ``d`` set
+from ``leaf_sd`` so that ``theta`` has mean 0 and sd ``leaf_sd`` (``trigamma(c) = leaf_sd^2``, ``d =
+exp(digamma(c))``): the density ``log p(theta) = c theta - d exp(theta) + c log d - lgamma(c)``.  It
+is the leaf prior of log-linear BART (Murray 2021, "Log-linear Bayesian additive regression trees
+for multinomial logistic and count regression models", JASA 116), conjugate to every likelihood of
+the form ``sum_i y_i f_i - B_i exp(f_i)`` in the function ``f`` (Poisson counts with a log link and
+exposures ``B_i``, an exponential or gamma waiting time with a log rate): given the other trees, a
+leaf's ``lambda`` has the posterior ``Gamma(c + sum y_i, d + sum u_i)``, ``u_i = B_i exp(f_-j,i)``, and
+its marginal likelihood is closed (:func:`loggamma_log_marginal`), so the tree moves integrate the
+leaf values out exactly as the BART family's do for a Normal likelihood.  Its left tail is longer
+than the Normal's of the same sd (skewness ``psi''(c) / psi'(c)^1.5``, -0.2 for ``leaf_sd = 0.2``).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax.numpy as jnp
+from jax.scipy.special import gammaln
+
+LEAF_PRIORS = ("normal", "loggamma")
+
+
+@functools.lru_cache(maxsize=256)
+def loggamma_params(leaf_sd: float) -> tuple[float, float]:
+    """``(c, d)`` of the ``"loggamma"`` leaf prior of sd ``leaf_sd``: ``trigamma(c) = leaf_sd^2`` (by
+    Newton's method from ``1 / leaf_sd^2 + 1/2``, in float64) and ``d = exp(digamma(c))``."""
+    from scipy.special import polygamma, psi
+
+    s2 = float(leaf_sd) ** 2
+    c = 1.0 / s2 + 0.5
+    for _ in range(100):
+        step = (float(polygamma(1, c)) - s2) / float(polygamma(2, c))
+        c_new = c - step
+        c = c_new if c_new > 0 else c / 2.0
+        if abs(step) <= 1e-13 * c:
+            break
+    return c, math.exp(float(psi(c)))
+
+
+def log_density(kind: str, theta, leaf_sd: float):
+    """The leaf prior's log density at ``theta`` (elementwise)."""
+    if kind == "normal":
+        sd = float(leaf_sd)
+        return -0.5 * (theta / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi)
+    c, d = loggamma_params(float(leaf_sd))
+    return c * theta - d * jnp.exp(theta) + (c * math.log(d) - math.lgamma(c))
+
+
+def loggamma_log_marginal(Y, U, c: float, d: float):
+    """Per leaf, ``log`` of the integral over the leaf's ``lambda`` of ``lambda^Y exp(-lambda U)`` under
+    ``Gamma(c, d)``: ``c log d - lgamma(c) + lgamma(c + Y) - (c + Y) log(d + U)``."""
+    return (c * math.log(d) - math.lgamma(c)) + gammaln(c + Y) - (c + Y) * jnp.log(d + U)
+
+
+def check_leaf_prior(kind) -> str:
+    if kind not in LEAF_PRIORS:
+        raise ValueError(f"leaf_prior must be one of {LEAF_PRIORS}, got {kind!r}")
+    return str(kind)
+
