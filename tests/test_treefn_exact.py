@@ -275,6 +275,7 @@ def test_poisson_tree_with_loggamma_leaves_matches_enumeration(conjugate, seed=0
     kernel.init(jax.random.key(0), 0, None, (X, y), {})
     assert kernel.conjugate_kinds == (("poisson",) if conjugate == "auto" else ("",))
     got, fit = _chain_n_leaves(model, X, y, conjugate, 15000, seed)
+    # 60,000 draws; over seeds 0-3 the TV was 0.002-0.008 (conjugate) and 0.003-0.006 (general)
     assert _tv(got, want) < 0.03, (_tv(got, want), got, want)
     f = np.asarray(fit.idata.posterior["f"])
     for i in range(8):
