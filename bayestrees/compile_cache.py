@@ -44,14 +44,17 @@ the folder to empty it (:func:`default_cache_dir` says where it is).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["ENV_VAR", "compilation_cache_dir", "default_cache_dir", "set_compilation_cache"]
+__all__ = ["ENV_VAR", "compilation_cache_dir", "default_cache_dir", "set_compilation_cache", "compile_log",
+           "CompileEvent"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,59 @@ _ON = {"", "1", "on", "true", "yes", "default"}
 
 #: the JAX settings this module changed, with their values before (restored when it turns the cache off)
 _SAVED: dict = {}
+
+
+class CompileEvent(NamedTuple):
+    """One program XLA compiled or loaded from the persistent cache (:func:`compile_log`)."""
+
+    name: str | None   # the jitted function's name as JAX reports it (e.g. ``jit(_fori_collect_loop)``)
+    seconds: float     # the backend's compile (or load) time
+    loaded: bool       # loaded from the persistent compilation cache, not compiled
+
+
+@contextlib.contextmanager
+def compile_log():
+    """Record the programs XLA compiles, or loads from the persistent cache, while the block runs.
+
+    JAX reports each backend compilation as a duration event; a load from the persistent cache
+    reports the same event with a cache hit recorded just before it, which is how a load is told
+    from a compilation.  Programs found in JAX's in-memory cache report nothing.
+
+    Yields
+    ------
+    list of CompileEvent
+        Filled as the block runs, in order.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> x = jnp.arange(5.0)
+    >>> with bt.compile_cache.compile_log() as log:
+    ...     _ = jax.jit(lambda x: x * 3 + 1)(x)
+    >>> [e.name for e in log]          # compiled, or loaded from the persistent cache (e.loaded)
+    ['jit(<lambda>)']
+    """
+    import jax
+
+    events: list = []
+    hit = [False]
+
+    def on_duration(event, duration, fun_name=None, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(CompileEvent(fun_name, float(duration), hit[0]))
+            hit[0] = False
+
+    def on_event(event, **kw):
+        if event == "/jax/compilation_cache/cache_hits":
+            hit[0] = True
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+        jax.monitoring.unregister_event_listener(on_event)
 
 
 def default_cache_dir() -> Path:

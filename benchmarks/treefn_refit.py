@@ -61,29 +61,12 @@ def main(argv=None):
 
     import bayestrees as bt
 
-    # JAX records the backend-compile event around compiling or loading from the persistent cache;
-    # a cache hit is recorded inside it, just before: a compile event right after a hit was a load
-    events = {"compiles": 0, "loop": 0, "loaded": 0, "loop_loaded": 0, "compile_s": 0.0}
-    hit = [False]
-
-    def on_duration(name, duration, fun_name=None, **kw):
-        if name == "/jax/core/compile/backend_compile_duration":
-            loop = bool(fun_name and "_fori_collect_loop" in fun_name)
-            if hit[0]:
-                events["loaded"] += 1
-                events["loop_loaded"] += loop
-            else:
-                events["compiles"] += 1
-                events["loop"] += loop
-                events["compile_s"] += duration
-            hit[0] = False
-
-    def on_event(name, **kw):
-        if name == "/jax/compilation_cache/cache_hits":
-            hit[0] = True
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    jax.monitoring.register_event_listener(on_event)
+    def counts(log) -> dict:
+        """Compilations and persistent-cache loads (bt.compile_cache.compile_log), the sampling loop's apart."""
+        loop = [bool(e.name and "_fori_collect_loop" in e.name) for e in log]
+        return {"compiles": sum(not e.loaded for e in log), "loop": sum(lp and not e.loaded for e, lp in zip(log, loop)),
+                "loaded": sum(e.loaded for e in log), "loop_loaded": sum(lp and e.loaded for e, lp in zip(log, loop)),
+                "compile_s": round(sum(e.seconds for e in log if not e.loaded), 2)}
 
     def normal(X, y=None):
         f = bt.bart_function("f", X, m=5, max_depth=3, min_leaf_rows=2, leaf_sd=0.3)
@@ -128,14 +111,12 @@ def main(argv=None):
                "steps": a.steps, "jit_data": a.jit_data, "load": round(os.getloadavg()[0], 2)}
         for call, seed in (("first", 1), ("second", 2)):
             y = response(name, np.random.default_rng(seed))
-            before = dict(events)
             t0 = time.perf_counter()
-            fit = bt.sample_model(models[name], X, y=y, draws=a.steps, tune=a.steps, chains=a.chains,
-                                  chain_method=a.chain_method, random_seed=0, jit_data=a.jit_data)
+            with bt.compile_cache.compile_log() as log:
+                fit = bt.sample_model(models[name], X, y=y, draws=a.steps, tune=a.steps, chains=a.chains,
+                                      chain_method=a.chain_method, random_seed=0, jit_data=a.jit_data)
             wall = time.perf_counter() - t0
-            out[call] = {"wall_s": round(wall, 2), **{k: (round(events[k] - before[k], 2) if k == "compile_s"
-                                                          else events[k] - before[k]) for k in events},
-                         "hash": digest(fit)}
+            out[call] = {"wall_s": round(wall, 2), **counts(log), "hash": digest(fit)}
         pred = fit.predict(X[:4])
         out["predict_shape"] = list(np.asarray(pred["y"]).shape)
         print(json.dumps(out), flush=True)
