@@ -182,7 +182,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         Number of chains.
     random_seed : int, numpy Generator or JAX key, default 0
     conjugate : {"auto", True, False}, default "auto"
-        The conjugate path of the tree moves (``"auto"``: checked numerically at the start).
+        The conjugate paths of the tree moves: the BART family's step for a likelihood Normal in
+        the function (Normal leaves), its Gamma-Poisson analogue for ``Poisson(B exp(f))`` with
+        ``leaf_prior="loggamma"`` (``"auto"``: checked numerically at the start).
     leaf_refresh : int >= 0, default 0
         On the general (non-conjugate) path, after each tree's grow or prune, this many further
         sweeps over the trees that keep every tree and propose new leaf values (the same exact

@@ -157,8 +157,9 @@ class TreeMoves(MCMCKernel):
     ----------
     model : a NumPyro model with tree functions (:func:`bayestrees.inference.treefn.site.bart_function`)
     conjugate : "auto", True or False
-        The conjugate path (module docstring) when the likelihood is quadratic in the tree
-        function; "auto" decides at ``init`` by a numerical check.
+        A conjugate path (module docstring) when the likelihood is quadratic in the tree function
+        (Normal leaves) or of the form ``y f - B exp(f)`` (log-gamma leaves); "auto" decides at
+        ``init`` by a numerical check, True asserts it.
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
     traceable_args : bool, default False
