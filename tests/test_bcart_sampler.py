@@ -6,8 +6,12 @@
 (c) a one-leaf tree (max_depth=0) matches the conjugate closed form;
 (d) every move's acceptance ratio equals a direct computation (brute-force proposal
     probabilities and an independent NumPy target) on small trees.
-(a) runs for the random moves and particle Gibbs, (b) for the random moves, plain and tempered,
-and for particle Gibbs.  The sweep's and the mixed scheme's (a) and the mixed scheme's (b) run with
+(a) runs for the random moves and particle Gibbs, (b) for the tempered random moves and for
+particle Gibbs.  The plain random moves' (b) is ``test_moves_match_the_exact_pcfg_posterior_tightly``
+in ``tests/test_sampler_exactness.py``: the same kernel, data, prior and leaf model, with more
+draws and tighter tolerances on the same two distributions (a planted error that passed the
+looser check here fails it: ``docs/bcart.md``, "Mutation check of the sampler tests"), so it is
+not run twice.  The sweep's and the mixed scheme's (a) and the mixed scheme's (b) run with
 ``BAYESTREES_FULL_TESTS=1`` (``full_only``): the sweep has its brute-force test in
 ``tests/test_sampler_exactness.py``, and the mixed scheme composes the random moves and particle
 Gibbs, each tested here.
@@ -183,8 +187,7 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0,)), ("moves", (1.0, 0.5, 0.25)),
-                                                  ("pgibbs", (1.0,)),
+@pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0, 0.5, 0.25)), ("pgibbs", (1.0,)),
                                                   pytest.param("mixed", (1.0,), marks=pytest.mark.full_only)])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
     from bayestrees.inference.pcfg.fit import fit_posterior
@@ -205,11 +208,8 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, d
     # particle Gibbs and the tempered ensemble spend their time running, not compiling: they run in a
     # subprocess at XLA's default level rather than the suite's -O0 (85 s -> 39 s and 23 s -> 15 s on
     # the 2-core box; the same draws up to rounding)
-    if scheme in ("pgibbs", "mixed") or len(temperatures) > 1:
-        trees = _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures,
-                                                 tmp_path / "trees.npz", default_xla_env)
-    else:
-        trees = _exact_pcfg_chains(codes, y, log_phi, max_depth, scheme, temperatures)
+    trees = _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, temperatures,
+                                             tmp_path / "trees.npz", default_xla_env)
     n_leaves = (trees.left == LEAF).sum(-1)
     got_leaves = np.bincount(n_leaves, minlength=13)[1:13] / len(n_leaves)
     tv_leaves = 0.5 * np.abs(got_leaves - exact_leaves[:12]).sum() + 0.5 * (1 - exact_leaves[:12].sum())
