@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma"]
+__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma", "log_gamma"]
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -199,3 +199,11 @@ def gamma(key, a, dtype=jnp.float32):
         return jax.random.gamma(key, a, dtype=dtype)
     return _gamma(key, jnp.asarray(a).astype(jnp.float32))
 
+
+def log_gamma(key, a, dtype=jnp.float32):
+    """``log G`` for ``G ~ Gamma(a)`` (shape ``a.shape``), accurate for small shapes: ``log G(a + 1) +
+    log(U) / a``, where ``G`` itself would underflow."""
+    k1, k2 = split(key)
+    g = gamma(k1, (a + 1.0).astype(jnp.float32), dtype=dtype)
+    u = open_uniform(k2, a.shape).astype(dtype)
+    return jnp.log(g) + jnp.log(u) / a

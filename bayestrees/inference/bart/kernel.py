@@ -702,14 +702,6 @@ def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype
     return lp, avail, internal, leaf, log_aw
 
 
-def _log_gamma_draw(key, shape, dtype):
-    """``log G`` for ``G ~ Gamma(shape)``, accurate for small shapes: ``log G(shape + 1) + log(U) / shape``."""
-    k1, k2 = random_bits.split(key)
-    g = random_bits.gamma(k1, (shape + 1.0).astype(jnp.float32), dtype=dtype)
-    u = random_bits.open_uniform(k2, shape.shape).astype(dtype)
-    return jnp.log(g) + jnp.log(u) / shape
-
-
 def _log_alpha_density(alpha, log_s, a, b, rho):
     """``log p(alpha) + log Dir(s; alpha / d)`` up to a constant, in ``log alpha`` coordinates
     (``alpha / (alpha + rho) ~ Beta(a, b)``)."""
@@ -742,7 +734,7 @@ def _sparse_update(key, feature, threshold, lprior, avail, log_s, alpha, data: B
     k_s, k_acc, k_a, k_aacc = random_bits.split(key, 4)
     internal = feature >= 0
     c = jnp.sum(jax.nn.one_hot(jnp.where(internal, feature, -1), d, dtype=dtype), (0, 1))
-    log_g = _log_gamma_draw(k_s, (alpha / d + c).astype(dtype), dtype)
+    log_g = random_bits.log_gamma(k_s, (alpha / d + c).astype(dtype), dtype)
     log_s_new = log_g - jax.scipy.special.logsumexp(log_g)
     _, _, _, _, log_w_old = tree_log_priors(feature, threshold, data, cfg, dtype, log_s)
     lp_new, _, _, _, log_w_new = tree_log_priors(feature, threshold, data, cfg, dtype, log_s_new)

@@ -500,7 +500,7 @@ class TreeMoves(MCMCKernel):
             U = jnp.where(acc, mv.q_new, mv.q_old)
             is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
             shape = jnp.where(is_leaf, c + ys, 1.0).astype(dt)
-            value = jnp.where(is_leaf, K._log_gamma_draw(k, shape, dt) - jnp.log(d + U), 0.0).astype(dt)
+            value = jnp.where(is_leaf, random_bits.log_gamma(k, shape, dt) - jnp.log(d + U), 0.0).astype(dt)
             leaf = jnp.where(acc, mv.leaf, leaf)
             return r + take(value, leaf), (value, leaf.astype(leaf8.dtype), acc, jnp.where(acc, mv.count, count), ys)
 
