@@ -193,9 +193,13 @@ def function_values(trees, X, outputs: int = 0):
 
 def evaluate(trees, X):
     """The sum of trees at the rows of ``X``: ``trees`` ``(..., m, S, 3)`` (a tree site's value),
-    ``X`` ``(n, d)`` -> ``(..., n)``."""
-    trees = jnp.asarray(trees)
-    X = jnp.asarray(X, jnp.float32)
+    ``X`` ``(n, d)`` -> ``(..., n)``.  Compiled once per shape (called eagerly by the model's traces
+    and predictions, with ``X`` an argument rather than a constant of the program)."""
+    return _evaluate(jnp.asarray(trees), jnp.asarray(X, jnp.float32))
+
+
+@jax.jit
+def _evaluate(trees, X):
     S = trees.shape[-2]
     D = S.bit_length() - 1
 
