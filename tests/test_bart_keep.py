@@ -208,13 +208,18 @@ def test_a_row_of_weight_zero_has_no_influence(unweighted):
     assert not np.array_equal(a.result_.sigma, base.result_.sigma)
 
 
-@pytest.mark.parametrize("w, msg", [
+#: bad row weights for 50 rows and the estimators' message for each (the estimators and the model context)
+BAD_WEIGHTS = [
     (np.ones(49), r"sample_weight must have one value per row \(50\)"),
     (-np.ones(50), "sample_weight must be finite and >= 0"),
     (np.r_[np.nan, np.ones(49)], "sample_weight must be finite and >= 0"),
+    (np.r_[np.inf, np.ones(49)], "sample_weight must be finite and >= 0"),
     (np.zeros(50), "sample_weight: every weight is zero"),
     (["a"] * 50, "sample_weight must be numbers"),
-])
+]
+
+
+@pytest.mark.parametrize("w, msg", BAD_WEIGHTS)
 def test_bad_weights_are_refused(w, msg):
     X, y, _ = _data()
     with pytest.raises(ValueError, match=msg):
@@ -296,13 +301,7 @@ def test_model_context_classifier_weights_give_the_estimators_draws():
         bt.sample(**RUN)
 
 
-@pytest.mark.parametrize("w, msg", [
-    (np.ones(49), r"sample_weight must have one value per row \(50\)"),
-    (-np.ones(50), "sample_weight must be finite and >= 0"),
-    (np.r_[np.inf, np.ones(49)], "sample_weight must be finite and >= 0"),
-    (np.zeros(50), "sample_weight: every weight is zero"),
-    (["a"] * 50, "sample_weight must be numbers"),
-])
+@pytest.mark.parametrize("w, msg", BAD_WEIGHTS)
 def test_model_context_bad_weights_are_refused_when_made_and_when_sampled(w, msg):
     X, y, _ = _data()
     with bt.Model() as model:

@@ -212,10 +212,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         observed values), here when the program runs, and the two differ in float32 rounding
         (about 1e-7 in the leaf values after the first step: ``docs/models.md``).  They are the
         same whether the program was compiled or loaded.  The model must run with those arrays
-        traced: its tree features model
-        arguments themselves (not computed inside the model from another argument: then only the
-        1-d arrays are made arguments), and no data value needed in Python (``float(y.max())``, a
-        boolean mask); else a ``ValueError`` says why.
+        traced: its tree features model arguments themselves (not computed inside the model from
+        another argument: then only the 1-d arrays are made arguments), and no data value needed
+        in Python (``float(y.max())``, a boolean mask); else a ``ValueError`` says why.
     **kwargs
         The model's keyword arguments (the observed data, e.g. ``y=y``).
 
