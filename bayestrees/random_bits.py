@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma", "log_gamma"]
+__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma", "log_gamma",
+           "gamma_tries", "log_gamma_given"]
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -207,3 +208,64 @@ def log_gamma(key, a, dtype=jnp.float32):
     g = gamma(k1, (a + 1.0).astype(jnp.float32), dtype=dtype)
     u = open_uniform(k2, a.shape).astype(dtype)
     return jnp.log(g) + jnp.log(u) / a
+
+
+#: Pre-drawn Marsaglia-Tsang candidates per variate in :func:`gamma_tries` (the shapes here are at
+#: least 1, where a candidate is accepted with probability 0.95 or more: every candidate of a variate
+#: is rejected with probability 1e-4 or less, and then the loop of :func:`log_gamma_given` runs).
+GAMMA_TRIES = 3
+
+
+def gamma_tries(key, shape, tries: int = GAMMA_TRIES):
+    """The randomness of :func:`log_gamma_given` for variates of ``shape``, drawn ahead in one call:
+    ``tries`` standard normals and ``tries + 1`` uniforms on (0, 1) per variate (a sampler's step
+    draws them for all its visits at once, outside the loop over the visits)."""
+    kz, ku = split(key)
+    shape = tuple(shape)
+    return normal(kz, shape + (int(tries),)), open_uniform(ku, shape + (int(tries) + 1,))
+
+
+def _mt_accept(alpha, z, u):
+    """Marsaglia & Tsang's candidates for ``Gamma(alpha)``, ``alpha >= 1`` (broadcast over the last
+    axis of ``z``, ``u``): whether each is accepted, and ``log G`` for it."""
+    d = (alpha - 1.0 / 3.0)[..., None]
+    c = 1.0 / jnp.sqrt(9.0 * d)
+    t = 1.0 + c * z
+    ok = t > 0.0
+    log_v = 3.0 * jnp.log(jnp.where(ok, t, 1.0))
+    v = jnp.exp(log_v)
+    accept = ok & (jnp.log(u) < 0.5 * z * z + d - d * v + d * log_v)
+    return accept, jnp.log(d) + log_v
+
+
+def _first(accept, x):
+    """Per variate, ``x`` at the first accepted candidate (last axis), and whether there is one."""
+    k = jnp.argmax(accept, axis=-1)
+    return jnp.take_along_axis(x, k[..., None], -1)[..., 0], jnp.any(accept, axis=-1)
+
+
+def log_gamma_given(key, a, z, u):
+    """``log G``, ``G ~ Gamma(a)`` (any ``a > 0``; float32), from the candidates of :func:`gamma_tries`.
+
+    ``G = G1 U^(1/a)`` with ``G1 ~ Gamma(a + 1)`` (the boost that keeps small shapes accurate, as
+    :func:`log_gamma`) and ``U`` uniform (``u[..., -1]``).  ``G1`` is Marsaglia & Tsang's rejection
+    sampler run on the pre-drawn candidates ``(z[..., k], u[..., k])``: its draw is the first
+    accepted one.  A variate whose candidates were all rejected draws further candidates from
+    ``key`` (``fold_in(key, i)`` in round ``i``) in a ``while`` loop that runs only then, so the
+    result is an exact ``Gamma(a)`` draw whatever the number of pre-drawn candidates: the first
+    accepted candidate of an i.i.d. sequence has the rejection sampler's law.  The loop runs no
+    round in almost every call (under ``vmap``, as long as any chain needs one)."""
+    a = jnp.asarray(a, jnp.float32)
+    alpha = a + 1.0
+    acc, lg = _mt_accept(alpha, z, u[..., :-1])
+    lg1, done = _first(acc, lg)
+
+    def more(c):
+        i, lg1, done = c
+        zz, uu = gamma_tries(fold_in(key, i), a.shape, 1)
+        acc, lg = _mt_accept(alpha, zz, uu[..., :1])
+        new = acc[..., 0] & ~done
+        return i + 1, jnp.where(new, lg[..., 0], lg1), done | new
+
+    _, lg1, _ = jax.lax.while_loop(lambda c: ~jnp.all(c[2]), more, (jnp.zeros((), jnp.uint32), lg1, done))
+    return lg1 + jnp.log(u[..., -1]) / a

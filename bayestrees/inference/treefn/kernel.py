@@ -466,7 +466,10 @@ class TreeMoves(MCMCKernel):
 
     def _poisson_step(self, key, st, fn: _Fn, L):
         """The conjugate step of log-gamma leaves (module docstring): tree by tree, a grow or prune
-        with the leaf values integrated out, then the leaf values from their Gamma conditional."""
+        with the leaf values integrated out, then the leaf values from their Gamma conditional (exact
+        Gamma draws from Marsaglia-Tsang candidates drawn for all visits before the scan:
+        :func:`bayestrees.random_bits.log_gamma_given`; a rejection loop in every visit cost more than
+        half of the step)."""
         cfg = fn.cfg
         mc = cfg.mcmc
         S, m = mc.capacity, cfg.m
@@ -478,7 +481,9 @@ class TreeMoves(MCMCKernel):
         prop = jax.vmap(lambda *a: K.propose(*a, fn.data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
                                                                         st.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-        keys = jax.random.split(k_val, m)
+        k_val, k_more = random_bits.split(k_val)
+        gz, gu = random_bits.gamma_tries(k_val, (m, S))   # the leaf draws' randomness, for all visits at once
+        keys = random_bits.split(k_more, m)
         f0 = st.z - st.resid
         _, a, h = self._vgh(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
@@ -488,7 +493,7 @@ class TreeMoves(MCMCKernel):
         ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, dt), leaf.astype(jnp.int32), y))(st.leaf)
 
         def visit(f, xs):
-            pr, v, leaf8, count, ys, lu, k = xs
+            pr, v, leaf8, count, ys, lu, k, z, ug = xs
             leaf = leaf8.astype(jnp.int32)
             r = f - take(v, leaf)                 # the other trees' sum
             mv = K.grow_or_prune(pr, leaf, B * jnp.exp(r), count, ys, data, q, S)
@@ -500,11 +505,11 @@ class TreeMoves(MCMCKernel):
             U = jnp.where(acc, mv.q_new, mv.q_old)
             is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
             shape = jnp.where(is_leaf, c + ys, 1.0).astype(dt)
-            value = jnp.where(is_leaf, random_bits.log_gamma(k, shape, dt) - jnp.log(d + U), 0.0).astype(dt)
+            value = jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(d + U), 0.0).astype(dt)
             leaf = jnp.where(acc, mv.leaf, leaf)
             return r + take(value, leaf), (value, leaf.astype(leaf8.dtype), acc, jnp.where(acc, mv.count, count), ys)
 
-        xs = (prop, st.value, st.leaf, st.count, ysum, log_u, keys)
+        xs = (prop, st.value, st.leaf, st.count, ysum, log_u, keys, gz, gu)
         f, (value, leaf, acc, count, ysum) = jax.lax.scan(visit, f0, xs)
         a2 = acc[:, None]
         new = st._replace(feature=jnp.where(a2, prop.feature, st.feature),
