@@ -295,3 +295,36 @@ def test_loggamma_leaf_prior_draws_and_density():
     v = np.asarray(dist_.sample(jax.random.key(2)))
     want = c * v[0, 0, 2] - d * np.exp(v[0, 0, 2]) + c * np.log(d) - gammaln(c)
     assert float(dist_.log_prob(v)) == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("leaf_prior,conjugate", [("normal", "auto"), ("normal", False), ("loggamma", "auto")],
+                         ids=["normal-conjugate", "normal-general", "loggamma-conjugate"])
+def test_tree_sites_cached_log_density_is_the_prior_of_the_trees(leaf_prior, conjugate):
+    """The tree sites' log density that the moves hand the other blocks (from the states' cached
+    per-tree log priors and the leaf values) is ``TreeEnsemble.log_prob`` of the packed trees, after
+    150 steps that grew and pruned trees on each path (float32: relative 1e-5)."""
+    from bayestrees.inference.treefn import TreeMoves
+
+    X, codes = _data(0)
+    rng = np.random.default_rng(3)
+    y = (rng.poisson(np.exp(0.5 * (codes[:, 0] >= 2))) if leaf_prior == "loggamma"
+         else codes[:, 0] - 1.5 + 0.3 * rng.normal(size=8)).astype(np.float32)
+
+    def model(X, y=None):
+        f = tree_function("f", X, leaf_sd=0.8, leaf_prior=leaf_prior, max_depth=MAX_DEPTH, min_leaf_rows=Q,
+                          prior=ChipmanPrior(ALPHA, BETA))
+        if leaf_prior == "loggamma":
+            numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+        else:
+            numpyro.sample("y", dist.Normal(f, 0.3), obs=y)
+
+    kernel = TreeMoves(model, conjugate=conjugate)
+    state = kernel.init(jax.random.key(0), 0, None, (X, y), {})
+    name = kernel.sites[0]
+    run = jax.jit(lambda s: jax.lax.scan(lambda s, _: (kernel.sample(s, (X, y), {}), s.z[name].trees), s,
+                                         None, 150))
+    state, trees = run(state)
+    assert len({np.asarray(t).tobytes() for t in trees}) > 3     # the trees moved
+    site = state.z[name]
+    want = float(kernel._fns[0].dist.log_prob(site.trees))
+    assert float(site.log_density) == pytest.approx(want, rel=1e-5, abs=1e-5)

@@ -103,6 +103,14 @@ class TreeMovesState(NamedTuple):
     rng_key: jax.Array
 
 
+def _leaves(feature):
+    """Which heap slots of the trees ``feature`` (``(..., S)``, ``-1`` at a leaf or an unused slot) are leaves."""
+    S = feature.shape[-1]
+    internal = feature >= 0
+    par = np.maximum((np.arange(S) - 1) // 2, 0)
+    return ~internal & ((np.arange(S) == 0) | internal[..., par])
+
+
 def _traced(model_args, model_kwargs) -> bool:
     """Whether any of the model's arguments is a JAX tracer (the set-up is being compiled)."""
     kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
@@ -253,14 +261,18 @@ class TreeMoves(MCMCKernel):
         return {**packed, **values}
 
     def _site_values(self, states) -> dict:
-        """The tree sites' values for the other blocks (:class:`TreeValues`)."""
+        """The tree sites' values for the other blocks (:class:`TreeValues`), with their log prior
+        density from the states' cached per-tree log priors (the moves keep them; scoring the
+        packed trees afresh, ``TreeEnsemble.log_prob``, cost a quarter of a step) and the leaves'
+        log densities."""
         packed, values = self._assemble(states)
-        out = {}
-        for fn in self._fns:
-            if fn.site not in out:
-                p = packed[fn.site]
-                out[fn.site] = TreeValues(p, values[fn.name], fn.dist.log_prob(p), fn.rows)
-        return out
+        lp = {}
+        for fn, st in zip(self._fns, states):
+            spec = fn.dist.spec
+            lv = jnp.where(_leaves(st.feature), LP.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
+            lp[fn.site] = lp.get(fn.site, 0.0) + jnp.sum(st.log_prior) + jnp.sum(lv)
+        return {site: TreeValues(packed[site], values[fn.name], lp[site], fn.rows)
+                for site, fn in {fn.site: fn for fn in self._fns}.items()}
 
     @property
     def sites(self) -> tuple:
@@ -456,10 +468,7 @@ class TreeMoves(MCMCKernel):
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
         S = fn.cfg.mcmc.capacity
         wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
-        internal = st.feature >= 0
-        par = np.maximum((np.arange(S) - 1) // 2, 0)
-        is_leaf = ~internal & ((np.arange(S) == 0) | internal[:, par])
-        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(is_leaf, wsum, 0.0))
+        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(_leaves(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
         new, info = K.build_kernel(fn.cfg).step(key, st, data)
         return new, jnp.sum(info.accepted)
