@@ -106,6 +106,19 @@ def _batched(fn, chains: int, n_args: int):
     return one
 
 
+def _trace_once(fn, *example):
+    """``fn`` traced once at the abstract values of ``example``: a function that replays that trace
+    (the same operations, bound again where it is called), and the shape of ``fn``'s output."""
+    closed, shape = jax.make_jaxpr(fn, return_shape=True)(*example)
+    out_tree = jax.tree_util.tree_structure(shape)
+
+    def replay(*a):
+        out = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree_util.tree_leaves(a))
+        return jax.tree_util.tree_unflatten(out_tree, out)
+
+    return replay, shape
+
+
 @partial(jax.jit, static_argnames=("step", "collect", "size", "chains", "width"), donate_argnums=(1,))
 def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect, size: int, chains: int,
            width: int | None = None):
@@ -121,14 +134,18 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
     k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
     keys = partial(_step_keys, chains=chains, width=width, first=first)
 
+    # the step and the collection are traced once each: their output shapes come from that trace, and
+    # the program replays it (tracing them again for the shapes alone, with jax.eval_shape, was about a
+    # second of every first fit of an MCMC family; the program is the same)
+    vstep, (_, info_shape) = _trace_once(lambda k, st: vstep(k, st, *args), shard_batch(keys(key, t0), width), state)
+
     def one(t, carry):
         st, _ = carry
-        return shard_batch(vstep(shard_batch(keys(key, t), width), st, *args), width)
+        return shard_batch(vstep(shard_batch(keys(key, t), width), st), width)
 
-    info_shape = jax.eval_shape(lambda st: vstep(keys(key, t0), st, *args)[1], state)
     zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
     t1 = t0 + n_tune
-    out_shape = jax.eval_shape(lambda st: vcollect(keys(k_collect, t1), st, *args), state)
+    vcollect, out_shape = _trace_once(lambda k, st: vcollect(k, st, *args), keys(k_collect, t1), state)
     zero_out = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
 
     def kept(st, i):
@@ -138,7 +155,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
         start = jnp.where(i == 0, t0, t1 + i * thin)
         end = jnp.where(keep, t1 + (i + 1) * thin, jnp.where(i == 0, t1, start))
         st, info = jax.lax.fori_loop(start, end, one, (st, zero_info))
-        out = jax.lax.cond(keep, lambda s: vcollect(keys(k_collect, t1 + (i + 1) * thin), s, *args),
+        out = jax.lax.cond(keep, lambda s: vcollect(keys(k_collect, t1 + (i + 1) * thin), s),
                            lambda s: zero_out, st)
         info = jax.tree_util.tree_map(lambda a, z: jnp.where(keep, a, z), info, zero_info)
         return st, (out, info)
