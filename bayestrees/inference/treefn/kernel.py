@@ -111,6 +111,19 @@ def _leaves(feature):
     return ~internal & ((np.arange(S) == 0) | internal[..., par])
 
 
+def _mean_over(value, count, s, grow):
+    """Per leaf of the tree that a grow (``grow``) or a prune at ``s`` makes of a tree with leaf
+    values ``value`` and rows per leaf ``count``: the mean of ``value`` over the leaf's rows (a grow's
+    two children hold ``value[s]``; a prune's node the children's values weighted by their rows).
+    The Laplace proposal's centre, with no pass over the rows."""
+    idx = jnp.arange(value.shape[0])
+    lc, rc = 2 * s + 1, 2 * s + 2
+    kids = (idx == lc) | (idx == rc)
+    cl, cr = count[lc].astype(value.dtype), count[rc].astype(value.dtype)
+    joined = (value[lc] * cl + value[rc] * cr) / jnp.maximum(cl + cr, 1.0)
+    return jnp.where(grow, jnp.where(kids, value[s], value), jnp.where(idx == s, joined, value))
+
+
 def _traced(model_args, model_kwargs) -> bool:
     """Whether any of the model's arguments is a JAX tracer (the set-up is being compiled)."""
     kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
@@ -554,14 +567,13 @@ class TreeMoves(MCMCKernel):
 
         step_max = 2.0 * jnp.sqrt(tau2)
 
-        def laplace(leaf, is_leaf, a, b, g, cnt):
-            # the Newton step from the leaf's mean current value, at most 2 leaf_sd (a deterministic
-            # function of the same inputs in both directions, so the ratio stays exact): a full step
-            # from far above the mode of a log-scale function overshoots to where L is -inf.  ``cnt``:
-            # the rows per leaf (the cached counts); the sums by one-column scatters (XLA's CPU
-            # scatter of a row of three is slower than three)
-            s0, s1, s2 = (scatter_add(jnp.zeros(S, dt), leaf, x) for x in (a + b * g, b, g))
-            g_bar = s2 / jnp.maximum(cnt.astype(dt), 1.0)
+        def laplace(leaf, is_leaf, a, b, g, g_bar):
+            # the Newton step from the leaf's mean current value ``g_bar``, at most 2 leaf_sd (a
+            # deterministic function of the same inputs in both directions, so the ratio stays
+            # exact): a full step from far above the mode of a log-scale function overshoots to where
+            # L is -inf.  The sums by one-column scatters (XLA's CPU scatter of a row of three is
+            # slower than three)
+            s0, s1 = (scatter_add(jnp.zeros(S, dt), leaf, x) for x in (a + b * g, b))
             if spec.leaf_prior == "normal":
                 P = s1 + 1.0 / tau2
                 step = s0 / P - g_bar
@@ -579,18 +591,20 @@ class TreeMoves(MCMCKernel):
             g = take(v, leaf)
             mv = K.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S)
             ok = pr.ok & mv.valid
+            grow = pr.kind == 0
             leaf_p = jnp.where(ok, mv.leaf, leaf)
             is_leaf_old = pr.leaf_old
             is_leaf_p = jnp.where(ok, pr.leaf_new, is_leaf_old)
             b = jnp.maximum(-h, 0.0)
-            mean, P = laplace(leaf_p, is_leaf_p, a, b, g, jnp.where(ok, mv.count, count))
+            mean, P = laplace(leaf_p, is_leaf_p, a, b, g, jnp.where(ok, _mean_over(v, count, pr.node, grow), v))
             mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)
             lq_fwd = jnp.sum(jnp.where(is_leaf_p, log_n(mu, mean, P), 0.0))
             g_new = take(mu, leaf_p)
             f1 = f - g + g_new
             L1, a1, h1 = self._vgh(L, f1)
             b1 = jnp.maximum(-h1, 0.0)
-            mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new, count)
+            mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new,
+                                jnp.where(ok, _mean_over(mu, mv.count, pr.node, ~grow), mu))
             lq_rev = jnp.sum(jnp.where(is_leaf_old, log_n(v, mean1, P1), 0.0))
             lp_leaves = (jnp.sum(jnp.where(is_leaf_p, log_prior_leaf(mu), 0.0))
                          - jnp.sum(jnp.where(is_leaf_old, log_prior_leaf(v), 0.0)))
