@@ -70,7 +70,7 @@ from .. import moves as M
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "data_intervals", "N_UNIFORMS", "propose",
+           "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
            "grow_or_prune", "leaf_marginal"]
 
 
@@ -304,6 +304,15 @@ class _Proposal(NamedTuple):
     avail: jax.Array       # (S,): T''s available variables per slot
 
 
+def leaf_slots(feature):
+    """Which heap slots of compact trees ``feature`` (``(..., S)``; ``-1`` at a leaf and at an unused
+    slot) are leaves: not split, and the root or a split node's child."""
+    S = feature.shape[-1]
+    internal = feature >= 0
+    par = np.maximum((np.arange(S) - 1) // 2, 0)
+    return ~internal & ((np.arange(S) == 0) | internal[..., par])
+
+
 def _pick(u, mask):
     """A uniform index among ``mask`` from one uniform ``u`` (the ``floor(u k)``-th of the ``k`` set
     entries) and ``k``; index 0 when none is set."""
@@ -345,7 +354,7 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     prior = mc.prior if data.prior is None else data.prior
     lo0, hi0 = data.code_lo, data.code_hi
     internal = f >= 0
-    is_leaf = ((np.arange(S) == 0) | internal[par]) & ~internal
+    is_leaf = leaf_slots(f)
     growable = is_leaf & (depth < D) & (avail > 0)
     nog = internal & ~internal[lc] & ~internal[rc]
     pair = internal & (np.arange(S) > 0) & internal[par]
@@ -765,9 +774,7 @@ def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
     dt = state.resid.dtype
     tau2 = jnp.asarray(cfg.mcmc.leaf_model.tau2, dt)
     lp_trees = state.log_prior
-    S = cfg.mcmc.capacity
-    par = np.maximum((np.arange(S) - 1) // 2, 0)
-    is_leaf = (state.feature < 0) & ((np.arange(S) == 0) | (state.feature[:, par] >= 0))
+    is_leaf = leaf_slots(state.feature)
     mu = state.value
     lp_leaves = jnp.sum(jnp.where(is_leaf, -0.5 * mu * mu / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2), 0.0))
     live = (data.weight > 0) & (data.rows > 0)

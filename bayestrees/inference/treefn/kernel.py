@@ -103,14 +103,6 @@ class TreeMovesState(NamedTuple):
     rng_key: jax.Array
 
 
-def _leaves(feature):
-    """Which heap slots of the trees ``feature`` (``(..., S)``, ``-1`` at a leaf or an unused slot) are leaves."""
-    S = feature.shape[-1]
-    internal = feature >= 0
-    par = np.maximum((np.arange(S) - 1) // 2, 0)
-    return ~internal & ((np.arange(S) == 0) | internal[..., par])
-
-
 def _mean_over(value, count, s, grow):
     """Per leaf of the tree that a grow (``grow``) or a prune at ``s`` makes of a tree with leaf
     values ``value`` and rows per leaf ``count``: the mean of ``value`` over the leaf's rows (a grow's
@@ -282,7 +274,7 @@ class TreeMoves(MCMCKernel):
         lp = {}
         for fn, st in zip(self._fns, states):
             spec = fn.dist.spec
-            lv = jnp.where(_leaves(st.feature), LP.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
+            lv = jnp.where(K.leaf_slots(st.feature), LP.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
             lp[fn.site] = lp.get(fn.site, 0.0) + jnp.sum(st.log_prior) + jnp.sum(lv)
         return {site: TreeValues(packed[site], values[fn.name], lp[site], fn.rows)
                 for site, fn in {fn.site: fn for fn in self._fns}.items()}
@@ -481,7 +473,7 @@ class TreeMoves(MCMCKernel):
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
         S = fn.cfg.mcmc.capacity
         wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
-        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(_leaves(st.feature), wsum, 0.0))
+        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(K.leaf_slots(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
         new, info = K.build_kernel(fn.cfg).step(key, st, data)
         return new, jnp.sum(info.accepted)
@@ -624,7 +616,7 @@ class TreeMoves(MCMCKernel):
         n_acc = jnp.sum(acc)
         for r in range(self.leaf_refresh):   # leaf refreshes: the same move with the tree kept (T' = T)
             k_acc, k_val = random_bits.split(jax.random.fold_in(key, r + 1), 2)
-            is_leaf = _leaves(feature)         # the trees as they are now
+            is_leaf = K.leaf_slots(feature)         # the trees as they are now
             keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
             xs = (keep, feature, threshold, value, leaf, count, wsum,
                   jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt), random_bits.normal(k_val, (m, S), dt))
