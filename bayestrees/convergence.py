@@ -68,9 +68,12 @@ class ConvergenceReport:
         if self.ok:
             return ""
         who = f"{self.family} " if self.family else ""
-        better = {"bart": "BART: more tune steps, or thin to keep fewer, less correlated draws",
+        better = {"bart": "BART: more kept steps (draws, or thin with the same draws) rather than more tune; the "
+                          "trees' slow mode does not end with burn-in, its autocorrelation time is hundreds to "
+                          "thousands of steps at n = 1,000 and grows with n (docs/bart.md, Mixing)",
                   "bet": "BET: more sweeps, and chains=4 or more to see whether they settle on the same trees",
-                  "model": "a model with tree functions: more tune steps, a non-centred form of the sites NUTS "
+                  "model": "a model with tree functions: more kept steps (the tree moves' slow mode does not end "
+                           "with burn-in and grows with n), a non-centred form of the sites NUTS "
                            "updates, and fewer trees or a smaller leaf_sd where a tree function and another "
                            "site explain the same thing (an intercept)"}.get(
             self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "

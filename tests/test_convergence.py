@@ -112,3 +112,13 @@ def test_a_stuck_or_short_fit_warns_in_the_estimator_and_the_model_context():
         with pytest.warns(ConvergenceWarning, match="has not converged"):
             bt.sample(draws=100, chains=2, tune=100, random_seed=0)
     assert not rv.convergence_.ok
+
+
+def test_the_advice_for_tree_sums_is_more_kept_steps_not_more_tuning():
+    """BART's and the tree functions' slow mode is not a burn-in (docs/bart.md, Mixing: longer tuning
+    left R-hat of sigma where it was, more kept steps lowered it): their advice says so."""
+    from bayestrees.convergence import ConvergenceReport
+
+    for family in ("bart", "model"):
+        msg = ConvergenceReport({}, 4, 100, ["R-hat of sigma 1.150"], family=family).message()
+        assert "more kept steps" in msg and "more tune steps" not in msg, msg
