@@ -33,9 +33,10 @@ MODELS = {name: title for name, (_, title, _) in _models().items()}
 
 #: config fields that are not command-line options: set by the model name, by ``--quiet`` or given as
 #: Python objects; BART's ``keep_trees``: without trees a fit predicts only at rows named when fitting,
-#: which the command line does not take
+#: which the command line does not take; BART's ``slide``: it needs ``move_probs``, which the command line
+#: does not take
 _NOT_OPTIONS = {"kind", "progressbar", "prior", "leaf_model", "leaf_prior", "move_probs", "temperatures",
-                "keep_trees"}
+                "keep_trees", "slide"}
 
 
 def _say(msg: str) -> None:

@@ -18,7 +18,8 @@ The issue's goal: R-hat of sigma below 1.01 at the defaults.
     .venv/bin/python benchmarks/bart_mixing.py                      # both settings, 3 data sets
     .venv/bin/python benchmarks/bart_mixing.py --moves gp --datasets 1
 
-``--m`` and ``--thin`` change the number of trees and the thinning of that fit.
+``--m`` and ``--thin`` change the number of trees and the thinning of that fit.  ``--moves slide``: grow 0.35,
+prune 0.35 and the change move as a local slide of the threshold (``slide=3``; ``BARTRegressor``'s ``slide``).
 
 ``--trace STEPS`` (issue 29's mixing study) runs instead one fit per data set and move setting of
 4 chains of ``STEPS`` steps with no tuning (``tune=0``, ``draws=STEPS / thin``, ``keep_trees=False``,
@@ -61,7 +62,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forest_common import append_jsonl  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0)}
+MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0), "slide": (0.35, 0.35, 0.3, 0.0)}
+#: estimator settings of a move setting beyond its probabilities ("slide": the change move as a local slide of
+#: the threshold by up to 3 codes, ``BARTRegressor(slide=3)``)
+EXTRA = {"slide": {"slide": 3}}
 
 
 def friedman(rng, n, p=10):
@@ -75,7 +79,7 @@ def run(args, moves: str, seed: int) -> dict:
     X, f = friedman(rng, args.n)
     y = f + rng.normal(size=args.n)
     Xt, ft = friedman(rng, 1000)
-    kw = dict(move_probs=MOVES[moves], chains=4, random_state=seed, m=args.m, thin=args.thin)
+    kw = dict(move_probs=MOVES[moves], chains=4, random_state=seed, m=args.m, thin=args.thin, **EXTRA.get(moves, {}))
     if args.tune is not None:
         kw["tune"] = args.tune
     if args.draws is not None:
@@ -95,6 +99,7 @@ def run(args, moves: str, seed: int) -> dict:
                 tune=kw.get("tune"), draws=kw.get("draws"),
                 rhat_sigma=float(rhat["sigma"]), rhat_f_max=float(rhat["f"].max()),
                 ess_sigma=float(ess["sigma"]), ess_f_min=float(ess["f"].min()),
+                ess_f_median=float(np.median(ess["f"])),
                 sigma_mean=float(np.mean(sigma)), seconds=seconds, ess_sigma_per_s=float(ess["sigma"]) / seconds,
                 rmse=rmse, load_before=[round(x, 2) for x in load0], load_after=[round(x, 2) for x in load1])
 
@@ -128,7 +133,8 @@ def trace(args, moves: str, seed: int) -> dict:
     T, k = args.trace, args.thin
     if T % k:
         raise SystemExit(f"--trace ({T}) must be a multiple of --thin ({k})")
-    est = bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], chains=4, random_state=seed, tune=0, draws=T // k,
+    est = bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, random_state=seed,
+                           tune=0, draws=T // k,
                            thin=k, keep_trees=False)
     load0 = os.getloadavg()
     est.fit(X, y, X_predict=Xt)
@@ -204,10 +210,11 @@ def main():
     y0 = f + rng.normal(size=args.n)
     for moves in args.moves:
         if args.trace:
-            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], chains=4, tune=0, draws=args.trace // args.thin,
+            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, tune=0,
+                             draws=args.trace // args.thin,
                              keep_trees=False).fit(X, y0, X_predict=X[:1000])
         else:
-            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], chains=4, tune=0,
+            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, tune=0,
                              draws=1000 if args.draws is None else args.draws).fit(X, y0)
     rows = []
     if args.trace:
@@ -221,14 +228,15 @@ def main():
         print(f"\nappended {args.datasets * len(args.moves)} lines to {os.path.relpath(args.out)}")
         return
     print(f"{'moves':>5} {'seed':>4} {'R-hat sigma':>11} {'max R-hat f':>11} {'ESS sigma':>9} {'min ESS f':>9} "
-          f"{'sigma':>6} {'s':>6} {'ESS/s':>6} {'RMSE':>6}")
+          f"{'med ESS f':>9} {'sigma':>6} {'s':>6} {'ESS/s':>6} {'RMSE':>6}")
     for r in range(args.datasets):
         for moves in args.moves:
             row = run(args, moves, args.seed + r)
             row.update(machine=platform.machine(), cpus=os.cpu_count(), bayestrees=bt.__version__)
             rows.append(row)
             print(f"{moves:>5} {row['seed']:>4} {row['rhat_sigma']:11.3f} {row['rhat_f_max']:11.3f} "
-                  f"{row['ess_sigma']:9.0f} {row['ess_f_min']:9.0f} {row['sigma_mean']:6.3f} {row['seconds']:6.1f} "
+                  f"{row['ess_sigma']:9.0f} {row['ess_f_min']:9.0f} {row['ess_f_median']:9.0f} {row['sigma_mean']:6.3f} "
+                  f"{row['seconds']:6.1f} "
                   f"{row['ess_sigma_per_s']:6.1f} {row['rmse']:6.3f}", flush=True)
     for row in rows:
         append_jsonl(args.out, row)

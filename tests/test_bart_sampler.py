@@ -245,7 +245,10 @@ def _root_feature(feature):
 
 
 @pytest.mark.slow
-def test_one_tree_with_sigma_fixed_is_bayesian_cart():
+@pytest.mark.parametrize("moves", [{}, {"move_probs": (0.35, 0.35, 0.3, 0.0), "slide": 2}], ids=["grow-prune", "slide"])
+def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
+    """One tree, sigma fixed: BART's chains (grow and prune, or with slides of the threshold) against
+    Bayesian CART's random moves on the same model."""
     rng = np.random.default_rng(3)
     n = 20
     X = rng.integers(0, 4, size=(n, 2)).astype(float)
@@ -255,7 +258,9 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart():
     # 40,000 steps per chain, every fourth kept
     draws = dict(draws=10000, tune=500, thin=4, chains=4)
     bart = fit_bart(jax.random.key(1), data, BARTConfig(m=1, prior=prior, max_depth=max_depth, fixed_sigma=sigma,
-                                                      k=k, min_leaf_rows=1, **draws))
+                                                      k=k, min_leaf_rows=1, **draws, **moves))
+    if moves:   # the slides ran and some were accepted
+        assert np.asarray(bart.info.accepted)[..., 2].sum() > 1000
     # the same model for Bayesian CART's random moves, on BART's scaled response: y_s ~ N(mu_leaf, s^2),
     # mu_leaf ~ N(0, sigma_mu^2), the interval rule prior, nodes of one row or more
     ys = (np.asarray(data.y, np.float64) - bart.y_shift) / bart.y_scale

@@ -60,7 +60,7 @@ class BART(TreeRV):
         The model to register the variable in; default the innermost active ``with bt.Model()``.
     **params
         The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
-        ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``sparse`` and its
+        ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``slide``, ``sparse`` and its
         ``sparse_a``, ``sparse_b``, ``sparse_rho``, ``dtype``, ``keep_trees``), as for
         :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
         (default 100); and ``X_predict`` (array, DataFrame or ``bt.Data``, ``(n_new, n_features)``):

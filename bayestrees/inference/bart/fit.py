@@ -120,6 +120,10 @@ class BARTConfig:
     min_leaf_rows : int >= 1  every node of every tree holds at least this many training rows (the
         prior is truncated to such trees; a move that breaks it is rejected)
     move_probs : probabilities of grow, prune, change, swap
+    slide : int >= 0  with ``slide = K > 0`` the change move is a local slide (``KernelConfig.slide``):
+        a node whose two children are leaves moves its threshold by ``1 .. K`` codes on the same
+        variable, at the cost of a grow (swap must then be 0; e.g. ``move_probs=(0.35, 0.35, 0.3, 0)``,
+        ``slide=3``)
     sparse : the sparse Dirichlet split-variable prior (Linero 2018; the R package BART's
         ``sparse=TRUE``): ``s ~ Dirichlet(alpha / p, ...)``, ``alpha / (alpha + rho) ~ Beta(a, b)``, a
         node's variable ``j`` with probability ``s_j / sum_available s``; the posterior of ``s`` is
@@ -150,6 +154,7 @@ class BARTConfig:
     max_depth: int = 5
     min_leaf_rows: int = 5
     move_probs: tuple = (0.5, 0.5, 0.0, 0.0)
+    slide: int = 0
     sparse: bool = False
     sparse_a: float = 0.5
     sparse_b: float = 1.0
@@ -182,6 +187,13 @@ class BARTConfig:
         if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12:
             raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
                              f"grow = prune, got {self.move_probs!r}")
+        check_int("slide", self.slide, 0)
+        if self.slide and mp[3] > 0:
+            raise ValueError(f"slide moves take the change move's place in grow/prune/change: swap must be 0, got "
+                             f"move_probs={self.move_probs!r}")
+        if self.slide and mp[2] == 0:
+            raise ValueError(f"slide={self.slide!r} needs a change probability to make slides, e.g. "
+                             f"move_probs=(0.35, 0.35, 0.3, 0.0); got move_probs={self.move_probs!r}")
         if not isinstance(self.sparse, (bool, np.bool_)):
             raise ValueError(f"sparse must be True or False, got {self.sparse!r}")
         check_positive("sparse_a", self.sparse_a)
@@ -398,7 +410,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
     kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
-                          int(width))
+                          int(width), int(config.slide))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = K.build_kernel(kcfg, dtype)
     code_lo, code_hi = K.data_intervals(data.codes)

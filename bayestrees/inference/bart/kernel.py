@@ -120,6 +120,12 @@ class KernelConfig:
     batch_width : chains run together under ``jax.vmap`` (1: one chain at a time); with the tree-rows
         ``m n`` it decides whether a grow's left child is summed for all trees before the visits
         (:data:`_BATCH_ROWS`): 16 vmapped chains at ``n = 1,024`` took 65 ms a step with it, 49 without
+    slide : int >= 0  the change move (``move_probs[2]``) as a local *slide* (0: Chipman et al.'s
+        change, any internal node, the rule drawn from the rule prior): a node whose two children
+        are leaves keeps its split variable and moves its threshold by ``1 .. slide`` codes either
+        way (uniformly; a threshold outside the node's interval is rejected).  The proposal is
+        symmetric, and the rows move only between the two children, so it costs what a grow costs
+        (:func:`propose`, :func:`_slide_sums`)
     """
 
     mcmc: Any
@@ -128,6 +134,7 @@ class KernelConfig:
     sample_sigma: bool = True
     sparse: bool = False
     batch_width: int = 1
+    slide: int = 0
 
     def __post_init__(self):
         if self.mcmc.scheme != "moves":
@@ -136,6 +143,8 @@ class KernelConfig:
             raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         if self.probit and self.sample_sigma:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
+        if self.slide and self.mcmc.move_probs[3] > 0:
+            raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap must be 0")
 
 
 def leaf_dtype(capacity: int):
@@ -361,7 +370,8 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     cum = np.cumsum(mc.move_probs)
     move = jnp.sum(u[0] >= jnp.asarray(cum[:-1], jnp.float32)).astype(jnp.int32)  # never a type of probability 0
     move = jnp.where(jnp.asarray(mc.move_probs)[move] > 0, move, jnp.argmax(jnp.asarray(mc.move_probs) > 0))
-    mask = jnp.stack([growable, nog, internal, pair])[move]
+    slide = cfg.slide > 0
+    mask = jnp.stack([growable, nog, nog if slide else internal, pair])[move]
     s, k = _pick(u[2], mask)
     # the rule: variable uniform among those with a cut point left, threshold uniform among them
     lo_s, hi_s = IV.node_interval(f, t, lo0, hi0, s, D)
@@ -379,6 +389,15 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
         log_w = lambda v: w[v].astype(dtype)  # noqa: E731
     cnt = jnp.maximum(nthr[j], 1)
     tn = (lo_s[j] + jnp.minimum(jnp.floor(u[1] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
+    in_range = jnp.array(True)
+    if slide:   # a slide keeps s's variable and moves its threshold by 1 .. K codes either way
+        K = int(cfg.slide)
+        is_slide = move == 2
+        step = jnp.minimum(jnp.floor(u[1] * (2 * K)).astype(jnp.int32), 2 * K - 1)
+        j = jnp.where(is_slide, jnp.maximum(f[s], 0), j).astype(jnp.int32)
+        t_slide = t[s] + jnp.where(step < K, step - K, step - K + 1)
+        tn = jnp.where(is_slide, t_slide, tn).astype(jnp.int32)
+        in_range = ~is_slide | ((t_slide >= lo_s[j]) & (t_slide < hi_s[j]))
     # minus the log of the rule's probability given the node, up to log avail: log nthr_v - log w_v
     log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype)) - log_w(v)  # noqa: E731
     # the proposed tree: up to three slots set (the swap's parent, child and the child's twin sibling)
@@ -419,6 +438,10 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     lp_new = jnp.where(move == 0, lp_grow, lp_prune)
     avail_new = jnp.where(move == 0, avail_grow, avail_prune)
     leaf_new = jnp.where(move == 0, leaf_grow, leaf_prune)
+    if slide:   # s pruned, then grown again with the new rule: the same leaves, s's children rescored
+        lp_new = jnp.where(move == 2, lp_grow + lp_prune - lp, lp_new)
+        avail_new = jnp.where(move == 2, avail_grow, avail_new)
+        leaf_new = jnp.where(move == 2, is_leaf, leaf_new)
     rules_ok = jnp.array(True)
     if w is not None:   # the sparse prior: T' scored in full, its node weights in log space (O(S D d))
         lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = IV.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
@@ -426,7 +449,7 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
         lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
         n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
         n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
-    elif mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
+    elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
         lp_f, avail_f, _, leaf_f, ok_f = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
         local = move < 2
         lp_new = jnp.where(local, lp_new, lp_f)
@@ -438,10 +461,10 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     lq = jnp.stack([
         -logk(n_nog_new) + logk(k) + log_avail + log_nthr(j),              # grow
         -logk(n_growable_new) - log_avail - log_nthr(f[s]) + logk(k),      # prune
-        log_nthr(j) - log_nthr(jnp.maximum(f[s], 0)),                       # change
+        jnp.zeros((), dtype) if slide else log_nthr(j) - log_nthr(jnp.maximum(f[s], 0)),   # change (a slide: symmetric)
         jnp.zeros((), dtype)])[move]                                        # swap
     bad_swap = is_swap & ((sib_int & ~same & (f[sib] == f[p]) & (t[sib] == t[p])) | ((f[p] == f[c]) & (t[p] == t[c])))
-    ok = (k > 0) & rules_ok & ~bad_swap & ((move == 1) | (move == 3) | (nthr[j] > 0))
+    ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | (nthr[j] > 0))
     kind = jnp.minimum(move, 2).astype(jnp.int32)
     return _Proposal(kind, move, ok, slot0.astype(jnp.int32), j, tn, fn, tn_, is_leaf, leaf_new,
                      (lp_new - lp + lq).astype(dtype), lp_new.astype(dtype), avail_new.astype(dtype))
@@ -506,6 +529,28 @@ def _split_join(a, x_l, s, grow):
     return jnp.where(grow, split, join).astype(a.dtype)
 
 
+def _moved_totals(a, x_l, s, kind):
+    """:func:`_split_join` with slides: per-leaf totals ``a`` of ``T`` made ``T'``'s after a grow
+    (``kind`` 0), a prune (1) or a slide (2) at ``s``, whose children's joint total is split anew into
+    ``x_l`` on the left and the rest on the right."""
+    idx = jnp.arange(a.shape[0])
+    lc, rc = 2 * s + 1, 2 * s + 2
+    slid = jnp.where(idx == lc, x_l, jnp.where(idx == rc, a[lc] + a[rc] - x_l, a))
+    return jnp.where(kind == 2, slid, _split_join(a, x_l, s, kind == 0)).astype(a.dtype)
+
+
+def _slide_sums(qf, s, S: int):
+    """``(q_old, q_new)`` of a slide at ``s`` from sums scattered into ``S + 2`` cells: the rows that
+    stay in their child in the child's slot, those that move from the left child to the right in
+    cell ``S``, from the right to the left in cell ``S + 1``."""
+    lc, rc = 2 * s + 1, 2 * s + 2
+    idx = jnp.arange(S)
+    base = qf[:S]
+    q_old = base + jnp.where(idx == lc, qf[S], 0.0) + jnp.where(idx == rc, qf[S + 1], 0.0)
+    q_new = base + jnp.where(idx == lc, qf[S + 1], 0.0) + jnp.where(idx == rc, qf[S], 0.0)
+    return q_old, q_new
+
+
 def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
     """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
 
@@ -566,7 +611,7 @@ class _Step:
         zval = random_bits.normal(k_val, (m, S), dt)
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
         inv_s2 = 1.0 / state.sigma2
-        local = mc.move_probs[2] + mc.move_probs[3] == 0  # grow and prune only: no change or swap to route
+        local = cfg.slide > 0 or mc.move_probs[2] + mc.move_probs[3] == 0  # no change or swap to route
         # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
         # large data: in the visit, where the node's rows are in cache
         batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
@@ -580,13 +625,26 @@ class _Step:
             var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
             return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
 
+        def node_rows(pr, leaf):
+            """The rows a move re-splits: the node's (a grow), or its two children's (a slide)."""
+            at = leaf == pr.node
+            if cfg.slide:
+                at = jnp.where(pr.kind == 2, (leaf == 2 * pr.node + 1) | (leaf == 2 * pr.node + 2), at)
+            return at
+
+        def totals(a, x_l, pr):
+            """Per-leaf totals of T made T''s (:func:`_split_join`; with slides :func:`_moved_totals`)."""
+            if cfg.slide:
+                return _moved_totals(a, x_l, pr.node, pr.kind)
+            return _split_join(a, x_l, pr.node, pr.kind == 0)
+
         cw = t_new = None
         t_old = jax.vmap(terms)(state.wsum, zval, prop.node) if local else None   # T's terms, all trees at once
         if batch_left:   # and T''s
             def left_rows(pr, leaf8, wsum, zv):
                 col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-                c_l, w_l = _left_rows((leaf8.astype(jnp.int32) == pr.node) & (col <= pr.thr), data, dt)
-                return jnp.stack([c_l, w_l]), terms(_split_join(wsum, w_l, pr.node, pr.kind == 0), zv, pr.node)
+                c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt)
+                return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
 
             cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
 
@@ -606,16 +664,28 @@ class _Step:
             r = R + take(v, leaf)
             real_grow = grow & ok   # a grow that cannot happen moves no row
             col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-            at = leaf == s
-            finer = jnp.where(real_grow & at, lc + (col > pr.thr).astype(jnp.int32), leaf)
-            qf = jnp.zeros(S, dt).at[finer].add(w * r, mode="promise_in_bounds")   # slots < S: no bounds checks
-            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+            at = node_rows(pr, leaf)
+            side = lc + (col > pr.thr).astype(jnp.int32)
+            finer = jnp.where(real_grow & at, side, leaf)
+            if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
+                slide = pr.kind == 2
+                cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
+                qf = jnp.zeros(S + 2, dt).at[cell].add(w * r, mode="promise_in_bounds")
+                q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
+                qs_old, qs_new = _slide_sums(qf, s, S)
+                q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
+                finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
+            else:
+                qf = jnp.zeros(S, dt).at[finer].add(w * r, mode="promise_in_bounds")   # slots < S: no bounds checks
+                q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
             if batch_left:
                 c_l, w_l = cw_j[0], cw_j[1]
             else:
                 c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
-                tn = terms(_split_join(wsum, w_l, s, grow), zv, s)
+                tn = terms(totals(wsum, w_l, pr), zv, s)
             valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+            if cfg.slide:
+                valid = jnp.where(pr.kind == 2, (c_l >= q) & (count[lc] + count[rc] - c_l >= q), valid)
             (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
             three = jnp.stack([s, lc, rc])
             Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
@@ -623,13 +693,15 @@ class _Step:
             lm_new = a_new + 0.5 * Qn * Qn / d_new
             # the log marginal likelihood ratio: the leaves other than s and its children are the same
             ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
+            if cfg.slide:
+                ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
             acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
             # the leaf draw (draw's operations, with the terms computed before)
             var = jnp.where(acc, var_new, var_old)
             value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
                               var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
             pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
-            kept = jnp.where(acc, jnp.where(grow, finer, pruned), leaf)
+            kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
             R = r - take(value, kept)
             # the kept counts follow after the scan from the left child's (c_l, w_l)
             return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
@@ -657,9 +729,10 @@ class _Step:
             R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
             acc = acw[:, 0] > 0
             a2, grow = acc[:, None], prop.kind == 0
-            sj = jax.vmap(_split_join)
-            count = jnp.where(a2, sj(state.count, acw[:, 1].astype(state.count.dtype), prop.node, grow), state.count)
-            wsum = jnp.where(a2, sj(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop.node, grow), state.wsum)
+            sj = jax.vmap(_moved_totals) if cfg.slide else jax.vmap(_split_join)
+            how = prop.kind if cfg.slide else grow
+            count = jnp.where(a2, sj(state.count, acw[:, 1].astype(state.count.dtype), prop.node, how), state.count)
+            wsum = jnp.where(a2, sj(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop.node, how), state.wsum)
         else:
             R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
             a2 = acc[:, None]
