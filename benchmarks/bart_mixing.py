@@ -68,6 +68,11 @@ MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0), "slide": (0.
 EXTRA = {"slide": {"slide": 3}}
 
 
+def moves_kw(moves: str) -> dict:
+    """``BARTRegressor``'s move settings for the setting named ``moves``."""
+    return dict(move_probs=MOVES[moves], **EXTRA.get(moves, {}))
+
+
 def friedman(rng, n, p=10):
     X = rng.random((n, p))
     f = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
@@ -79,7 +84,7 @@ def run(args, moves: str, seed: int) -> dict:
     X, f = friedman(rng, args.n)
     y = f + rng.normal(size=args.n)
     Xt, ft = friedman(rng, 1000)
-    kw = dict(move_probs=MOVES[moves], chains=4, random_state=seed, m=args.m, thin=args.thin, **EXTRA.get(moves, {}))
+    kw = dict(**moves_kw(moves), chains=4, random_state=seed, m=args.m, thin=args.thin)
     if args.tune is not None:
         kw["tune"] = args.tune
     if args.draws is not None:
@@ -133,7 +138,7 @@ def trace(args, moves: str, seed: int) -> dict:
     T, k = args.trace, args.thin
     if T % k:
         raise SystemExit(f"--trace ({T}) must be a multiple of --thin ({k})")
-    est = bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, random_state=seed,
+    est = bt.BARTRegressor(m=args.m, **moves_kw(moves), chains=4, random_state=seed,
                            tune=0, draws=T // k,
                            thin=k, keep_trees=False)
     load0 = os.getloadavg()
@@ -210,11 +215,11 @@ def main():
     y0 = f + rng.normal(size=args.n)
     for moves in args.moves:
         if args.trace:
-            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, tune=0,
+            bt.BARTRegressor(m=args.m, **moves_kw(moves), chains=4, tune=0,
                              draws=args.trace // args.thin,
                              keep_trees=False).fit(X, y0, X_predict=X[:1000])
         else:
-            bt.BARTRegressor(m=args.m, move_probs=MOVES[moves], **EXTRA.get(moves, {}), chains=4, tune=0,
+            bt.BARTRegressor(m=args.m, **moves_kw(moves), chains=4, tune=0,
                              draws=1000 if args.draws is None else args.draws).fit(X, y0)
     rows = []
     if args.trace:

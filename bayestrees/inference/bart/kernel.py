@@ -728,11 +728,10 @@ class _Step:
         if local:
             R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
             acc = acw[:, 0] > 0
-            a2, grow = acc[:, None], prop.kind == 0
-            sj = jax.vmap(_moved_totals) if cfg.slide else jax.vmap(_split_join)
-            how = prop.kind if cfg.slide else grow
-            count = jnp.where(a2, sj(state.count, acw[:, 1].astype(state.count.dtype), prop.node, how), state.count)
-            wsum = jnp.where(a2, sj(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop.node, how), state.wsum)
+            a2 = acc[:, None]
+            moved = jax.vmap(totals)   # the visits' rule for the kept counts, for all trees at once
+            count = jnp.where(a2, moved(state.count, acw[:, 1].astype(state.count.dtype), prop), state.count)
+            wsum = jnp.where(a2, moved(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop), state.wsum)
         else:
             R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
             a2 = acc[:, None]
