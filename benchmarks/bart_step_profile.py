@@ -4,7 +4,7 @@ One chain, ``m = 200``, Friedman's function of 5 of ``p = 100`` features plus no
 (first argument, default 1,024), the kernel and data exactly as ``bt.BARTRegressor().fit`` builds
 them (``benchmarks/bart_bartz.py``'s ``ours_kernel``).  Each timing is ``jit(step)`` called in a
 loop after 100 warm-up steps: the minimum over 7 blocks of 10 steps (the machine is shared; the
-minimum is the least disturbed block).
+minimum is the least disturbed block; ``BLOCKS=25`` in the environment takes 25 blocks).
 
     .venv-bartz/bin/python benchmarks/bart_step_profile.py 1024
 
@@ -27,7 +27,7 @@ from bayestrees import random_bits  # noqa: E402
 from bayestrees.inference.bart import kernel as K  # noqa: E402
 
 
-def best_ms(fn, *a, reps=10, blocks=7):
+def best_ms(fn, *a, reps=10, blocks=int(__import__("os").environ.get("BLOCKS", 7))):
     out = fn(*a)
     jax.block_until_ready(out)
     best = float("inf")

@@ -81,6 +81,23 @@ def test_known_variance_marginal_is_the_multivariate_normal_density():
     assert total == pytest.approx(unit, abs=2e-4)
 
 
+def test_pick_finds_the_chosen_set_entry():
+    """The proposal's uniform pick among a mask's set entries (``floor(u k)``-th of ``k``; 0 when
+    none is set) against NumPy's list of the set entries, for masks short (a cumulative sum) and
+    long (searched as 32-bit words), empty, sparse, dense and full, and uniforms near 0 and 1."""
+    rng = np.random.default_rng(3)
+    pick = jax.jit(jax.vmap(K._pick))
+    for length in (1, 5, 32, 33, 63, 64, 100, 257):
+        masks = np.concatenate([rng.random((50, length)) < dens for dens in (0.0, 0.03, 0.5, 1.0)])
+        u = np.concatenate([rng.random(len(masks) - 4), [0.0, 1e-7, 1 - 6e-8, 0.5]]).astype(np.float32)
+        idx, k = pick(jnp.asarray(u), jnp.asarray(masks))
+        for i in range(len(masks)):
+            where = np.flatnonzero(masks[i])
+            assert int(k[i]) == len(where)
+            t = min(int(np.floor(np.float32(u[i]) * np.float32(len(where)))), max(len(where) - 1, 0))
+            assert int(idx[i]) == (where[t] if len(where) else 0), (length, i)
+
+
 def test_truncated_normal_draws_follow_their_distribution():
     n = 20000
     u = np.asarray(jax.random.uniform(jax.random.key(0), (n,), minval=1e-7, maxval=1.0))

@@ -322,13 +322,42 @@ def leaf_slots(feature):
     return ~internal & ((np.arange(S) == 0) | internal[..., par])
 
 
+#: masks longer than this are searched by :func:`_pick` as 32-bit words (below, a cumulative sum is cheaper)
+_PICK_WORDS_FROM = 32
+
+
 def _pick(u, mask):
     """A uniform index among ``mask`` from one uniform ``u`` (the ``floor(u k)``-th of the ``k`` set
-    entries) and ``k``; index 0 when none is set."""
-    c = jnp.cumsum(mask.astype(jnp.int32))
+    entries) and ``k``; index 0 when none is set.
+
+    A long mask is packed into 32-bit words: the word that holds the entry is found from the words'
+    bit counts, and the entry within it by halving the word five times, counting the set bits of
+    the lower half.  XLA's cumulative sum on the CPU (a reduce-window) cost about 4x as much for the
+    100 features and 63 slots of a BART proposal (:func:`propose`, vmapped over 200 trees); the
+    index is the same.
+    """
+    L = mask.shape[0]
+    if L <= _PICK_WORDS_FROM:
+        c = jnp.cumsum(mask.astype(jnp.int32))
+        k = c[-1]
+        target = jnp.minimum(jnp.floor(u * k).astype(jnp.int32), jnp.maximum(k - 1, 0))
+        return jnp.argmax(c > target).astype(jnp.int32), k
+    n_words = -(-L // 32)
+    bits = jnp.pad(mask, (0, 32 * n_words - L)).reshape(n_words, 32).astype(jnp.uint32)
+    words = jnp.sum(bits << jnp.arange(32, dtype=jnp.uint32), axis=1, dtype=jnp.uint32)
+    per_word = jax.lax.population_count(words).astype(jnp.int32)
+    c = jnp.cumsum(per_word)
     k = c[-1]
     target = jnp.minimum(jnp.floor(u * k).astype(jnp.int32), jnp.maximum(k - 1, 0))
-    return jnp.argmax(c > target).astype(jnp.int32), k
+    wi = jnp.argmax(c > target).astype(jnp.int32)
+    rank = target - (c[wi] - per_word[wi])          # the entry's rank among its word's set bits
+    word, pos = words[wi], jnp.zeros((), jnp.int32)
+    for width in (16, 8, 4, 2, 1):
+        low = jax.lax.population_count((word >> pos.astype(jnp.uint32)) & jnp.uint32((1 << width) - 1))
+        low = low.astype(jnp.int32)
+        up = rank >= low                             # the entry lies above the lower `width` bits
+        pos, rank = jnp.where(up, pos + width, pos), jnp.where(up, rank - low, rank)
+    return jnp.where(k > 0, 32 * wi + pos, 0).astype(jnp.int32), k
 
 
 def _pick_weighted(u, mask, w):
