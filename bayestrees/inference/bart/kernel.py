@@ -126,6 +126,10 @@ class KernelConfig:
         way (uniformly; a threshold outside the node's interval is rejected).  The proposal is
         symmetric, and the rows move only between the two children, so it costs what a grow costs
         (:func:`propose`, :func:`_slide_sums`)
+    unit_weight : every row weight and every row flag of ``BARTData`` is 1 (``fit_bart`` without
+        sample weights; not checked): the scatter sums ``r``, not ``w r``, and a grow's left child's
+        weight is its row count, one pass fewer over the rows for each (the same values: ``1 r``
+        is ``r``, and a sum of ones is exact)
     """
 
     mcmc: Any
@@ -135,6 +139,7 @@ class KernelConfig:
     sparse: bool = False
     batch_width: int = 1
     slide: int = 0
+    unit_weight: bool = False
 
     def __post_init__(self):
         if self.mcmc.scheme != "moves":
@@ -541,8 +546,12 @@ def _grow_prune_sums(qf, s, real_grow, grow):
     return jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged)
 
 
-def _left_rows(left, data: BARTData, dt):
-    """Rows (``BARTData.rows``) and row weight among the rows ``left``."""
+def _left_rows(left, data: BARTData, dt, unit_weight: bool = False):
+    """Rows (``BARTData.rows``) and row weight among the rows ``left`` (``unit_weight``: every row
+    flag and weight is 1, and both are the count of ``left``)."""
+    if unit_weight:
+        c_l = jnp.sum(left, dtype=jnp.int32).astype(dt)
+        return c_l, c_l
     c_l = jnp.sum(jnp.where(left, data.rows, 0.0)).astype(dt)
     w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0)).astype(dt)
     return c_l, w_l
@@ -639,6 +648,7 @@ class _Step:
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
+        wr_of = (lambda r: r) if cfg.unit_weight else (lambda r: w * r)  # noqa: E731
         inv_s2 = 1.0 / state.sigma2
         local = cfg.slide > 0 or mc.move_probs[2] + mc.move_probs[3] == 0  # no change or swap to route
         # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
@@ -672,7 +682,8 @@ class _Step:
         if batch_left:   # and T''s
             def left_rows(pr, leaf8, wsum, zv):
                 col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-                c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt)
+                c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt,
+                                      cfg.unit_weight)
                 return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
 
             cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
@@ -699,18 +710,18 @@ class _Step:
             if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
                 slide = pr.kind == 2
                 cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-                qf = jnp.zeros(S + 2, dt).at[cell].add(w * r, mode="promise_in_bounds")
+                qf = jnp.zeros(S + 2, dt).at[cell].add(wr_of(r), mode="promise_in_bounds")
                 q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
                 qs_old, qs_new = _slide_sums(qf, s, S)
                 q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
                 finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
             else:
-                qf = jnp.zeros(S, dt).at[finer].add(w * r, mode="promise_in_bounds")   # slots < S: no bounds checks
+                qf = jnp.zeros(S, dt).at[finer].add(wr_of(r), mode="promise_in_bounds")   # slots < S: no bounds checks
                 q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
             if batch_left:
                 c_l, w_l = cw_j[0], cw_j[1]
             else:
-                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt, cfg.unit_weight)
                 tn = terms(totals(wsum, w_l, pr), zv, s)
             valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
             if cfg.slide:
