@@ -98,52 +98,6 @@ def test_pick_finds_the_chosen_set_entry():
             assert int(idx[i]) == (where[t] if len(where) else 0), (length, i)
 
 
-def test_unit_weights_take_the_short_path_to_the_same_step(monkeypatch):
-    """With every row weight 1 (none given, or all 1) the kernel skips the weights
-    (``KernelConfig.unit_weight``: ``r`` for ``w r``, row counts for weights).  Against the general
-    path on the same data, from the same states with the same keys, it gives the same trees and
-    acceptances, and the same leaf values, residual and ``sigma`` up to float32 rounding (the two
-    programs are compiled apart: at XLA's default flags they were bit-identical; the suite's -O0
-    rounds some sums otherwise)."""
-    import dataclasses
-
-    from bayestrees.inference.bart import fit as bart_fit
-
-    rng = np.random.default_rng(4)
-    n = 80
-    X = rng.random((n, 40))
-    y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=n)
-    data = prepare_data(X, y, task="regression", allow_nan=False)
-    cfg = BARTConfig(m=8, draws=1, tune=0, chains=1, move_probs=(0.35, 0.35, 0.3, 0.0), slide=2)
-    captured = []
-
-    def capture(key, kernel, *, args, **kw):
-        captured.append((kernel, args))
-        raise RuntimeError("captured")
-
-    monkeypatch.setattr(bart_fit, "run_chains", capture)
-    for weights in (None, np.ones(n), np.r_[np.ones(n - 1), 0.5]):
-        with pytest.raises(RuntimeError, match="captured"):
-            fit_bart(jax.random.key(2), data, cfg, weights=weights)
-    assert [c[0].step.cfg.unit_weight for c in captured] == [True, True, False]
-    short, args = captured[0]
-    general = K.build_kernel(dataclasses.replace(short.step.cfg, unit_weight=False))
-    step_s, step_g = jax.jit(short.step), jax.jit(general.step)
-    state = jax.jit(general.init)(jax.random.key(0), *args)
-    accepted = 0
-    for i in range(40):
-        key = jax.random.key(100 + i)
-        (a, ia), (b, ib) = step_s(key, state, *args), step_g(key, state, *args)
-        for name in ("feature", "threshold", "leaf", "count", "wsum"):
-            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-        np.testing.assert_array_equal(ia.accepted, ib.accepted)
-        for name in ("value", "resid", "sigma2", "log_prior"):
-            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-6, err_msg=name)
-        accepted += int(np.sum(ib.accepted))
-        state = b
-    assert accepted > 0
-
-
 def test_truncated_normal_draws_follow_their_distribution():
     n = 20000
     u = np.asarray(jax.random.uniform(jax.random.key(0), (n,), minval=1e-7, maxval=1.0))

@@ -410,7 +410,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
     kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
-                          int(width), int(config.slide), unit_weight=bool(np.all(w_arr == 1.0)))
+                          int(width), int(config.slide))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = K.build_kernel(kcfg, dtype)
     code_lo, code_hi = K.data_intervals(data.codes)
