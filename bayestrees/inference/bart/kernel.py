@@ -395,10 +395,12 @@ def _cell_sums(cell, x, n_cells: int):
     not.  A BART step (one chain, ``m = 200``, ``p = 100``) took 1.45 ms at ``n = 1,024`` with one
     copy and 1.09 with eight, 40.3 and 23.6 ms at ``n = 32,768`` (``docs/bart.md``).  The sums are
     the same up to float rounding (another order of the adds), so the draws are not bit-identical
-    to those of the kernel before (2026-11-27).
+    to those of the kernel before (2026-11-27).  The scatter is :func:`bayestrees.batching.scatter_add`,
+    one unbatched scatter under ``vmap`` too: 4 vectorised chains took 11.3 ms a step at ``n = 1,024``
+    against 14.8 with XLA's batched scatter.
     """
     lane = jnp.arange(x.shape[0], dtype=jnp.int32) % _LANES
-    spread = jnp.zeros(n_cells * _LANES, x.dtype).at[cell + n_cells * lane].add(x, mode="promise_in_bounds")
+    spread = scatter_add(jnp.zeros(n_cells * _LANES, x.dtype), cell + n_cells * lane, x)
     return jnp.sum(spread.reshape(_LANES, n_cells), 0)
 
 
