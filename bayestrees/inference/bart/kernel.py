@@ -71,7 +71,7 @@ from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
-           "grow_or_prune", "leaf_marginal"]
+           "grow_or_prune", "leaf_marginal", "cell_sums"]
 
 
 class BARTData(NamedTuple):
@@ -382,11 +382,11 @@ _BATCH_ROWS = 2 ** 20
 #: uniforms per tree and step: move type, threshold, node, variable
 N_UNIFORMS = 4
 
-#: interleaved copies of the cells that a visit's scatter adds the rows into (:func:`_cell_sums`)
+#: interleaved copies of the cells that a visit's scatter adds the rows into (:func:`cell_sums`)
 _LANES = 8
 
 
-def _cell_sums(cell, x, n_cells: int):
+def cell_sums(cell, x, n_cells: int):
     """``sum_{i: cell_i = c} x_i`` for ``c < n_cells`` (``cell`` in range, not checked).
 
     Row ``i`` is added into copy ``i mod _LANES`` of the cells, and the copies are summed after.
@@ -614,7 +614,7 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Move
     at = leaf == s
     grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
     real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
-    qf = scatter_add(jnp.zeros(S, wr.dtype), jnp.where(real_grow, grown, leaf), wr)
+    qf = cell_sums(jnp.where(real_grow, grown, leaf), wr, S)
     q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
     c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype)
     valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
@@ -628,7 +628,7 @@ def _change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_de
     new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
-    q_old = scatter_add(jnp.zeros(S, wr.dtype), leaf, wr)
+    q_old = cell_sums(leaf, wr, S)
     valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= q, True))
     return _Moved(new, st[:, 0].astype(count.dtype), st[:, 1].astype(wsum.dtype), q_old, st[:, 2], valid)
 
@@ -720,13 +720,13 @@ class _Step:
             if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
                 slide = pr.kind == 2
                 cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-                qf = _cell_sums(cell, w * r, S + 2)
+                qf = cell_sums(cell, w * r, S + 2)
                 q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
                 qs_old, qs_new = _slide_sums(qf, s, S)
                 q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
                 finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
             else:
-                qf = _cell_sums(finer, w * r, S)   # slots < S: no bounds checks
+                qf = cell_sums(finer, w * r, S)   # slots < S: no bounds checks
                 q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
             if batch_left:
                 c_l, w_l = cw_j[0], cw_j[1]
