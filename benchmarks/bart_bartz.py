@@ -42,8 +42,9 @@ Priors: the same on both sides as far as bartz allows.
     node's rows, then uniform over that variable's valid thresholds among those rows; bartz's
     is uniform over the variables, then over the cutpoints inside the range its ancestors leave
     (``docs/bart.md``, "sigma on Friedman's function", for what this does to ``sigma``);
-  - the moves: ours grow 0.25, prune 0.25, change 0.4, swap 0.1 (BayesTree's); bartz grow and
-    prune only, and it proposes to grow only leaves of 10 rows or more;
+  - the moves: grow and prune only on both sides (ours by default since 894de73; before, grow 0.25,
+    prune 0.25, change 0.4, swap 0.1, BayesTree's), but bartz proposes to grow only leaves of 10
+    rows or more;
   - the initial state (ours every tree a root leaf and ``sigma = sigma_hat``; bartz root leaves
     and ``sigma^2`` at the prior's harmonic mean): no effect after tuning.
 
