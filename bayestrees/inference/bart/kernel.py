@@ -386,6 +386,15 @@ N_UNIFORMS = 4
 _LANES = 8
 
 
+def _stored(table):
+    """``table`` (1-d) as the output of a scatter of it into zeros: the same values (``0 + x``), but
+    XLA fuses no producer into a scatter's consumers, so a gather of it for every row reads the
+    stored values instead of computing the table again for every row.  A visit's residual update
+    (``r - value[kept]``) did that with the leaf draw's operations: one chain's BART step at
+    ``n = 1,024`` took 1.10 ms without this and 0.98 with it, 4 vectorised chains 13.9 and 6.4 ms."""
+    return scatter_add(jnp.zeros_like(table), jnp.arange(table.shape[0], dtype=jnp.int32), table)
+
+
 def cell_sums(cell, x, n_cells: int):
     """``sum_{i: cell_i = c} x_i`` for ``c < n_cells`` (``cell`` in range, not checked).
 
@@ -752,7 +761,7 @@ class _Step:
                               var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
             pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
             kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
-            R = r - take(value, kept)
+            R = r - take(_stored(value), kept)
             # the kept counts follow after the scan from the left child's (c_l, w_l)
             return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
 
@@ -771,7 +780,7 @@ class _Step:
             wsum = jnp.where(acc, mv.wsum, wsum)
             value = draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), jnp.where(acc, mv.q_new, mv.q_old), wsum, zv)
             leaf = jnp.where(acc, mv.leaf, leaf)
-            R = r - take(value, leaf)
+            R = r - take(_stored(value), leaf)
             return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
 
         xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
