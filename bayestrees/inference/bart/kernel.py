@@ -387,7 +387,8 @@ _LANES = 8
 
 
 def _stored(table):
-    """``table`` (1-d) as the output of a scatter of it into zeros: the same values (``0 + x``), but
+    """``table`` (1-d) as the output of a scatter of it into zeros: the same values (``0 + x``; a
+    ``-0.0`` becomes ``+0.0``), but
     XLA fuses no producer into a scatter's consumers, so a gather of it for every row reads the
     stored values instead of computing the table again for every row.  A visit's residual update
     (``r - value[kept]``) did that with the leaf draw's operations: one chain's BART step at
@@ -396,7 +397,8 @@ def _stored(table):
 
 
 def cell_sums(cell, x, n_cells: int):
-    """``sum_{i: cell_i = c} x_i`` for ``c < n_cells`` (``cell`` in range, not checked).
+    """``sum_{i: cell_i = c} x_i`` for ``c < n_cells``.  Every ``cell`` must lie in ``[0, n_cells)``
+    (not checked: one beyond would be added into a cell of the next copy).
 
     Row ``i`` is added into copy ``i mod _LANES`` of the cells, and the copies are summed after.
     XLA's scatter on the CPU is a loop of dependent adds, and with trees of a few leaves
@@ -735,7 +737,7 @@ class _Step:
                 q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
                 finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
             else:
-                qf = cell_sums(finer, w * r, S)   # slots < S: no bounds checks
+                qf = cell_sums(finer, w * r, S)   # leaf slots: every cell < S
                 q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
             if batch_left:
                 c_l, w_l = cw_j[0], cw_j[1]
