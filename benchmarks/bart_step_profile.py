@@ -13,6 +13,7 @@ minimum is the least disturbed block; ``BLOCKS=25`` in the environment takes 25 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,11 @@ from bayestrees import random_bits  # noqa: E402
 from bayestrees.inference.bart import kernel as K  # noqa: E402
 
 
-def best_ms(fn, *a, reps=10, blocks=int(__import__("os").environ.get("BLOCKS", 7))):
+#: timed blocks per measurement (``BLOCKS`` in the environment; default 7)
+BLOCKS = int(os.environ.get("BLOCKS", 7))
+
+
+def best_ms(fn, *a, reps=10, blocks=BLOCKS):
     out = fn(*a)
     jax.block_until_ready(out)
     best = float("inf")

@@ -62,7 +62,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
 from ... import random_bits
-from ...batching import scatter_add, take
+from ...batching import cell_sums, scatter_add, take
 from ...tree import FREE, LEAF, Tree
 from .. import heap as H
 from .. import intervals as IV
@@ -71,7 +71,7 @@ from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
-           "grow_or_prune", "leaf_marginal", "cell_sums"]
+           "grow_or_prune", "leaf_marginal"]
 
 
 class BARTData(NamedTuple):
@@ -382,10 +382,6 @@ _BATCH_ROWS = 2 ** 20
 #: uniforms per tree and step: move type, threshold, node, variable
 N_UNIFORMS = 4
 
-#: interleaved copies of the cells that a visit's scatter adds the rows into (:func:`cell_sums`)
-_LANES = 8
-
-
 def _stored(table):
     """``table`` (1-d) as the output of a scatter of it into zeros: the same values (``0 + x``; a
     ``-0.0`` becomes ``+0.0``), but
@@ -394,25 +390,6 @@ def _stored(table):
     (``r - value[kept]``) did that with the leaf draw's operations: one chain's BART step at
     ``n = 1,024`` took 1.10 ms without this and 0.98 with it, 4 vectorised chains 13.9 and 6.4 ms."""
     return scatter_add(jnp.zeros_like(table), jnp.arange(table.shape[0], dtype=jnp.int32), table)
-
-
-def cell_sums(cell, x, n_cells: int):
-    """``sum_{i: cell_i = c} x_i`` for ``c < n_cells``.  Every ``cell`` must lie in ``[0, n_cells)``
-    (not checked: one beyond would be added into a cell of the next copy).
-
-    Row ``i`` is added into copy ``i mod _LANES`` of the cells, and the copies are summed after.
-    XLA's scatter on the CPU is a loop of dependent adds, and with trees of a few leaves
-    consecutive rows add into the same cell and wait on each other; spread over 8 copies they do
-    not.  A BART step (one chain, ``m = 200``, ``p = 100``) took 1.45 ms at ``n = 1,024`` with one
-    copy and 1.09 with eight, 40.3 and 23.6 ms at ``n = 32,768`` (``docs/bart.md``).  The sums are
-    the same up to float rounding (another order of the adds), so the draws are not bit-identical
-    to those of the kernel before (2026-11-27).  The scatter is :func:`bayestrees.batching.scatter_add`,
-    one unbatched scatter under ``vmap`` too: 4 vectorised chains took 11.3 ms a step at ``n = 1,024``
-    against 14.8 with XLA's batched scatter.
-    """
-    lane = jnp.arange(x.shape[0], dtype=jnp.int32) % _LANES
-    spread = scatter_add(jnp.zeros(n_cells * _LANES, x.dtype), cell + n_cells * lane, x)
-    return jnp.sum(spread.reshape(_LANES, n_cells), 0)
 
 
 def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:

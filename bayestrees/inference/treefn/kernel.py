@@ -80,7 +80,7 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
-from ...batching import scatter_add, take
+from ...batching import cell_sums, scatter_add, take
 from ...leaves import KnownVarianceNormalLeaves
 from . import leaf_priors as LP
 from ...priors import canonical, traced_params
@@ -564,8 +564,8 @@ class TreeMoves(MCMCKernel):
             # deterministic function of the same inputs in both directions, so the ratio stays
             # exact): a full step from far above the mode of a log-scale function overshoots to where
             # L is -inf.  The sums by one-column scatters (XLA's CPU scatter of a row of three is
-            # slower than three), each over interleaved copies of the cells (bart.kernel.cell_sums)
-            s0, s1 = (K.cell_sums(leaf, x, S) for x in (a + b * g, b))
+            # slower than three), each over interleaved copies of the cells (batching.cell_sums)
+            s0, s1 = (cell_sums(leaf, x, S) for x in (a + b * g, b))
             if spec.leaf_prior == "normal":
                 P = s1 + 1.0 / tau2
                 step = s0 / P - g_bar
