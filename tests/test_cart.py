@@ -196,3 +196,33 @@ def test_fewer_growth_stages_give_the_same_trees(rng, monkeypatch):
         np.testing.assert_array_equal(T.n_leaves(few), T.n_leaves(many))
         np.testing.assert_allclose(np.asarray(T.predict(few, codes)), np.asarray(T.predict(many, codes)),
                                    rtol=1e-9, atol=1e-9)
+
+
+def test_prefix_sums_are_exact_for_counts_and_in_a_fixed_order_for_floats():
+    """``prefix_sum``: integer counts exactly, floats as NumPy's running sum to float32 rounding, and
+    the float sums' bits do not depend on XLA's matrix kernels (a matrix product's summation order is
+    the kernel's, which differs between processors; the forests' split choice followed it)."""
+    import os
+    import subprocess
+    import sys
+
+    from bayestrees.inference.forest.cart import prefix_sum
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 3, size=(3, 1000)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(prefix_sum(jnp.asarray(counts))), np.cumsum(counts, -1))
+    x = rng.exponential(size=(3, 1001)).astype(np.float32)
+    got = np.asarray(prefix_sum(jnp.asarray(x)))
+    np.testing.assert_allclose(got, np.cumsum(x.astype(np.float64), -1), rtol=2e-6)
+    # the same bits with XLA's matrix-kernel library turned off, in a fresh process
+    flag = "--xla_cpu_experimental_ynn_fusion_type="
+    code = ("import sys, numpy as np, jax.numpy as jnp; from bayestrees.inference.forest.cart import prefix_sum; "
+            "x = np.random.default_rng(0); x.integers(0, 3, size=(3, 1000)); "
+            "x = x.exponential(size=(3, 1001)).astype(np.float32); "
+            "sys.stdout.write(np.asarray(prefix_sum(jnp.asarray(x))).tobytes().hex())")
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flag}")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if run.returncode != 0 and "Unknown flag" in run.stderr + run.stdout:
+        pytest.skip(f"this jaxlib's XLA has no {flag}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == got.tobytes().hex()
