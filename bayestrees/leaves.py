@@ -313,6 +313,7 @@ class DirichletLeaves(NamedTuple):
 
     task = "classification"
     common_sigma = False
+    per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
 
     @property
     def n_outputs(self) -> int:
@@ -381,6 +382,7 @@ class NormalLeaves(NamedTuple):
 
     task = "regression"
     common_sigma = False
+    per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
     n_outputs = 1
 
     def row_stats(self, y, dtype=jnp.float32):
@@ -457,6 +459,7 @@ class CommonVarianceNormalLeaves(NamedTuple):
 
     task = "regression"
     common_sigma = True
+    per_leaf_marginal = False   # the log marginal is a sum of per-leaf terms
     n_outputs = 1
 
     def row_stats(self, y, dtype=jnp.float32):
@@ -552,6 +555,7 @@ class ObjectiveNormalLeaves(NamedTuple):
 
     task = "regression"
     common_sigma = False
+    per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
     n_outputs = 1
 
     def row_stats(self, y, dtype=jnp.float32):
@@ -670,6 +674,7 @@ class KnownVarianceNormalLeaves(NamedTuple):
 
     task = "regression"
     common_sigma = True
+    per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
     n_outputs = 1
 
     def row_stats(self, y, dtype=jnp.float32):

@@ -62,10 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forest_common import append_jsonl  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0), "slide": (0.35, 0.35, 0.3, 0.0)}
+MOVES = {"cgm": (0.25, 0.25, 0.4, 0.1), "gp": (0.5, 0.5, 0.0, 0.0), "slide": (0.35, 0.35, 0.3, 0.0),
+         "pg": (0.5, 0.5, 0.0, 0.0)}
 #: estimator settings of a move setting beyond its probabilities ("slide": the change move as a local slide of
-#: the threshold by up to 3 codes, ``BARTRegressor(slide=3)``)
-EXTRA = {"slide": {"slide": 3}}
+#: the threshold by up to 3 codes, ``BARTRegressor(slide=3)``; "pg": grow/prune and a particle Gibbs regrowth
+#: of every tree a step with 10 particles, ``BARTRegressor(particles=10)``)
+EXTRA = {"slide": {"slide": 3}, "pg": {"particles": 10}}
 
 
 def moves_kw(moves: str) -> dict:

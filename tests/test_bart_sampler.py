@@ -397,14 +397,16 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
 # (b'') the step leaves the exact posterior where it is
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_steps_from_the_exact_posterior_stay_at_it():
+@pytest.mark.parametrize("kernel", [{}, {"particles": 4, "local_moves": 2, "n_codes": 4}], ids=["moves", "moves+regrowth"])
+def test_steps_from_the_exact_posterior_stay_at_it(kernel):
     """60,000 independent states (two stumps and their leaf values) drawn from the exact posterior
     (``sigma`` fixed; the pair by enumeration, the four leaf values from their joint Normal given the
     pair), each moved by six steps of its own chain: if the step leaves the posterior invariant the
     pairs are still 60,000 independent draws from it (a chi-squared test), and the leaf values given
     the pair still have their exact conditional mean.  This catches what a long chain's averages
     can hide (a wrong leaf draw after a rejected move biased the other tree's residual).  All four
-    move types are on (grow and prune take the path of the default kernel; change and swap theirs)."""
+    move types are on (grow and prune take the path of the default kernel; change and swap theirs);
+    then again with two move phases and a particle Gibbs regrowth of both trees per step."""
     import itertools
 
     rng = np.random.default_rng(0)
@@ -452,7 +454,7 @@ def test_steps_from_the_exact_posterior_stay_at_it():
             count[sel, j] = np.bincount(leaves_of(r), minlength=3)
     resid = y - np.take_along_axis(value, leaf.astype(int), 2).sum(1)
     mc = M.MCMCConfig(prior, KnownVarianceNormalLeaves(1.0, tau2), 1, d, move_probs=(0.25, 0.25, 0.4, 0.1))
-    kcfg = K.KernelConfig(mc, m, sample_sigma=False)
+    kcfg = K.KernelConfig(mc, m, sample_sigma=False, **kernel)
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))

@@ -44,6 +44,7 @@ class NoLikelihood(NamedTuple):
     base: NormalLeaves = NormalLeaves(PRIOR)
 
     n_outputs = 1
+    per_leaf_marginal = True
 
     def row_stats(self, y, dtype=jnp.float32):
         return self.base.row_stats(y, dtype)

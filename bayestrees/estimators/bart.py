@@ -97,13 +97,15 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 
 def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
-          random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho, keep_trees, slide):
+          random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho, keep_trees, slide,
+          local_moves, particles):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
     self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
     self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = sparse, sparse_a, sparse_b, sparse_rho
     self.keep_trees, self.slide = keep_trees, slide
+    self.local_moves, self.particles = local_moves, particles
 
 
 class BARTRegressor(_BARTMixin, RegressorBase):
@@ -166,6 +168,14 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         X_predict=rows)``: hundreds of bytes a draw plus 4 per row.  The draws are the same to
         the bit; ``predict`` and the other ``predict*`` methods then answer at those rows only
         and raise a ``ValueError`` elsewhere; ``idata_`` has no ``trees`` group.
+    local_moves : int, default 1
+        Moves of every tree per step (each a grow, prune, change or swap by ``move_probs``, with its
+        leaf values redrawn).
+    particles : int, default 0
+        With ``particles = N >= 2``, every step also regrows every tree by a particle Gibbs update
+        (conditional SMC with ``N`` particles, given the other trees: exact, and it can change every
+        rule of a tree at once, where a grow or prune changes a root only through a single leaf).
+        Each regrowth costs tens of local moves; not with ``sparse``.
 
     Attributes
     ----------
@@ -197,10 +207,10 @@ class BARTRegressor(_BARTMixin, RegressorBase):
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
                  max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
                  sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto",
-                 keep_trees=True, slide=0):
+                 keep_trees=True, slide=0, local_moves=1, particles=0):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide)
+              keep_trees, slide, local_moves, particles)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
 
     def predict(self, X) -> np.ndarray:
@@ -249,10 +259,10 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
                  max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False,
                  sparse_a=0.5, sparse_b=1.0, sparse_rho=None, random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto", keep_trees=True, slide=0):
+                 chain_method="auto", keep_trees=True, slide=0, local_moves=1, particles=0):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide)
+              keep_trees, slide, local_moves, particles)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

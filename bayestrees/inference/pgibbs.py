@@ -98,14 +98,15 @@ class _Proposal(NamedTuple):
 def _leaf_score(tree: Tree, ev, cfg: MCMCConfig):
     """The per-leaf log marginal likelihood that scores a split in the proposal: ``stats (..., k) -> (...)``.
 
-    Leaf models whose marginal is a product over leaves (Dirichlet, per-leaf Normal) use their own.
+    Leaf models whose marginal is a product over leaves (``per_leaf_marginal``: Dirichlet, per-leaf
+    Normal, Normal with a known variance) use their own.
     The common-variance model's is not; it uses the Normal likelihood with the leaf mean integrated
     out and the variance fixed at ``B / A``, the posterior scale of the variance given the
     particle's own tree (to first order the common-variance gain of a split).  Either way the
     proposal depends on the particle only.
     """
     lm_model = cfg.leaf_model
-    if not getattr(lm_model, "common_sigma", False):
+    if lm_model.per_leaf_marginal:
         return lambda a: lm_model.log_marginal(a[..., None, :], jnp.ones(a.shape[:-1] + (1,), bool))
     m0, k0, *_, A, B = lm_model._parts(ev.stats, tree.is_leaf())
     s2 = B / A

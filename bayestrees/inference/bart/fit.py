@@ -138,6 +138,10 @@ class BARTConfig:
     keep_trees : bool  keep every draw's trees (True, the default), or only their summaries, sigma,
         the function at the training rows and at the rows named when fitting (False: a draw costs
         hundreds of bytes instead of ``m * S * 6``; values at other rows cannot be computed)
+    local_moves : int >= 1  moves of every tree per step (default 1)
+    particles : int  0 (the default), or the particles (>= 2) of a particle Gibbs regrowth of every
+        tree in each step after its moves (conditional SMC given the other trees: exact, and it can
+        change every rule of a tree at once; :mod:`bayestrees.inference.regrow`); not with ``sparse``
     """
 
     m: int = 200
@@ -163,6 +167,8 @@ class BARTConfig:
     progressbar: bool = False
     chain_method: str = "auto"
     keep_trees: bool = True
+    local_moves: int = 1
+    particles: int = 0
 
     def __post_init__(self):
         if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior)):
@@ -188,6 +194,12 @@ class BARTConfig:
             raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
                              f"grow = prune, got {self.move_probs!r}")
         check_int("slide", self.slide, 0)
+        check_int("local_moves", self.local_moves, 1)
+        check_int("particles", self.particles, 0)
+        if self.particles == 1:
+            raise ValueError("particles must be 0 (no regrowth) or at least 2, got 1")
+        if self.particles and self.sparse:
+            raise ValueError("the particle Gibbs regrowth (particles > 0) does not take the sparse prior yet")
         if self.slide and mp[3] > 0:
             raise ValueError(f"slide moves take the change move's place in grow/prune/change: swap must be 0, got "
                              f"move_probs={self.move_probs!r}")
@@ -410,7 +422,9 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
     kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
-                          int(width), int(config.slide))
+                          int(width), int(config.slide), particles=int(config.particles),
+                          n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
+                          local_moves=int(config.local_moves))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = K.build_kernel(kcfg, dtype)
     code_lo, code_hi = K.data_intervals(data.codes)

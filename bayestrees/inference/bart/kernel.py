@@ -67,6 +67,7 @@ from ...tree import FREE, LEAF, Tree
 from .. import heap as H
 from .. import intervals as IV
 from .. import moves as M
+from .. import regrow as RG
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
@@ -126,6 +127,13 @@ class KernelConfig:
         way (uniformly; a threshold outside the node's interval is rejected).  The proposal is
         symmetric, and the rows move only between the two children, so it costs what a grow costs
         (:func:`propose`, :func:`_slide_sums`)
+    particles : int  0, or the particles (at least 2) of a particle Gibbs regrowth of every tree
+        after its move in each step (:mod:`bayestrees.inference.regrow`: a conditional SMC update of
+        the tree given the others, then its leaf values from their conditional)
+    n_codes : int  a static bound on the feature codes (codes ``0 .. n_codes - 1``), which the
+        regrowth's per-node histograms need (0 without regrowth)
+    local_moves : int >= 1  moves of every tree per step (the move phase repeated; Bayesian CART's
+        "mixed" scheme makes ``local_moves`` moves before each regrowth)
     """
 
     mcmc: Any
@@ -135,6 +143,9 @@ class KernelConfig:
     sparse: bool = False
     batch_width: int = 1
     slide: int = 0
+    particles: int = 0
+    n_codes: int = 0
+    local_moves: int = 1
 
     def __post_init__(self):
         if self.mcmc.scheme != "moves":
@@ -145,6 +156,15 @@ class KernelConfig:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
         if self.slide and self.mcmc.move_probs[3] > 0:
             raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap must be 0")
+        if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles in (1,) \
+                or self.particles < 0:
+            raise ValueError(f"particles must be 0 (no regrowth) or an integer >= 2, got {self.particles!r}")
+        if isinstance(self.local_moves, bool) or not isinstance(self.local_moves, int) or self.local_moves < 1:
+            raise ValueError(f"local_moves must be an integer >= 1, got {self.local_moves!r}")
+        if self.particles and self.sparse:
+            raise ValueError("the particle Gibbs regrowth does not take the sparse split-variable prior yet")
+        if self.particles and self.n_codes < 1:
+            raise ValueError("the particle Gibbs regrowth needs n_codes, a static bound on the feature codes")
 
 
 def leaf_dtype(capacity: int):
@@ -628,175 +648,244 @@ def leaf_marginal(P, Q, tau2):
 
 @dataclass(frozen=True)
 class _Step:
-    """One step: proposals for every tree, then a move and a leaf draw for every tree in turn, then ``sigma^2``."""
+    """One step in named phases: every tree's move and leaf draw (:func:`move_trees`, ``local_moves`` times),
+    every tree's particle Gibbs regrowth (:func:`regrow_trees`, with ``particles``), then ``sigma^2``
+    or the probit latents and the sparse prior (:func:`step_sigma`)."""
 
     cfg: KernelConfig
 
     def __call__(self, key, state: State, data: BARTData):
         cfg = self.cfg
-        mc = cfg.mcmc
-        S, m = mc.capacity, cfg.m
-        dt = state.resid.dtype
-        ldt = state.leaf.dtype
-        tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
-        q = jnp.asarray(mc.min_leaf_rows, dt)
         k_prop, k_acc, k_val, k_last, k_sparse = random_bits.split(key, 5)
-        u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
-        w_var = _weights(cfg, state.log_s)
-        prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
-                                                                        state.log_prior, state.avail)
-        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-        zval = random_bits.normal(k_val, (m, S), dt)
-        w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
-        inv_s2 = 1.0 / state.sigma2
-        local = cfg.slide > 0 or mc.move_probs[2] + mc.move_probs[3] == 0  # no change or swap to route
-        # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
-        # large data: in the visit, where the node's rows are in cache
-        batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
+        state, proposed, accepted = move_trees((k_prop, k_acc, k_val), state, data, cfg)
+        if cfg.local_moves > 1:   # further moves of every tree
+            def again(i, carry):
+                st, pr, ac = carry
+                st, p_i, a_i = move_trees(random_bits.split(random_bits.fold_in(key, 1 + i), 3), st, data, cfg)
+                return st, pr + p_i, ac + a_i
 
-        def terms(wsum, zv, s):
-            """What does not involve the residual: at the node ``s`` and its children the marginal's
-            ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
-            the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
-            variance and its noise (the operations of the leaf draw, in its order)."""
-            P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * inv_s2
-            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
-            return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
+            state, proposed, accepted = jax.lax.fori_loop(1, cfg.local_moves, again, (state, proposed, accepted))
+        if cfg.particles:
+            state = regrow_trees(random_bits.fold_in(key, 1), state, data, cfg)
+        state = step_sigma((k_last, k_sparse), state, data, cfg)
+        return state, Info(proposed, accepted, _at_max_depth(state, cfg))
 
-        def node_rows(pr, leaf):
-            """The rows a move re-splits: the node's (a grow), or its two children's (a slide)."""
-            at = leaf == pr.node
-            if cfg.slide:
-                at = jnp.where(pr.kind == 2, (leaf == 2 * pr.node + 1) | (leaf == 2 * pr.node + 2), at)
-            return at
 
-        def totals(a, x_l, pr):
-            """Per-leaf totals of T made T''s (:func:`_split_join`; with slides :func:`_moved_totals`)."""
-            if cfg.slide:
-                return _moved_totals(a, x_l, pr.node, pr.kind)
-            return _split_join(a, x_l, pr.node, pr.kind == 0)
+def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig):
+    """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
+    not) and its leaf values from their conditional, the residual carried (the module docstring's
+    steps 1-2).  ``keys``: the proposals', the acceptances' and the leaf draws' randomness.
+    Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
+    k_prop, k_acc, k_val = keys
+    mc = cfg.mcmc
+    S, m = mc.capacity, cfg.m
+    dt = state.resid.dtype
+    ldt = state.leaf.dtype
+    tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+    q = jnp.asarray(mc.min_leaf_rows, dt)
+    u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
+    w_var = _weights(cfg, state.log_s)
+    prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
+                                                                    state.log_prior, state.avail)
+    log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+    zval = random_bits.normal(k_val, (m, S), dt)
+    w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
+    inv_s2 = 1.0 / state.sigma2
+    local = cfg.slide > 0 or mc.move_probs[2] + mc.move_probs[3] == 0  # no change or swap to route
+    # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
+    # large data: in the visit, where the node's rows are in cache
+    batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
 
-        cw = t_new = None
-        t_old = jax.vmap(terms)(state.wsum, zval, prop.node) if local else None   # T's terms, all trees at once
-        if batch_left:   # and T''s
-            def left_rows(pr, leaf8, wsum, zv):
-                col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-                c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt)
-                return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
+    def terms(wsum, zv, s):
+        """What does not involve the residual: at the node ``s`` and its children the marginal's
+        ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
+        the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
+        variance and its noise (the operations of the leaf draw, in its order)."""
+        P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * inv_s2
+        var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
+        return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
 
-            cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
+    def node_rows(pr, leaf):
+        """The rows a move re-splits: the node's (a grow), or its two children's (a slide)."""
+        at = leaf == pr.node
+        if cfg.slide:
+            at = jnp.where(pr.kind == 2, (leaf == 2 * pr.node + 1) | (leaf == 2 * pr.node + 2), at)
+        return at
 
-        def draw(is_leaf, q, wsum, zv):
-            """The kept tree's leaf values from their conjugate posterior (``q``, ``wsum``: its per-leaf sums)."""
-            var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
-            return jnp.where(is_leaf, var * q * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(dt)
+    def totals(a, x_l, pr):
+        """Per-leaf totals of T made T''s (:func:`_split_join`; with slides :func:`_moved_totals`)."""
+        if cfg.slide:
+            return _moved_totals(a, x_l, pr.node, pr.kind)
+        return _split_join(a, x_l, pr.node, pr.kind == 0)
 
-        def visit_local(R, xs):
-            # a grow or prune at s: one scatter of w r into the finer tree's leaves (T' after a grow
-            # that can happen, else T) gives both trees' sums; the grown children's rows and weights
-            # by one masked pass (or from the batched pass), the rest from the cached counts
-            pr, v, leaf8, count, wsum, lu, zv, to, cw_j, tn = xs
-            s, ok, grow = pr.node, pr.ok, pr.kind == 0
-            lc, rc = 2 * s + 1, 2 * s + 2
-            leaf = leaf8.astype(jnp.int32)
-            r = R + take(v, leaf)
-            real_grow = grow & ok   # a grow that cannot happen moves no row
+    cw = t_new = None
+    t_old = jax.vmap(terms)(state.wsum, zval, prop.node) if local else None   # T's terms, all trees at once
+    if batch_left:   # and T''s
+        def left_rows(pr, leaf8, wsum, zv):
             col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-            at = node_rows(pr, leaf)
-            side = lc + (col > pr.thr).astype(jnp.int32)
-            finer = jnp.where(real_grow & at, side, leaf)
-            if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
-                slide = pr.kind == 2
-                cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-                qf = cell_sums(cell, w * r, S + 2)
-                q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
-                qs_old, qs_new = _slide_sums(qf, s, S)
-                q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
-                finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
-            else:
-                qf = cell_sums(finer, w * r, S)   # leaf slots: every cell < S
-                q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
-            if batch_left:
-                c_l, w_l = cw_j[0], cw_j[1]
-            else:
-                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
-                tn = terms(totals(wsum, w_l, pr), zv, s)
-            valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
-            if cfg.slide:
-                valid = jnp.where(pr.kind == 2, (c_l >= q) & (count[lc] + count[rc] - c_l >= q), valid)
-            (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
-            three = jnp.stack([s, lc, rc])
-            Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
-            lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
-            lm_new = a_new + 0.5 * Qn * Qn / d_new
-            # the log marginal likelihood ratio: the leaves other than s and its children are the same
-            ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
-            if cfg.slide:
-                ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
-            acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
-            # the leaf draw (draw's operations, with the terms computed before)
-            var = jnp.where(acc, var_new, var_old)
-            value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
-                              var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
-            pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
-            kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
-            R = r - take(_stored(value), kept)
-            # the kept counts follow after the scan from the left child's (c_l, w_l)
-            return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
+            c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt)
+            return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
 
-        def visit(R, xs):
-            pr, v, leaf8, count, wsum, lu, zv = xs
-            leaf = leaf8.astype(jnp.int32)
-            r = R + take(v, leaf)
-            wr = w * r
-            gp = lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
-            mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
-                                                                      mc.max_depth), gp, None)
-            lm_old = leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
-            lm_new = leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
-            ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
-            acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
-            wsum = jnp.where(acc, mv.wsum, wsum)
-            value = draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), jnp.where(acc, mv.q_new, mv.q_old), wsum, zv)
-            leaf = jnp.where(acc, mv.leaf, leaf)
-            R = r - take(_stored(value), leaf)
-            return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
+        cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
 
-        xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
-        if local:
-            R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
-            acc = acw[:, 0] > 0
-            a2 = acc[:, None]
-            moved = jax.vmap(totals)   # the visits' rule for the kept counts, for all trees at once
-            count = jnp.where(a2, moved(state.count, acw[:, 1].astype(state.count.dtype), prop), state.count)
-            wsum = jnp.where(a2, moved(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop), state.wsum)
+    def draw(is_leaf, q, wsum, zv):
+        """The kept tree's leaf values from their conjugate posterior (``q``, ``wsum``: its per-leaf sums)."""
+        var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
+        return jnp.where(is_leaf, var * q * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(dt)
+
+    def visit_local(R, xs):
+        # a grow or prune at s: one scatter of w r into the finer tree's leaves (T' after a grow
+        # that can happen, else T) gives both trees' sums; the grown children's rows and weights
+        # by one masked pass (or from the batched pass), the rest from the cached counts
+        pr, v, leaf8, count, wsum, lu, zv, to, cw_j, tn = xs
+        s, ok, grow = pr.node, pr.ok, pr.kind == 0
+        lc, rc = 2 * s + 1, 2 * s + 2
+        leaf = leaf8.astype(jnp.int32)
+        r = R + take(v, leaf)
+        real_grow = grow & ok   # a grow that cannot happen moves no row
+        col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+        at = node_rows(pr, leaf)
+        side = lc + (col > pr.thr).astype(jnp.int32)
+        finer = jnp.where(real_grow & at, side, leaf)
+        if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
+            slide = pr.kind == 2
+            cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
+            qf = cell_sums(cell, w * r, S + 2)
+            q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
+            qs_old, qs_new = _slide_sums(qf, s, S)
+            q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
+            finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
         else:
-            R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
-            a2 = acc[:, None]
-        feature = jnp.where(a2, prop.feature, state.feature)
-        threshold = jnp.where(a2, prop.threshold, state.threshold)
-        sigma2, z = state.sigma2, state.z
-        if cfg.probit:
-            f = state.z - R
-            uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
-            z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
-            R = z - f
-        elif cfg.sample_sigma:
-            live = (data.weight > 0) & (data.rows > 0)
-            a = 0.5 * (data.nu + jnp.sum(live))
-            b = 0.5 * (data.nu_lam + jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
-            sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
-        kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
-        lprior = jnp.where(acc, prop.log_prior, state.log_prior)
-        avail = jnp.where(acc[:, None], prop.avail, state.avail)
-        log_s, alpha = state.log_s, state.alpha
-        if cfg.sparse:
-            log_s, alpha, lprior, avail = _sparse_update(k_sparse, feature, threshold, lprior, avail, log_s, alpha,
-                                                         data, cfg, dt)
-        new_state = State(feature, threshold, value, leaf, count, wsum, lprior, avail, R, sigma2, z, log_s, alpha)
-        info = Info(jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0),
-                    _at_max_depth(new_state, cfg))
-        return new_state, info
+            qf = cell_sums(finer, w * r, S)   # leaf slots: every cell < S
+            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+        if batch_left:
+            c_l, w_l = cw_j[0], cw_j[1]
+        else:
+            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+            tn = terms(totals(wsum, w_l, pr), zv, s)
+        valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+        if cfg.slide:
+            valid = jnp.where(pr.kind == 2, (c_l >= q) & (count[lc] + count[rc] - c_l >= q), valid)
+        (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
+        three = jnp.stack([s, lc, rc])
+        Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
+        lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
+        lm_new = a_new + 0.5 * Qn * Qn / d_new
+        # the log marginal likelihood ratio: the leaves other than s and its children are the same
+        ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
+        if cfg.slide:
+            ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
+        acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
+        # the leaf draw (draw's operations, with the terms computed before)
+        var = jnp.where(acc, var_new, var_old)
+        value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
+                          var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
+        pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
+        kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
+        R = r - take(_stored(value), kept)
+        # the kept counts follow after the scan from the left child's (c_l, w_l)
+        return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
+
+    def visit(R, xs):
+        pr, v, leaf8, count, wsum, lu, zv = xs
+        leaf = leaf8.astype(jnp.int32)
+        r = R + take(v, leaf)
+        wr = w * r
+        gp = lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
+        mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
+                                                                  mc.max_depth), gp, None)
+        lm_old = leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
+        lm_new = leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
+        ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
+        acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
+        wsum = jnp.where(acc, mv.wsum, wsum)
+        value = draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), jnp.where(acc, mv.q_new, mv.q_old), wsum, zv)
+        leaf = jnp.where(acc, mv.leaf, leaf)
+        R = r - take(_stored(value), leaf)
+        return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
+
+    xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
+    if local:
+        R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
+        acc = acw[:, 0] > 0
+        a2 = acc[:, None]
+        moved = jax.vmap(totals)   # the visits' rule for the kept counts, for all trees at once
+        count = jnp.where(a2, moved(state.count, acw[:, 1].astype(state.count.dtype), prop), state.count)
+        wsum = jnp.where(a2, moved(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop), state.wsum)
+    else:
+        R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
+        a2 = acc[:, None]
+    feature = jnp.where(a2, prop.feature, state.feature)
+    threshold = jnp.where(a2, prop.threshold, state.threshold)
+    lprior = jnp.where(acc, prop.log_prior, state.log_prior)
+    avail = jnp.where(acc[:, None], prop.avail, state.avail)
+    kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
+    new = state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                         log_prior=lprior, avail=avail, resid=R)
+    return new, jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0)
+
+
+def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
+    """The last phase: ``sigma^2`` from its conditional (regression), or the probit latents ``z`` (and
+    the residual moved by their change); then the sparse prior's split probabilities.  ``keys``: the
+    latents' or ``sigma^2``'s randomness, the sparse prior's."""
+    k_last, k_sparse = keys
+    dt = state.resid.dtype
+    R, sigma2, z = state.resid, state.sigma2, state.z
+    if cfg.probit:
+        f = state.z - R
+        uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
+        z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
+        R = z - f
+    elif cfg.sample_sigma:
+        live = (data.weight > 0) & (data.rows > 0)
+        a = 0.5 * (data.nu + jnp.sum(live))
+        b = 0.5 * (data.nu_lam + jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
+        sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
+    log_s, alpha, lprior, avail = state.log_s, state.alpha, state.log_prior, state.avail
+    if cfg.sparse:
+        log_s, alpha, lprior, avail = _sparse_update(k_sparse, state.feature, state.threshold, lprior, avail, log_s,
+                                                     alpha, data, cfg, dt)
+    return state._replace(resid=R, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, log_prior=lprior, avail=avail)
+
+
+def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
+    """The regrowth phase: every tree in turn regrown by conditional SMC given the others
+    (:func:`bayestrees.inference.regrow.regrow_tree`), its leaf values drawn from their conjugate
+    posterior, the residual carried."""
+    dt = state.resid.dtype
+    w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
+    inv_s2 = 1.0 / state.sigma2
+    mc = cfg.mcmc
+    S, m = mc.capacity, cfg.m
+    tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+    rcfg = RG.regrow_config(mc.prior, mc.leaf_model.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
+                            cfg.particles, cfg.n_codes)
+    codes = data.codes.T.astype(jnp.int32)
+    prior = mc.prior if data.prior is None else data.prior
+    k_tree, k_val = random_bits.split(key)
+    keys = random_bits.split(k_tree, m)
+    zval = random_bits.normal(k_val, (m, S), dt)
+    p = w * inv_s2
+
+    def visit(R, xs):
+        f, t, v, leaf8, k, zv = xs
+        old = leaf8.astype(jnp.int32)
+        r = R + take(v, old)
+        new = RG.regrow_tree(k, f, t, r, p, data.rows, codes, data.code_lo, data.code_hi, prior, rcfg)
+        is_leaf = leaf_slots(new.feature)
+        var = 1.0 / (new.precision + 1.0 / tau2)
+        value = jnp.where(is_leaf, var * new.weighted + jnp.sqrt(var) * zv, 0.0).astype(dt)
+        R = r - take(_stored(value), new.leaf)
+        count = jnp.where(is_leaf, new.count, 0.0).astype(dt)
+        wsum = jnp.where(is_leaf, cell_sums(new.leaf, w, S), 0.0).astype(dt)
+        return R, (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype), count, wsum)
+
+    R, (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(
+        visit, state.resid, (state.feature, state.threshold, state.value, state.leaf, keys, zval))
+    lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt)[:2]
+    return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                          log_prior=lprior, avail=avail.astype(dt), resid=R)
 
 
 def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype=jnp.float32, log_w=None):

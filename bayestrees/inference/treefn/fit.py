@@ -157,7 +157,8 @@ def load_model_fit(path, model) -> ModelFit:
 
 
 def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
-                 conjugate="auto", leaf_refresh: int = 0, nuts_kwargs=None, progressbar: bool = False,
+                 conjugate="auto", leaf_refresh: int = 0, particles="auto", nuts_kwargs=None,
+                 progressbar: bool = False,
                  chain_method="vectorized",
                  log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
     """Sample a NumPyro model that holds tree functions; every other latent site by NUTS.
@@ -190,6 +191,11 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         sweeps over the trees that keep every tree and propose new leaf values (the same exact
         Metropolis-Hastings move with ``T' = T``; each sweep costs about what the structure sweep
         costs).
+    particles : "auto" or int, default "auto"
+        Particles of a particle Gibbs regrowth of every tree after its move in each step (a
+        conditional SMC update of the whole tree given the others, which can change every rule at
+        once; :mod:`bayestrees.inference.regrow`); 0: none.  "auto": 10 for a function of one tree
+        (``m = 1``), 0 for sums of trees.
     nuts_kwargs : dict, optional
         Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
     progressbar : bool, default False
@@ -276,7 +282,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         run_model, run_args, run_kwargs = model, tuple(args), dict(kwargs)
     traced = run_model is not model
     blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
-                         traceable_args=traced).prepare(run_args, run_kwargs), trees)]
+                         traceable_args=traced, particles=particles).prepare(run_args, run_kwargs), trees)]
     if others:
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)

@@ -69,6 +69,7 @@ Laplace proposal, which only sets the acceptance rate.  A visit costs two passes
 from __future__ import annotations
 
 import copy
+import dataclasses
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -88,7 +89,14 @@ from .. import moves as M
 from ..bart import kernel as K
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
-__all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density"]
+__all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", "REGROW_PARTICLES"]
+
+#: particles of the particle Gibbs regrowth that ``particles="auto"`` gives a function of one tree
+REGROW_PARTICLES = 10
+#: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
+ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
+#: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth)
+ONE_TREE_MOVE_COUNT = 50
 
 
 class TreeMovesState(NamedTuple):
@@ -175,6 +183,11 @@ class TreeMoves(MCMCKernel):
         ``init`` by a numerical check, True asserts it.
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
+    particles : "auto" or int
+        Particles of a particle Gibbs regrowth of every tree after its move in each step
+        (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate Normal path only for now.
+        "auto": 10 for a function of one tree (``m = 1``), whose grow and prune alone change the
+        root only through the single leaf, 0 for sums of trees.
     traceable_args : bool, default False
         The model's arguments are arrays that may be traced (its tree features are not among them:
         :func:`~bayestrees.inference.treefn.fit.sample_model` closes them over): the conjugacy
@@ -187,9 +200,14 @@ class TreeMoves(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False):
+    def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False,
+                 particles="auto"):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
+        if particles != "auto" and (isinstance(particles, bool) or not isinstance(particles, (int, np.integer))
+                                    or particles == 1 or particles < 0):
+            raise ValueError(f"particles must be 'auto', 0 (no regrowth) or an integer >= 2, got {particles!r}")
+        self.particles = particles
         self._model = model
         self.conjugate = conjugate
         self.leaf_refresh = int(leaf_refresh)
@@ -354,10 +372,30 @@ class TreeMoves(MCMCKernel):
         :func:`~bayestrees.inference.treefn.fit.sample_model`).
         """
         fns, _ = self._describe(model_args, model_kwargs)
-        self._fns = fns
         self._conj = self._check_conjugate(fns, model_args, model_kwargs)
+        self._fns = tuple(self._with_kernel(fn, conj) for fn, conj in zip(fns, self._conj))
         self._prepared_for = self._args_key(model_args, model_kwargs)
         return self
+
+    def _with_kernel(self, fn: _Fn, conj: str) -> _Fn:
+        """``fn`` with the tree kernel its path takes: on the conjugate Normal path, the particle
+        Gibbs regrowth of ``particles`` and, for a function of one tree, the one-tree kernel
+        (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step); elsewhere grow and prune."""
+        m = fn.dist.spec.m
+        particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
+        if conj != "normal":
+            if self.particles not in ("auto", 0):
+                raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
+                                 f"Normal path only, and {fn.site!r} takes the "
+                                 f"{'Gamma-Poisson' if conj else 'general'} path")
+            return fn
+        cfg = fn.cfg
+        if m == 1:
+            cfg = dataclasses.replace(cfg, mcmc=dataclasses.replace(cfg.mcmc, move_probs=ONE_TREE_MOVES),
+                                      local_moves=ONE_TREE_MOVE_COUNT)
+        if particles:
+            cfg = dataclasses.replace(cfg, particles=particles, n_codes=int(np.max(fn.dist.code_hi, initial=0)) + 1)
+        return fn._replace(cfg=cfg)
 
     @staticmethod
     def _args_key(model_args, model_kwargs) -> tuple:
