@@ -34,6 +34,7 @@ from bayestrees.batching import cell_sums
 from bayestrees.data import prepare_data, standardize_response
 from bayestrees.inference import heap as H
 from bayestrees.inference import moves as M
+from bayestrees.inference import regrow as RG
 from bayestrees.inference.bart import kernel as K
 from bayestrees.inference.bart.fit import BARTConfig, fit_bart, tree_summaries
 from bayestrees.inference.bcart.fit import BCARTConfig, fit_bcart
@@ -482,6 +483,108 @@ def test_steps_from_the_exact_posterior_stay_at_it(kernel):
         got = vals[now == i].reshape(-1, 3 * m)[:, used]
         z = (got.mean(0) - mean) / np.sqrt(np.diag(cov) / len(got))
         assert np.all(np.abs(z) < 4.5), (pairs[i], z)
+
+
+def _heap_trees(codes, lo, hi, max_depth, alpha, beta, q, log_leaf):
+    """Every heap tree of depth <= ``max_depth`` under the interval rule prior whose leaves hold ``q`` rows
+    or more, as ``(log prior + sum of log_leaf over the leaves, {slot: (feature, threshold)})``."""
+    def node(slot, rows, lo, hi, depth):
+        valid = np.flatnonzero(hi > lo)
+        if depth >= max_depth or len(valid) == 0:
+            return [(log_leaf(rows), {})] if len(rows) >= q else []
+        p = alpha * (1 + depth) ** -beta
+        out = [(np.log1p(-p) + log_leaf(rows), {})] if len(rows) >= q else []
+        for j in valid:
+            for t in range(lo[j], hi[j]):
+                hl, lr = hi.copy(), lo.copy()
+                hl[j], lr[j] = t, t + 1
+                lp = np.log(p) - np.log(len(valid)) - np.log(hi[j] - lo[j])
+                for a in node(2 * slot + 1, rows[codes[rows, j] <= t], lo, hl, depth + 1):
+                    for b in node(2 * slot + 2, rows[codes[rows, j] > t], lr, hi, depth + 1):
+                        out.append((lp + a[0] + b[0], {slot: (j, t), **a[1], **b[1]}))
+        return out
+
+    return node(0, np.arange(codes.shape[0]), lo.copy(), hi.copy(), 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", [{}, {"particles": 4, "local_moves": 2}], ids=["moves", "moves+regrowth"])
+def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
+    """One tree of depth <= 2 (``sigma`` fixed): 30,000 states drawn from the exact posterior (the tree
+    by enumeration of every heap tree, its leaf values from their Normal conditional), each moved
+    by four steps of its own chain with all four move types (and then with two move phases and a
+    particle Gibbs regrowth a step); the trees must still be draws from the posterior (a
+    chi-squared test) and the leaf values given the tree must keep their conditional mean.  At
+    depth 2 a grow's proposal ratio holds the number of prunable nodes of the new tree (1 or 2),
+    which the two-stump test above cannot see."""
+    rng = np.random.default_rng(7)
+    n, d, D, N, steps = 9, 2, 2, 30000, 4
+    s2, tau2, alpha, beta = 0.25, 1.0, 0.95, 1.0
+    codes = rng.integers(0, 4, size=(n, d))
+    y = (np.where(codes[:, 0] >= 2, 1.0, -1.0) + 0.5 * np.where(codes[:, 1] >= 1, 1.0, -1.0)
+         + 0.5 * rng.normal(size=n)).astype(np.float32)
+    lo, hi = codes.min(0), codes.max(0)
+
+    def log_leaf(rows):
+        k = len(rows)
+        return stats.multivariate_normal(np.zeros(k), s2 * np.eye(k) + tau2 * np.ones((k, k))).logpdf(y[rows])
+
+    trees = _heap_trees(codes, lo, hi, D, alpha, beta, 1, log_leaf)
+    S = 2 ** (D + 1) - 1
+    F = np.full((len(trees), S), -1, np.int32)
+    T = np.zeros((len(trees), S), np.int32)
+    for i, (_, rules) in enumerate(trees):
+        for slot, (j, t) in rules.items():
+            F[i, slot], T[i, slot] = j, t
+    lp = np.array([t[0] for t in trees])
+    post = np.exp(lp - lp.max())
+    post /= post.sum()
+    prior = ChipmanPrior(alpha, beta)
+    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, tau2), D, d, move_probs=(0.25, 0.25, 0.4, 0.1))
+    kcfg = K.KernelConfig(mc, 1, sample_sigma=False, n_codes=4 if kernel else 0, **kernel)
+    data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
+                      jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
+                      jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32))
+    route = jax.jit(jax.vmap(lambda f, t: H.route(RG.compact_to_tree(f, t), jnp.asarray(codes, jnp.int32), D)))
+    leaf_of = np.asarray(route(jnp.asarray(F), jnp.asarray(T)))                     # (trees, n)
+
+    def conditional(i):                                  # the leaf values' Normal given tree i, per slot
+        prec = np.bincount(leaf_of[i], minlength=S) / s2 + 1.0 / tau2
+        return np.bincount(leaf_of[i], weights=y, minlength=S) / s2 / prec, 1.0 / prec
+
+    which = rng.choice(len(trees), size=N, p=post)
+    value = np.zeros((N, 1, S), np.float32)
+    for i in np.unique(which):
+        sel = np.flatnonzero(which == i)
+        mean, var = conditional(i)
+        used = np.isin(np.arange(S), leaf_of[i])
+        value[sel, 0] = np.where(used, mean + np.sqrt(var) * rng.normal(size=(len(sel), S)), 0.0)
+    feat, thr, leaf = F[which][:, None], T[which][:, None], leaf_of[which][:, None].astype(np.int8)
+    count = np.stack([np.bincount(r, minlength=S) for r in leaf_of])[which][:, None].astype(np.float32)
+    resid = y - np.take_along_axis(value[:, 0], leaf[:, 0].astype(int), 1)
+    lprior, avail = jax.vmap(lambda f, t: K.tree_log_priors(f, t, data, kcfg)[:2])(jnp.asarray(feat), jnp.asarray(thr))
+    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count)), lprior, avail, jnp.asarray(resid),
+                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
+    step = jax.jit(jax.vmap(K.build_kernel(kcfg).step, in_axes=(0, 0, None)))
+    keys = jax.random.split(jax.random.key(2), N)
+    for k in range(steps):
+        state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)
+    index = {(tuple(a), tuple(np.where(a >= 0, b, 0))): i for i, (a, b) in enumerate(zip(F, T))}
+    f_now, t_now = np.asarray(state.feature[:, 0]), np.asarray(state.threshold[:, 0])
+    now = np.array([index[(tuple(a), tuple(np.where(a >= 0, b, 0)))] for a, b in zip(f_now, t_now)])
+    observed, expected = np.bincount(now, minlength=len(trees)), N * post
+    big = expected >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    p_value = stats.chisquare(obs, exp).pvalue
+    assert p_value > 1e-3, (p_value, sorted(zip(observed / N, post), key=lambda x: -abs(x[0] - x[1]))[:4])
+    vals = np.asarray(state.value[:, 0])
+    for i in np.argsort(-post)[:3]:                      # the three likeliest trees: conditional means
+        mean, var = conditional(i)
+        got = vals[now == i]
+        used = np.isin(np.arange(S), leaf_of[i])
+        z = (got.mean(0)[used] - mean[used]) / np.sqrt(var[used] / len(got))
+        assert np.all(np.abs(z) < 4.5), (i, z)
 
 
 # ------------------------------------------------------------------------------------------------
