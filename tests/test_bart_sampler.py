@@ -394,6 +394,21 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
     assert abs(s2.mean() - exact_s2) < 4 * _mcse(s2), (s2.mean(), exact_s2, _mcse(s2))
 
 
+def _steps_of_independent_chains(seed, trees, resid, y, s2, data, kcfg, steps):
+    """``steps`` BART steps of ``N`` independent chains (``sigma^2 = s2`` fixed) from the states made of
+    ``trees = (feature, threshold, value, leaf, count)`` (leading axis ``N``) and their residuals."""
+    feat, thr, value, leaf, count = trees
+    N, n = resid.shape
+    lprior, avail = jax.vmap(lambda f, t: K.tree_log_priors(f, t, data, kcfg)[:2])(jnp.asarray(feat), jnp.asarray(thr))
+    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count)), lprior, avail, jnp.asarray(resid),
+                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
+    step = jax.jit(jax.vmap(K.build_kernel(kcfg).step, in_axes=(0, 0, None)))
+    keys = jax.random.split(jax.random.key(seed), N)
+    for k in range(steps):
+        state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)
+    return state
+
+
 # ------------------------------------------------------------------------------------------------
 # (b'') the step leaves the exact posterior where it is
 # ------------------------------------------------------------------------------------------------
@@ -459,13 +474,7 @@ def test_steps_from_the_exact_posterior_stay_at_it(kernel):
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))
-    lprior, avail = jax.vmap(lambda f, t: K.tree_log_priors(f, t, data, kcfg)[:2])(jnp.asarray(feat), jnp.asarray(thr))
-    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count)), lprior, avail, jnp.asarray(resid),
-                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
-    step = jax.jit(jax.vmap(K.build_kernel(kcfg).step, in_axes=(0, 0, None)))
-    keys = jax.random.split(jax.random.key(1), N)
-    for k in range(steps):
-        state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)
+    state = _steps_of_independent_chains(1, (feat, thr, value, leaf, count), resid, y, s2, data, kcfg, steps)
     f, t = np.asarray(state.feature[:, :, 0]), np.asarray(state.threshold[:, :, 0])
     index = {pair: i for i, pair in enumerate(pairs)}
     now = np.array([index[tuple(None if f[c, j] < 0 else (int(f[c, j]), int(t[c, j])) for j in range(m))]
@@ -562,13 +571,7 @@ def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     feat, thr, leaf = F[which][:, None], T[which][:, None], leaf_of[which][:, None].astype(np.int8)
     count = np.stack([np.bincount(r, minlength=S) for r in leaf_of])[which][:, None].astype(np.float32)
     resid = y - np.take_along_axis(value[:, 0], leaf[:, 0].astype(int), 1)
-    lprior, avail = jax.vmap(lambda f, t: K.tree_log_priors(f, t, data, kcfg)[:2])(jnp.asarray(feat), jnp.asarray(thr))
-    state = K.State(*(jnp.asarray(a) for a in (feat, thr, value, leaf, count, count)), lprior, avail, jnp.asarray(resid),
-                    jnp.full(N, s2, jnp.float32), jnp.asarray(np.broadcast_to(y, (N, n))))
-    step = jax.jit(jax.vmap(K.build_kernel(kcfg).step, in_axes=(0, 0, None)))
-    keys = jax.random.split(jax.random.key(2), N)
-    for k in range(steps):
-        state, _ = step(jax.vmap(lambda key: jax.random.fold_in(key, k))(keys), state, data)
+    state = _steps_of_independent_chains(2, (feat, thr, value, leaf, count), resid, y, s2, data, kcfg, steps)
     index = {(tuple(a), tuple(np.where(a >= 0, b, 0))): i for i, (a, b) in enumerate(zip(F, T))}
     f_now, t_now = np.asarray(state.feature[:, 0]), np.asarray(state.threshold[:, 0])
     now = np.array([index[(tuple(a), tuple(np.where(a >= 0, b, 0)))] for a, b in zip(f_now, t_now)])
