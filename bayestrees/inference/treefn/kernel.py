@@ -95,7 +95,8 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", 
 REGROW_PARTICLES = 10
 #: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
 ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
-#: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth)
+#: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth; on
+#: the Gamma-Poisson and general paths, this many grows or prunes)
 ONE_TREE_MOVE_COUNT = 50
 
 
@@ -383,13 +384,14 @@ class TreeMoves(MCMCKernel):
         (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step); elsewhere grow and prune."""
         m = fn.dist.spec.m
         particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
+        cfg = fn.cfg
         if conj != "normal":
             if self.particles not in ("auto", 0):
                 raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
                                  f"Normal path only, and {fn.site!r} takes the "
                                  f"{'Gamma-Poisson' if conj else 'general'} path")
-            return fn
-        cfg = fn.cfg
+            # grow and prune only there; a function of one tree visits its tree ONE_TREE_MOVE_COUNT times a step
+            return fn._replace(cfg=dataclasses.replace(cfg, local_moves=ONE_TREE_MOVE_COUNT)) if m == 1 else fn
         if m == 1:
             cfg = dataclasses.replace(cfg, mcmc=dataclasses.replace(cfg.mcmc, move_probs=ONE_TREE_MOVES),
                                       local_moves=ONE_TREE_MOVE_COUNT)
@@ -493,9 +495,21 @@ class TreeMoves(MCMCKernel):
                                             skip=sites)
 
             step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
+            if self._conj[i] != "normal" and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
+                step = partial(self._repeated, step)
             states[i], acc = step(keys[i], states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
         return TreeMovesState(self._site_values(states), tuple(states), jnp.stack(accepted), rng_key)
+
+    @staticmethod
+    def _repeated(step, key, st, fn: _Fn, L):
+        """``step`` (a visit of every tree: a grow or prune each) ``fn.cfg.local_moves`` times."""
+        def body(i, carry):
+            st, n = carry
+            st, acc = step(random_bits.fold_in(key, i), st, fn, L)
+            return st, n + acc.astype(jnp.int32)
+
+        return jax.lax.fori_loop(0, fn.cfg.local_moves, body, (st, jnp.zeros((), jnp.int32)))
 
     @staticmethod
     def _vgh(L, f):
