@@ -36,6 +36,10 @@ from bayestrees.inference.treefn.site import TreeSpec
 from bayestrees.priors import ChipmanPrior
 
 ALPHA, BETA, MAX_DEPTH, Q = 0.95, 1.0, 2, 1
+#: draws per chain of the one-tree checks: a function of one tree takes 50 moves and a regrowth (conjugate
+#: Normal path) or 50 grows or prunes (other paths) a step, so 3,000 of its draws say more than the 15,000
+#: single-move steps these checks ran before
+ONE_TREE_DRAWS = 3000
 
 
 def _data(seed=0):
@@ -146,8 +150,9 @@ def test_poisson_tree_matches_enumeration_with_quadrature(leaf_refresh, seed=0):
         f = tree_function("f", X, leaf_sd=sd, max_depth=MAX_DEPTH, min_leaf_rows=Q, prior=ChipmanPrior(ALPHA, BETA))
         numpyro.sample("y", dist.Poisson(jnp.exp(offset + f)), obs=y)
 
-    got, fit = _chain_n_leaves(model, X, y, False, 15000, seed, leaf_refresh)
-    # 60,000 draws (4 chains of one tree); over seeds 0-3 the TV was 0.002-0.006.  (With a stronger
+    got, fit = _chain_n_leaves(model, X, y, False, ONE_TREE_DRAWS, seed, leaf_refresh)
+    # 4 chains of one tree (with the former kernel, one grow or prune a step, 15,000 draws a chain: over
+    # seeds 0-3 the TV was 0.002-0.006).  (With a stronger
     # signal, rate exp(0.8 +- 0.65), the one-leaf tree has posterior mass 0.001 and grow/prune chains,
     # which change the root only through it, gave 0.014-0.070: the test needs chains that mix.)
     assert _tv(got, want) < 0.03, (_tv(got, want), got, want)
@@ -178,9 +183,10 @@ def test_normal_tree_with_sigma_fixed_matches_enumeration(conjugate, seed=0):
         f = tree_function("f", X, leaf_sd=sd, max_depth=MAX_DEPTH, min_leaf_rows=Q, prior=ChipmanPrior(ALPHA, BETA))
         numpyro.sample("y", dist.Normal(f, sigma), obs=y)
 
-    got, fit = _chain_n_leaves(model, X, y, conjugate, 15000, seed)
+    got, fit = _chain_n_leaves(model, X, y, conjugate, ONE_TREE_DRAWS, seed)
     tv = _tv(got, want)
-    # over seeds 0-3 the TV was 0.001-0.008 on both paths (the same trees: with a Normal likelihood
+    # with the former kernel and 15,000 draws, over seeds 0-3 the TV was 0.001-0.008 on both paths
+    # (the same trees: with a Normal likelihood
     # the Laplace proposal is the exact conditional, so the general path accepts as the conjugate one)
     assert tv < 0.03, (tv, got, want)
 
@@ -223,12 +229,14 @@ def test_two_output_function_matches_enumeration_per_output(seed=0):
     kernel = TreeMoves(model)
     kernel.init(jax.random.key(0), 0, None, (X, y), {})
     assert kernel.conjugate_paths == (True, False)
-    fit = sample_model(model, X, y, draws=5000, tune=500, chains=4, random_seed=seed, log_likelihood=False)
+    fit = sample_model(model, X, y, draws=ONE_TREE_DRAWS // 3, tune=500, chains=4, random_seed=seed,
+                       log_likelihood=False)
     nl = np.asarray(fit.idata.posterior["f_n_leaves"])            # (chain, draw, output, tree)
     assert nl.shape[2:] == (2, 1) and fit.idata.posterior["f"].shape[2:] == (8, 2)
     for j in range(2):
         got = Counter(nl[:, :, j, 0].ravel().tolist())
-        # 20,000 draws an output; over seeds 0-3 the TV was 0.003-0.011 (output 0) and 0.006-0.010 (output 1)
+        # with the former kernel and 20,000 draws an output, over seeds 0-3 the TV was 0.003-0.011
+        # (output 0) and 0.006-0.010 (output 1)
         assert _tv(got, want[j]) < 0.03, (j, _tv(got, want[j]), got, want[j])
 
 
@@ -276,8 +284,9 @@ def test_poisson_tree_with_loggamma_leaves_matches_enumeration(conjugate, seed=0
     kernel = TreeMoves(model, conjugate=conjugate)
     kernel.init(jax.random.key(0), 0, None, (X, y), {})
     assert kernel.conjugate_kinds == (("poisson",) if conjugate == "auto" else ("",))
-    got, fit = _chain_n_leaves(model, X, y, conjugate, 15000, seed)
-    # 60,000 draws; over seeds 0-3 the TV was 0.002-0.008 (conjugate) and 0.003-0.006 (general)
+    got, fit = _chain_n_leaves(model, X, y, conjugate, ONE_TREE_DRAWS, seed)
+    # with the former kernel and 60,000 draws, over seeds 0-3 the TV was 0.002-0.008 (conjugate) and
+    # 0.003-0.006 (general)
     assert _tv(got, want) < 0.03, (_tv(got, want), got, want)
     f = np.asarray(fit.idata.posterior["f"])
     for i in range(8):
