@@ -67,7 +67,7 @@ from ...tree import FREE, LEAF, Tree
 from .. import heap as H
 from .. import intervals as IV
 from .. import moves as M
-from .. import regrow as RG
+from .. import regrow
 from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
@@ -859,7 +859,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
     mc = cfg.mcmc
     S, m = mc.capacity, cfg.m
     tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
-    rcfg = RG.regrow_config(mc.prior, mc.leaf_model.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
+    rcfg = regrow.regrow_config(mc.prior, mc.leaf_model.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
                             cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
     prior = mc.prior if data.prior is None else data.prior
@@ -872,7 +872,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
         f, t, v, leaf8, k, zv = xs
         old = leaf8.astype(jnp.int32)
         r = R + take(v, old)
-        new = RG.regrow_tree(k, f, t, r, p, data.rows, codes, data.code_lo, data.code_hi, prior, rcfg)
+        new = regrow.regrow_tree(k, f, t, r, p, data.rows, codes, data.code_lo, data.code_hi, prior, rcfg)
         is_leaf = leaf_slots(new.feature)
         var = 1.0 / (new.precision + 1.0 / tau2)
         value = jnp.where(is_leaf, var * new.weighted + jnp.sqrt(var) * zv, 0.0).astype(dt)
