@@ -13,30 +13,30 @@ from .diagnostics import compare, loo  # noqa: E402
 from .models import Data, Model, set_data, sample, sample_posterior_predictive  # noqa: E402
 from .estimators.base import load  # noqa: E402
 
-# --- family: forests (issue 2) ---
+# --- family: forests ---
 from .estimators.forest import (  # noqa: E402
     BayesianForestClassifier, BayesianForestRegressor, EmpiricalBayesianForestClassifier,
     EmpiricalBayesianForestRegressor, SubSampleForestClassifier, SubSampleForestRegressor)
 from .models.forest import BayesianForest  # noqa: E402
 from . import posterior  # noqa: E402
 from . import plots  # noqa: E402  (matplotlib is imported only when a plot is drawn)
-# --- family: pcfg (issue 3) ---
+# --- family: pcfg ---
 from .models.pcfg import PCFGTree  # noqa: E402
 from .estimators.pcfg import PCFGTreeClassifier, PCFGTreeRegressor  # noqa: E402
-# --- family: safe-bayes (issue 4) ---
+# --- family: safe-bayes ---
 from .models.safebayes import SafeBayesForest  # noqa: E402
 from .estimators.safebayes import SafeBayesForestClassifier, SafeBayesForestRegressor  # noqa: E402
 
-# --- family: Bayesian CART by MCMC (issue 9) ---
+# --- family: Bayesian CART by MCMC ---
 from .models.bcart import BayesianCART  # noqa: E402
 from .estimators.bcart import BayesianCARTClassifier, BayesianCARTRegressor  # noqa: E402
-# --- family: BET, Dirichlet-process mixture of trees (issue 10) ---
+# --- family: BET, Dirichlet-process mixture of trees ---
 from .models.bet import BETMixture  # noqa: E402
 from .estimators.bet import BETClassifier, BETRegressor  # noqa: E402
-# --- family: BART, Bayesian additive regression trees (issue 29) ---
+# --- family: BART, Bayesian additive regression trees ---
 from .models.bart import BART  # noqa: E402
 from .estimators.bart import BARTClassifier, BARTRegressor  # noqa: E402
-# --- trees inside the user's own model: tree functions in NumPyro models (issue 30) ---
+# --- trees inside the user's own model: tree functions in NumPyro models ---
 from .inference.treefn import bart_function, load_model_fit, sample_model, tree_function  # noqa: E402
 from .models.numpyro_model import NumPyroModel  # noqa: E402
 

@@ -89,13 +89,10 @@ def cell_sums(cell, x, n_cells: int):
     Row ``i`` is added into copy ``i mod _LANES`` of the cells, and the copies are summed after.
     XLA's scatter on the CPU is a loop of dependent adds, and with trees of a few leaves
     consecutive rows add into the same cell and wait on each other; spread over 8 copies they do
-    not.  A BART step (one chain, ``m = 200``, ``p = 100``) took 1.45 ms at ``n = 1,024`` with one
-    copy and 1.09 with eight, 40.3 and 23.6 ms at ``n = 32,768`` (``docs/bart.md``; the tree
-    functions' visits use it too).  The sums are
-    the same up to float rounding (another order of the adds), so the draws are not bit-identical
-    to those of the kernel before (2026-11-27).  The scatter is :func:`scatter_add`,
-    one unbatched scatter under ``vmap`` too: 4 vectorised chains took 11.3 ms a step at ``n = 1,024``
-    against 14.8 with XLA's batched scatter.
+    not (BART's step and the tree functions' visits use it; the measurements are in
+    ``docs/bart.md``).  The sums are the same up to float rounding, in another order of the adds
+    than one scatter's.  The scatter is :func:`scatter_add`, one unbatched scatter under ``vmap``
+    too, which XLA's CPU compiler runs faster than its batched scatter.
     """
     lane = jnp.arange(x.shape[0], dtype=jnp.int32) % _LANES
     spread = scatter_add(jnp.zeros(n_cells * _LANES, x.dtype), cell + n_cells * lane, x)

@@ -59,6 +59,12 @@ LENGTHS = {
     # the same ladder, 25,000 steps per chain (every 10th kept): about the default's time
     "tempered_long": (5000, 2000, {"scheme": "moves", "thin": 10,
                                    "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    # compositions: particle Gibbs regrowth tempered on a 4-rung ladder (1 to 0.3), and 10 local moves
+    # then a regrowth, tempered on the same ladder (every replica makes both)
+    "tempered_pg": (100, 300, {"scheme": "pgibbs",
+                               "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.3, 4))}),
+    "tempered_mixed": (100, 300, {"scheme": "mixed", "local_moves": 10,
+                                  "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.3, 4))}),
 }
 
 

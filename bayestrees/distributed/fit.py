@@ -36,7 +36,7 @@ from ..inference.forest.cart import CARTConfig, default_capacity
 from ..inference.forest.fit import ForestConfig, cart_config
 from ..inference.forest.workers import release_freed_memory
 from ..tree import Tree
-from . import partitions as P
+from . import partitions
 from .branch_fit import BranchSpec, branch_bytes, fit_branch
 from .client import worker_memory_limits
 from .graft import graft
@@ -121,7 +121,7 @@ def _describe(client, xs: list, ys: list, task: str, min_samples_leaf: int) -> _
     import dask
 
     n_parts = len(xs)
-    desc = dask.compute(*[dask.delayed(P.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
+    desc = dask.compute(*[dask.delayed(partitions.describe)(xs[p], ys[p], p, task) for p in range(n_parts)],
                         scheduler=client)
     lens = np.array([d["n"] for d in desc], np.int64)
     n = int(lens.sum())
@@ -164,7 +164,7 @@ def _sample_and_bin(client, xs: list, ys: list, desc: _Description, task: str, s
 
     lens, n, mean, classes = desc.lens, desc.n, desc.mean, desc.classes
     share = np.minimum(lens, np.ceil(lens * min(1.0, sample_rows / n)).astype(np.int64))
-    samples = dask.compute(*[dask.delayed(P.sample)(xs[p], ys[p], p, int(share[p]), BIN_SAMPLE_SEED, task, mean)
+    samples = dask.compute(*[dask.delayed(partitions.sample)(xs[p], ys[p], p, int(share[p]), BIN_SAMPLE_SEED, task, mean)
                              for p in range(len(xs))], scheduler=client)
     Xs = pd.concat([s[0] for s in samples])
     ys_raw = np.concatenate([s[1] for s in samples])
@@ -202,9 +202,9 @@ def _code_partitions(client, xs: list, ys: list, desc: _Description, binner, tas
 
     b_d = dask.delayed(binner, pure=True)
     cl_d = dask.delayed(desc.classes, pure=True)
-    coded = client.compute([dask.delayed(P.code)(xs[p], ys[p], p, int(desc.offsets[p]), b_d, task, cl_d)
+    coded = client.compute([dask.delayed(partitions.code)(xs[p], ys[p], p, int(desc.offsets[p]), b_d, task, cl_d)
                             for p in range(len(xs))])
-    summ = client.gather(client.map(P.summary, coded))
+    summ = client.gather(client.map(partitions.summary, coded))
     has_missing = any(s["missing"] for s in summ)
     return coded, has_missing
 
@@ -294,8 +294,8 @@ def _regroup(client, coded: list, groups: list, split_kw: dict, d: int, code_dty
     -------
     dict group -> list of futures of its pieces (one per partition)
     """
-    splits = [client.submit(P.split_groups, c, pure=False, **split_kw) for c in coded]
-    return {g: [client.submit(P.piece, s, g, d, code_dtype, pure=False) for s in splits] for g in groups}
+    splits = [client.submit(partitions.split_groups, c, pure=False, **split_kw) for c in coded]
+    return {g: [client.submit(partitions.piece, s, g, d, code_dtype, pure=False) for s in splits] for g in groups}
 
 
 def _submit_fits(client, pieces: dict, groups: list, bspec: BranchSpec, config: ForestConfig) -> dict:
@@ -560,7 +560,7 @@ def _root_stats(client, coded, spec: TrunkSpec) -> np.ndarray:
 
 def _fit_group(pieces: list, spec: BranchSpec, trees=None):
     """One group's forest from its pieces (runs on a worker): (Tree, rows)."""
-    part = P.concat_pieces(pieces)
+    part = partitions.concat_pieces(pieces)
     if trees is not None:
         spec = dataclasses.replace(spec, n_trees=len(trees))
     t = fit_branch(part["codes"], part["y"], part["row"], spec, trees=trees)

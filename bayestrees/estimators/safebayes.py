@@ -46,7 +46,7 @@ import numpy as np
 
 from ..inference.safebayes import FAMILY
 from ..inference.safebayes import importance as imp
-from ..inference.safebayes import fit as sb
+from ..inference.safebayes import fit as safebayes_fit
 from .base import RENAMED, ClassifierBase, FamilyEstimator, RegressorBase
 
 __all__ = ["SafeBayesForestClassifier", "SafeBayesForestRegressor"]
@@ -107,7 +107,7 @@ class _SafeBayesBase(FamilyEstimator):
         """
         self._check_fitted()
         if getattr(self, "_curve_cache", None) is None:
-            self._curve_cache = sb.training_curve(self._result, self._train_data)
+            self._curve_cache = safebayes_fit.training_curve(self._result, self._train_data)
         return self._curve_cache
 
     # -- weights ----------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class _SafeBayesBase(FamilyEstimator):
         ``"bma"``: ``beta = 1``; ``"best"``: 1 on the tree with the largest weight.
         """
         self._check_fitted()
-        return np.exp(np.asarray(sb.method_log_weights(self._result, method)))
+        return np.exp(np.asarray(safebayes_fit.method_log_weights(self._result, method)))
 
     @property
     def idata_(self):
@@ -259,7 +259,7 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
             float, shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
         """
         self._check_fitted()
-        return sb.forest_proba(self._result, self._codes(X), method)
+        return safebayes_fit.forest_proba(self._result, self._codes(X), method)
 
     def predict(self, X, method: str = "safe") -> np.ndarray:
         """Most probable class of each row under :meth:`predict_proba`.
@@ -287,7 +287,7 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
         """Mean log predictive probability of the labels ``y`` of rows ``X``."""
         self._check_fitted()
         codes = self._codes(X)
-        return sb.forest_log_predictive(self._result, codes, self._encode_labels(y, codes.shape[0]), method)
+        return safebayes_fit.forest_log_predictive(self._result, codes, self._encode_labels(y, codes.shape[0]), method)
 
     def _encode_labels(self, y, n):
         y = np.asarray(y)
@@ -306,7 +306,7 @@ class SafeBayesForestClassifier(_SafeBayesBase, ClassifierBase):
         codes = self._codes(X)
         yc = self._encode_labels(y, codes.shape[0])
         m_grid = imp.default_m_grid(self.n_train_) if m_grid is None else np.asarray(m_grid)
-        out = sb.operating_curve(self._result, codes, yc, m_grid)
+        out = safebayes_fit.operating_curve(self._result, codes, yc, m_grid)
         out["on"] = "given"
         return out
 
@@ -401,7 +401,7 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
             float64, shape ``(n_samples,)``, in the units of ``y``.
         """
         self._check_fitted()
-        return sb.forest_mean(self._result, self._codes(X), method)
+        return safebayes_fit.forest_mean(self._result, self._codes(X), method)
 
     def log_predictive(self, X, y, method: str = "safe") -> float:
         """Mean log predictive density of ``y`` at rows ``X`` under the Student-t mixture.
@@ -411,7 +411,7 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         """
         self._check_fitted()
         codes = self._codes(X)
-        return sb.forest_log_predictive(self._result, codes, self._y_values(y, codes.shape[0]), method)
+        return safebayes_fit.forest_log_predictive(self._result, codes, self._y_values(y, codes.shape[0]), method)
 
     def predict_interval(self, X, prob: float = 0.9, method: str = "safe", kind: str = "mean") -> np.ndarray:
         """Equal-tailed interval of probability ``prob`` at each row: float64 (n, 2).
@@ -440,13 +440,13 @@ class SafeBayesForestRegressor(_SafeBayesBase, RegressorBase):
         ``y = y_loc_ + y_scale_ z`` (quantiles commute with increasing affine maps).
         """
         self._check_fitted()
-        return sb.forest_interval(self._result, self._codes(X), prob, method, kind)
+        return safebayes_fit.forest_interval(self._result, self._codes(X), prob, method, kind)
 
     def operating_curve(self, X, y, m_grid=None) -> dict:
         """RMSE and mean log predictive density on ``(X, y)`` against ``m`` (on the scale of ``y``)."""
         self._check_fitted()
         m_grid = imp.default_m_grid(self.n_train_) if m_grid is None else np.asarray(m_grid)
         codes = self._codes(X)
-        out = sb.operating_curve(self._result, codes, self._y_values(y, codes.shape[0]), m_grid)
+        out = safebayes_fit.operating_curve(self._result, codes, self._y_values(y, codes.shape[0]), m_grid)
         out["on"] = "given"
         return out

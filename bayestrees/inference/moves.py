@@ -87,11 +87,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import random_bits
-from ..batching import scatter_add, scatter_max, take
 from ..leaves import LeafDraw, leaf_stats
 from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
-from . import heap as H
-from . import intervals as IV
+from . import heap
+from . import intervals
 from .loop import Kernel
 from .tempering import tempered
 
@@ -166,7 +165,7 @@ class MCMCConfig:
 
     @property
     def capacity(self) -> int:
-        return H.capacity(self.max_depth)
+        return heap.capacity(self.max_depth)
 
     @property
     def canonical(self) -> bool:
@@ -272,22 +271,22 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
     """
     S = cfg.capacity
     if leaf is None:
-        leaf = H.route(tree, data.codes, cfg.max_depth)
+        leaf = heap.route(tree, data.codes, cfg.max_depth)
     else:
-        leaf = H.reroute(tree, data.codes, leaf, node, cfg.max_depth)
+        leaf = heap.reroute(tree, data.codes, leaf, node, cfg.max_depth)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
     if cfg.rules == "intervals":
-        lo, hi = IV.interval_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, data.code_lo, data.code_hi,
+        lo, hi = intervals.interval_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, data.code_lo, data.code_hi,
                                     cfg.max_depth)
-        cnt = H.node_counts(leaf, jnp.where(data.weight > 0, data.weight, 0.0), S)
+        cnt = heap.node_counts(leaf, jnp.where(data.weight > 0, data.weight, 0.0), S)
     else:
-        lo, hi, cnt = H.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
+        lo, hi, cnt = heap.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
     prior = cfg.prior if data.prior is None else data.prior
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
     q = cfg.min_leaf_rows
     valid = jnp.all(jnp.where(tree.is_used(), (cnt >= q) if q > 1 else (cnt > 0), True))
-    depth = H.depth_of(jnp.arange(S))
+    depth = heap.depth_of(jnp.arange(S))
     if cfg.canonical:
         left = jnp.clip(2 * jnp.arange(S) + 1, 0, S - 1)
         right = jnp.clip(2 * jnp.arange(S) + 2, 0, S - 1)
@@ -295,7 +294,7 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
         log_m = jnp.where(internal, jnp.log(jnp.maximum(m, 1).astype(stats.dtype)), 0.0)
         log_prior = prior.log_prior(tree) - jnp.sum(log_m)
     else:
-        nvar, nthr = H.rule_counts(lo, hi)
+        nvar, nthr = heap.rule_counts(lo, hi)
         f = jnp.maximum(tree.feature, 0)
         nthr_f = jnp.take_along_axis(nthr, f[:, None], -1)[:, 0]
         log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - jnp.log(
@@ -327,8 +326,8 @@ def _choose(key, mask):
 
 
 def growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
-    depth = H.depth_of(jnp.arange(cfg.capacity))
-    nvar, _ = H.rule_counts(ev.lo, ev.hi)
+    depth = heap.depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = heap.rule_counts(ev.lo, ev.hi)
     return tree.is_leaf() & (depth < cfg.max_depth) & (nvar > 0)
 
 
@@ -455,8 +454,8 @@ def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, extra, cfg: MCMCCon
 
 
 def _at_max_depth(tree: Tree, ev: Eval, cfg: MCMCConfig):
-    depth = H.depth_of(jnp.arange(cfg.capacity))
-    nvar, _ = H.rule_counts(ev.lo, ev.hi)
+    depth = heap.depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = heap.rule_counts(ev.lo, ev.hi)
     return jnp.any(tree.is_leaf() & (depth >= cfg.max_depth) & (nvar > 0))
 
 
@@ -506,7 +505,7 @@ def root_tree(cfg: MCMCConfig, dtype=jnp.float32) -> Tree:
     return Tree(feature=-jnp.ones(S, jnp.int32), threshold=jnp.zeros(S, jnp.int32),
                 left=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF), right=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF),
                 missing_left=jnp.zeros(S, bool), value=jnp.zeros((S, V), dtype), weight=jnp.zeros(S, dtype),
-                count=jnp.zeros(S, jnp.int32), depth=H.depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
+                count=jnp.zeros(S, jnp.int32), depth=heap.depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,8 @@ import jax.numpy as jnp
 
 from .. import random_bits
 from ..batching import scatter_add
-from ..tree import FREE, LEAF, Tree
-from . import heap as H
+from ..tree import LEAF, Tree
+from . import heap
 from .moves import MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, whole_step_info
 
 __all__ = ["PGibbsStep", "MixedStep", "pgibbs"]
@@ -77,7 +77,7 @@ def _split_probs(prior, depth, dt):
 def _gamma(tree: Tree, ev, beta, t, prior, cfg: MCMCConfig):
     """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node)."""
     S = cfg.capacity
-    depth = H.depth_of(jnp.arange(S))
+    depth = heap.depth_of(jnp.arange(S))
     dt = ev.log_lik.dtype
     front = growable(tree, ev, cfg) & (depth == t)
     open_stop = jnp.sum(jnp.where(front, prior.log_stop(depth).astype(dt), 0.0))
@@ -160,7 +160,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F
     start = (2 ** (t - 1) - 1).astype(jnp.int32)
     pos = jnp.arange(F, dtype=jnp.int32)
     slots = start + pos
-    depth = H.depth_of(slots)
+    depth = heap.depth_of(slots)
     live = data.weight > 0
     stats = data.row_stats * jnp.where(live, data.weight, 0.0)[:, None].astype(data.row_stats.dtype)
     k = stats.shape[-1]
@@ -176,7 +176,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F
     gain = lm(left) + lm(total - left) - lm(total)
     lo = jax.lax.dynamic_slice_in_dim(ev.lo, start, F)
     hi = jax.lax.dynamic_slice_in_dim(ev.hi, start, F)
-    nvar, nthr = H.rule_counts(lo, hi)
+    nvar, nthr = heap.rule_counts(lo, hi)
     codes = jnp.arange(B)
     valid = (codes >= lo[:, :, None]) & (codes < hi[:, :, None])
     if data.var_weight is None:
@@ -207,7 +207,7 @@ def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
     split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
     put = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part.astype(full.dtype), prop.start, 0)
     split_s = put(jnp.zeros(S, bool), split)
-    return H.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B), jnp.sum(split))
+    return heap.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B), jnp.sum(split))
 
 
 def _log_q(prop: _Proposal, new: Tree, cfg: MCMCConfig):
@@ -232,7 +232,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     ref = state.tree
     ev_all = jax.vmap(evaluate, in_axes=(0, None, None))
 
-    root = H.truncate(ref, 0)
+    root = heap.truncate(ref, 0)
     trees = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), root)
     evs = ev_all(trees, data, cfg)
     gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(trees, evs, beta, 0, prior, cfg)
@@ -250,7 +250,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
             trees, evs, t, beta, data, prior, cfg, F)
         ux = u[(N - 1) * N:].reshape(N, F_max, 2)[:, :F]
         new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
-        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, H.truncate(ref, t))
+        new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, heap.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
         new_evs = ev_all(new, data, cfg)
         new_gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(new, new_evs, beta, t, prior, cfg)
@@ -310,6 +310,6 @@ class MixedStep:
 
         st, moved = jax.lax.fori_loop(0, cfg.local_moves, body, (state, jnp.array(False)))
         # pruning frees slots with depth 0; the regrowth writes into free slots and keeps their depth
-        st = st._replace(tree=H.with_heap_depths(st.tree))
+        st = st._replace(tree=heap.with_heap_depths(st.tree))
         new, changed = pgibbs(k_pg, st, data, cfg)
         return new, whole_step_info("mixed", moved | changed, new, cfg)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from ..leaves import KnownVarianceNormalLeaves
 from ..tree import FREE, LEAF, Tree
-from . import heap as H
+from . import heap
 from .moves import MCMCConfig, MCMCData, State, evaluate
 from .pgibbs import pgibbs
 
@@ -62,7 +62,7 @@ def compact_to_tree(feature, threshold, dtype=jnp.float32) -> Tree:
                 threshold=jnp.where(internal, threshold, 0).astype(jnp.int32),
                 left=child(2 * idx + 1), right=child(2 * idx + 2), missing_left=jnp.zeros(S, bool),
                 value=jnp.zeros((S, 1), dtype), weight=jnp.zeros(S, dtype), count=jnp.zeros(S, jnp.int32),
-                depth=H.depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
+                depth=heap.depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
 
 
 def regrow_tree(key, feature, threshold, r, precision, rows, codes, code_lo, code_hi, prior,

@@ -75,13 +75,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import predictive_group, to_inferencedata
-from ...data import TrainingData, check_dtype, check_finite, check_int, check_positive, check_probability, \
+from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...leaves import KnownVarianceNormalLeaves
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
-from .. import moves as M
+from .. import moves
 from ..loop import check_chain_method, resolve_chain_method, run_chains
-from . import kernel as K
+from . import kernel as bart_kernel
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
            "acceptance_rates", "check_weights", "check_sample_weight", "check_predict_codes", "kept_rows", "kept_values",
@@ -417,18 +417,18 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
-    mc = M.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
+    mc = moves.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
                       data.d, tuple(float(p) for p in config.move_probs), "moves",
                       min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
-    kcfg = K.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
+    kcfg = bart_kernel.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
                           int(width), int(config.slide), particles=int(config.particles),
                           n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
                           local_moves=int(config.local_moves))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
-    kernel = K.build_kernel(kcfg, dtype)
-    code_lo, code_hi = K.data_intervals(data.codes)
-    bdata = K.BARTData(jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)), jnp.asarray(ys, dtype),
+    kernel = bart_kernel.build_kernel(kcfg, dtype)
+    code_lo, code_hi = bart_kernel.data_intervals(data.codes)
+    bdata = bart_kernel.BARTData(jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)), jnp.asarray(ys, dtype),
                        jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype), jnp.asarray(config.nu, dtype),
                        jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype), jnp.asarray(offset, dtype),
                        traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi),
@@ -436,7 +436,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                        None if pcodes is None else jnp.asarray(pcodes))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
-    col = K.collect(kcfg, fdt, tdt, bool(config.keep_trees))
+    col = bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees))
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=col, progressbar=config.progressbar, desc="BART",
@@ -457,7 +457,7 @@ def acceptance_rates(info) -> dict:
     """Acceptance rate per move type over every tree move of the kept steps (NaN where a type never ran)."""
     prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
     out = {}
-    for i, name in enumerate(M.MOVES):
+    for i, name in enumerate(moves.MOVES):
         n = prop[..., i].sum()
         out[name] = float(acc[..., i].sum() / n) if n else float("nan")
     return out
@@ -523,7 +523,7 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     offset = result.y_shift if reg else result.offset
     if result.trees_kept:
         value = result.value * np.float32(result.y_scale) if reg else result.value
-        trees = K.expand_trees(result.feature, result.threshold, value)
+        trees = bart_kernel.expand_trees(result.feature, result.threshold, value)
         n_leaves, depth, splits = tree_summaries(result.feature, data.d)
     else:
         trees = None
@@ -606,5 +606,5 @@ def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, 
                 offset: float) -> np.ndarray:
     """The function of every draw at coded rows: regression ``(..., n, 1)`` in response units, probit
     ``(..., n, 2)`` class probabilities."""
-    f = K.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
+    f = bart_kernel.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
     return _link(f, task=task, y_shift=y_shift, y_scale=y_scale, offset=offset)

@@ -64,9 +64,9 @@ from jax.scipy.special import log_ndtr, ndtr, ndtri
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
 from ...tree import FREE, LEAF, Tree
-from .. import heap as H
-from .. import intervals as IV
-from .. import moves as M
+from .. import heap
+from .. import intervals
+from .. import moves
 from .. import regrow
 from ..loop import Kernel
 
@@ -432,7 +432,7 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     mask = jnp.stack([growable, nog, nog if slide else internal, pair])[move]
     s, k = _pick(u[2], mask)
     # the rule: variable uniform among those with a cut point left, threshold uniform among them
-    lo_s, hi_s = IV.node_interval(f, t, lo0, hi0, s, D)
+    lo_s, hi_s = intervals.node_interval(f, t, lo0, hi0, s, D)
     nthr = jnp.maximum(hi_s - lo_s, 0)
     if w is None:
         j, _ = _pick(u[3], nthr > 0)
@@ -443,7 +443,7 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
         x = jnp.where(nthr > 0, w, -jnp.inf)
         mx = jnp.max(x)
         j = _pick_weighted(u[3], nthr > 0, jnp.exp(jnp.where(nthr > 0, x - jnp.where(jnp.isfinite(mx), mx, 0.0), -jnp.inf)))
-        log_avail = jnp.where(jnp.any(nthr > 0), IV.log_available_weight(lo_s, hi_s, w.astype(dtype)), 0.0)
+        log_avail = jnp.where(jnp.any(nthr > 0), intervals.log_available_weight(lo_s, hi_s, w.astype(dtype)), 0.0)
         log_w = lambda v: w[v].astype(dtype)  # noqa: E731
     cnt = jnp.maximum(nthr[j], 1)
     tn = (lo_s[j] + jnp.minimum(jnp.floor(u[1] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
@@ -502,13 +502,13 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
         leaf_new = jnp.where(move == 2, is_leaf, leaf_new)
     rules_ok = jnp.array(True)
     if w is not None:   # the sparse prior: T' scored in full, its node weights in log space (O(S D d))
-        lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = IV.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
+        lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = intervals.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
                                                                                    dtype=dtype)
         lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
         n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
         n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
     elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
-        lp_f, avail_f, _, leaf_f, ok_f = IV.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
+        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
         local = move < 2
         lp_new = jnp.where(local, lp_new, lp_f)
         avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
@@ -530,7 +530,7 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
 
 def _inside(leaf, node):
     """Rows whose leaf lies in the subtree of heap slot ``node``."""
-    dn, dl = H.depth_of(node), H.depth_of(leaf)
+    dn, dl = heap.depth_of(node), heap.depth_of(leaf)
     return (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
 
 
@@ -546,7 +546,7 @@ def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
         c = take(flat, jnp.maximum(r[:, 0], 0) * n + cols).astype(jnp.int32)
         return jnp.where(r[:, 0] >= 0, 2 * x + 1 + (c > r[:, 1]).astype(jnp.int32), x)
 
-    return jax.lax.fori_loop(0, max_depth - H.depth_of(node), level, jnp.where(_inside(leaf, node), node, leaf))
+    return jax.lax.fori_loop(0, max_depth - heap.depth_of(node), level, jnp.where(_inside(leaf, node), node, leaf))
 
 
 class _Moved(NamedTuple):
@@ -898,10 +898,10 @@ def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype
 
     def one(f, t):
         if log_w is None:
-            lp, avail, internal, leaf, _ = IV.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
+            lp, avail, internal, leaf, _ = intervals.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
                                                              dtype=dtype)
             return lp, avail, internal, leaf
-        return IV.log_tree_prior_weighted(f, t, data.code_lo, data.code_hi, prior, mc.max_depth, log_w, dtype=dtype)
+        return intervals.log_tree_prior_weighted(f, t, data.code_lo, data.code_hi, prior, mc.max_depth, log_w, dtype=dtype)
 
     out = jax.vmap(one)(feature, threshold)
     if log_w is None:
@@ -1052,7 +1052,7 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     drawn given ``f = 0``) and ``sigma^2 = data.sigma2``; ``step(key, state, data)`` is the step of
     the module docstring.
     """
-    M.check_move_probs(cfg.mcmc)
+    moves.check_move_probs(cfg.mcmc)
     return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
 
 
@@ -1076,7 +1076,7 @@ def expand_trees(feature, threshold, value, xp=np):
     ldt = np.dtype(np.int8 if S <= 127 else np.int16 if S <= 32767 else np.int32)
     left = xp.where(internal, (2 * idx + 1).astype(ldt), xp.where(used, LEAF, FREE).astype(ldt)).astype(ldt)
     right = xp.where(internal, (2 * idx + 2).astype(ldt), xp.where(used, LEAF, FREE).astype(ldt)).astype(ldt)
-    depth = np.asarray(H.depth_of(np.arange(S))).astype(np.int8)
+    depth = np.asarray(heap.depth_of(np.arange(S))).astype(np.int8)
     shape = feature.shape
     z = lambda dt: np.broadcast_to(np.zeros((), dt), shape)  # noqa: E731
     return Tree(feature=feature, threshold=xp.asarray(threshold), left=left, right=right, missing_left=z(bool),
@@ -1088,7 +1088,7 @@ def _route_compact(feature, threshold, codes, max_depth: int):
     tree = Tree(feature=feature.astype(jnp.int32), threshold=threshold.astype(jnp.int32),
                 left=jnp.where(feature >= 0, 0, LEAF), right=None, missing_left=None, value=None, weight=None,
                 count=None, depth=None, n_nodes=None)
-    return H.route(tree, codes, max_depth)
+    return heap.route(tree, codes, max_depth)
 
 
 def _sum_draw(f, t, v, codes, max_depth: int):

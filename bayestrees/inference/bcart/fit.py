@@ -29,7 +29,7 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, sample
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, predict
-from .. import moves as M
+from .. import moves
 from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
@@ -114,8 +114,8 @@ class BCARTConfig:
         check_int("chains", self.chains, 1)
         check_int("thin", self.thin, 1)
         check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
-        if self.scheme not in M.SCHEMES:
-            raise ValueError(f"scheme must be one of {M.SCHEMES}, got {self.scheme!r}")
+        if self.scheme not in moves.SCHEMES:
+            raise ValueError(f"scheme must be one of {moves.SCHEMES}, got {self.scheme!r}")
         check_int("particles", self.particles, 2)
         check_int("local_moves", self.local_moves, 0)
         check_positive("leaf_concentration", self.leaf_concentration)
@@ -177,9 +177,9 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     yt = jnp.asarray(y)
     # the prior's values are traced arguments (the config names its kind): fits that differ only in
     # them share one compilation
-    mdata = M.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype),
+    mdata = moves.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype),
                        prior=traced_params(config.prior, dtype))
-    cfg = M.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
+    cfg = moves.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
                        tuple(float(p) for p in config.move_probs), config.scheme,
                        tuple(float(b) for b in config.temperatures), particles=config.particles,
                        local_moves=config.local_moves,
@@ -187,7 +187,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
-                     thin=config.thin, collect=M.collect(cfg), progressbar=config.progressbar,
+                     thin=config.thin, collect=moves.collect(cfg), progressbar=config.progressbar,
                      desc="Bayesian CART", chain_method=config.chain_method)
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
@@ -207,7 +207,7 @@ def acceptance_rates(info) -> dict:
     """Acceptance rate per move type among the kept steps (NaN where a type never ran)."""
     move, acc = np.asarray(info.move), np.asarray(info.accepted)
     out = {}
-    for i, name in enumerate(M.STEP_KINDS):
+    for i, name in enumerate(moves.STEP_KINDS):
         sel = move == i
         out[name] = float(acc[sel].mean()) if sel.any() else float("nan")
     return out

@@ -29,8 +29,8 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, sample
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, predict
-from . import kernel as K
-from .. import moves as M
+from . import kernel as bet_kernel
+from .. import moves
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
@@ -119,10 +119,10 @@ class BETConfig:
         return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.leaf_concentration,
                                prior=self.leaf_prior if kind == "normal" else None)
 
-    def kernel_config(self, task: str, n_classes: int, d: int) -> K.KernelConfig:
-        mc = M.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
+    def kernel_config(self, task: str, n_classes: int, d: int) -> bet_kernel.KernelConfig:
+        mc = moves.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
                           d, scheme="sweep", min_leaf_rows=int(self.min_leaf_rows))
-        return K.KernelConfig(mc, int(self.max_trees), d,
+        return bet_kernel.KernelConfig(mc, int(self.max_trees), d,
                               active_trees=int(self.active_trees), init_trees=int(self.init_trees))
 
 
@@ -177,13 +177,13 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     kcfg = config.kernel_config(task, data.n_classes, data.d)
     lm = kcfg.mcmc.leaf_model
     # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation
-    bdata = K.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype),
+    bdata = bet_kernel.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype),
                       prior=traced_params(kcfg.mcmc.prior, dtype))
     kcfg = replace(kcfg, mcmc=replace(kcfg.mcmc, prior=canonical(kcfg.mcmc.prior)))
-    kernel = K.build_kernel(kcfg, dtype)
+    kernel = bet_kernel.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
-                     thin=config.thin, collect=K.collect(kcfg), progressbar=config.progressbar, desc="BET",
+                     thin=config.thin, collect=bet_kernel.collect(kcfg), progressbar=config.progressbar, desc="BET",
                      chain_method=config.chain_method)
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)

@@ -90,9 +90,9 @@ import jax.numpy as jnp
 from jax.scipy.special import betaln
 
 from ...leaves import LeafDraw
-from ...tree import FREE, LEAF, Tree
-from .. import moves as M
-from .. import heap as H
+from ...tree import Tree
+from .. import moves
+from .. import heap
 from ..loop import Kernel
 
 __all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel",
@@ -200,7 +200,7 @@ def stick_weights(v):
     return v * jnp.exp(before), jnp.exp(jnp.sum(log1m))
 
 
-def xi_proposal_log_ratio(tree: Tree, ev: M.Eval, xi, prop):
+def xi_proposal_log_ratio(tree: Tree, ev: moves.Eval, xi, prop):
     """``log`` of the independence MH ratio ``prod_k sum_{V_k} xi / sum_{V_k} xi'`` (module Notes)."""
     internal = tree.is_internal()
     valid = (ev.hi - ev.lo) > 0                                  # (S, d)
@@ -223,11 +223,11 @@ def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
     mc = cfg.mcmc
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
-    md = M.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None, data.prior)
-    leaf = H.route(tree, data.codes, mc.max_depth)
-    tree = H.collapse(tree, H.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
-    ev = M.evaluate(tree, md, mc)
-    st, n_acc = M.sweep(key, M.State(tree, ev, jnp.ones((), dt)), md, mc, scan="dynamic")
+    md = moves.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None, data.prior)
+    leaf = heap.route(tree, data.codes, mc.max_depth)
+    tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
+    ev = moves.evaluate(tree, md, mc)
+    st, n_acc = moves.sweep(key, moves.State(tree, ev, jnp.ones((), dt)), md, mc, scan="dynamic")
     return st.tree, st.ev, n_acc
 
 
@@ -302,7 +302,7 @@ class _Init:
     def __call__(self, key, data: BETData) -> State:
         cfg, dt = self.cfg, self.dtype
         J, d, n = cfg.max_trees, cfg.n_features, data.codes.shape[0]
-        root = M.root_tree(cfg.mcmc, dt)
+        root = moves.root_tree(cfg.mcmc, dt)
         tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
         z = jax.random.randint(key, (n,), 0, cfg.init_trees, dtype=jnp.int32)
         return State(tree, jnp.ones((J, cfg.mcmc.capacity), dt), jnp.full((J, d), 1.0 / d, dt),
@@ -342,7 +342,7 @@ class _Step:
         sel = jnp.zeros(J, bool).at[idx].set(True)
         fresh = ~occ_before & ~sel                                  # unoccupied, not swept: from the prior
         redraw = sel | fresh
-        root = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), M.root_tree(mc, dt))
+        root = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), moves.root_tree(mc, dt))
         tree = jax.tree_util.tree_map(lambda r, old: jnp.where(_bcast(fresh, old), r, old), root, state.tree)
         tree = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), tree, t_a)
         # xi: one Dirichlet draw for all slots; independence MH for the swept trees, the prior for fresh ones
@@ -368,7 +368,7 @@ class _Step:
         cnt = jnp.zeros((J, S), dt).at[idx].set(ev_a.count)
         tree = tree._replace(value=value, weight=jnp.where(_bcast(redraw, cnt), cnt, tree.weight).astype(dt),
                              count=jnp.where(_bcast(redraw, cnt), jnp.round(cnt), tree.count).astype(jnp.int32))
-        leaf = jax.vmap(H.route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
+        leaf = jax.vmap(heap.route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
         log_p = _log_p_rows(tree, sigma, leaf, data.y, mc.leaf_model)
         v, z, overflow, tail = slice_step(k_slice, state.z, log_p, data.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
@@ -391,12 +391,12 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         S = mc.capacity
         dt = data.row_stats.dtype
         w, _ = stick_weights(state.v)
-        leaf = jax.vmap(H.route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
+        leaf = jax.vmap(heap.route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
         wz = (state.z[None, :] == jnp.arange(J)[:, None]).astype(dt)                                # (J, n)
         from ...leaves import leaf_stats
 
         stats = jax.vmap(lambda lf, ww: leaf_stats(lf, data.row_stats, S, ww))(leaf, wz)
-        cnt = jax.vmap(lambda lf, ww: H.node_counts(lf, ww, S))(leaf, wz)
+        cnt = jax.vmap(lambda lf, ww: heap.node_counts(lf, ww, S))(leaf, wz)
         marg = jax.vmap(mc.leaf_model.log_marginal)(stats, state.tree.is_leaf())                  # (J,)
         nj = jnp.sum(wz, -1)
         occupied = nj > 0

@@ -45,7 +45,7 @@ from ...leaves import (DirichletLeaves, NIGPrior, NormalLeaves, draws_at_rows, l
                        sigma_at_rows)
 from ...priors import LeafCountPrior
 from ...tree import Tree, apply, predict
-from . import dp as P
+from . import dp
 from .structure import (DEFAULT_MEMORY_BUDGET, PCFGStructure, build_box_structure, build_row_structure)
 
 __all__ = ["FAMILY", "PCFGConfig", "PCFGResult", "fit_pcfg", "prepare_pcfg_data", "check_pcfg_data",
@@ -197,7 +197,7 @@ class PCFGConfig:
             if isinstance(mb, bool) or not isinstance(mb, (int, float, np.integer, np.floating)) \
                     or not (np.isfinite(mb) and mb > 0):
                 raise ValueError(f"memory_budget must be a number of bytes > 0 or None, got {mb!r}")
-        set_("dtype", P.resolve_dtype(self.dtype).name)
+        set_("dtype", dp.resolve_dtype(self.dtype).name)
         set_("draws", check_int("draws", self.draws, 1, whole_floats=True))
         set_("chains", check_int("chains", self.chains, 1, whole_floats=True))
         if self.leaf_prior is not None:
@@ -235,7 +235,7 @@ class PCFGPosterior:
     """
 
     structure: PCFGStructure
-    ds: P.DeviceStructure
+    ds: dp.DeviceStructure
     root: int
     kind: str
     log_phi: float
@@ -257,16 +257,16 @@ class PCFGPosterior:
     @property
     def log_evidence(self) -> float:
         """log p(y | X) under the model (prior normaliser included)."""
-        return float(P.log_evidence(self.log_leaf, self.log_phi, self.ds, self.root))
+        return float(dp.log_evidence(self.log_leaf, self.log_phi, self.ds, self.root))
 
     def map_tree(self) -> tuple[Tree, float]:
         """The MAP tree and its log posterior probability."""
-        t, w = P.map_tree(self.log_qmax, self.log_leaf, self.log_phi, self.values, self.ds, self.root, self.capacity)
+        t, w = dp.map_tree(self.log_qmax, self.log_leaf, self.log_phi, self.values, self.ds, self.root, self.capacity)
         return t, float(w - self.log_q[self.root])
 
     def sample(self, key, n: int) -> tuple[Tree, jax.Array]:
         """``n`` exact posterior trees and the log posterior probability of each."""
-        trees, syms = P.sample_trees(key, self.log_q, self.log_leaf, self.log_phi, self.values, self.ds,
+        trees, syms = dp.sample_trees(key, self.log_q, self.log_leaf, self.log_phi, self.values, self.ds,
                                      self.root, self.capacity, int(n))
         return trees, self.tree_log_prob(trees, syms)
 
@@ -280,29 +280,29 @@ class PCFGPosterior:
     def predict_exact(self, codes, batch: int = 64) -> np.ndarray:
         """Exact posterior predictive (class probabilities or mean) at each row: ``(m, V)``."""
         codes = np.asarray(codes, np.int32)
-        batch = min(int(batch), P.pow2_bucket(max(1, codes.shape[0])))
+        batch = min(int(batch), dp.pow2_bucket(max(1, codes.shape[0])))
         out = []
         for a in range(0, codes.shape[0], batch):
             xb = codes[a: a + batch]
             pad = batch - xb.shape[0]
             xp = np.concatenate([xb, np.zeros((pad, xb.shape[1]), np.int32)]) if pad else xb
-            g = P.exact_predictive(jnp.asarray(xp), self.log_q, self.log_leaf, self.log_phi, self.values, self.ds)
+            g = dp.exact_predictive(jnp.asarray(xp), self.log_q, self.log_leaf, self.log_phi, self.values, self.ds)
             out.append(np.asarray(g[self.root])[: xb.shape[0]])
         return np.concatenate(out)
 
     def root_splits(self) -> tuple[float, np.ndarray]:
         """Posterior probability of a root leaf and of each root split slot."""
-        p0, ps = P.root_split_posterior(self.log_q, self.log_leaf, self.log_phi, self.ds, self.root)
+        p0, ps = dp.root_split_posterior(self.log_q, self.log_leaf, self.log_phi, self.ds, self.root)
         return float(p0), np.asarray(ps)
 
     def n_leaves_distribution(self, max_leaves: int = 16) -> np.ndarray:
         """Exact posterior probabilities of 1..max_leaves leaves: ``(max_leaves,)``."""
-        qb = P.n_leaves_posterior(self.log_leaf, self.log_phi, self.ds, int(max_leaves))
+        qb = dp.n_leaves_posterior(self.log_leaf, self.log_phi, self.ds, int(max_leaves))
         return np.exp(np.asarray(qb[self.root] - self.log_q[self.root]))
 
     def sample_paths(self, key, x, n: int):
         """Algorithm 1: ``n`` sampled root-to-leaf paths for one query row ``x`` (codes)."""
-        return P.sample_paths(key, jnp.asarray(np.asarray(x, np.int32)), self.log_q, self.log_leaf, self.log_phi,
+        return dp.sample_paths(key, jnp.asarray(np.asarray(x, np.int32)), self.log_q, self.log_leaf, self.log_phi,
                               self.values, self.ds, self.root, int(n))
 
 
@@ -352,7 +352,7 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
     sets in float64, and the symbols' log marginals and leaf values are the leaf
     model's ``log_marginal`` and ``predictive`` of those sums.
     """
-    dtype = P.resolve_dtype(dtype)
+    dtype = dp.resolve_dtype(dtype)
     tree_prior = leaf_count_prior(log_phi, tree_prior)
     log_phi = tree_prior.log_phi
     if method not in _METHODS:
@@ -364,15 +364,15 @@ def fit_posterior(codes, n_bins, y, *, kind: str, log_phi: float = 2.0, alpha=1.
         st = build_box_structure(codes, n_bins, stats, memory_budget=memory_budget)
     else:
         st = build_row_structure(codes, n_bins, stats)
-    ds, root = P.device_structure(st, dtype)
-    ll = P.symbol_log_marginals(lm, ds.stats)
-    q = P.log_inside(ll, log_phi, ds, "sum")
-    qm = P.log_inside(ll, log_phi, ds, "max")
-    vals = P.symbol_values(lm, ds.stats)
+    ds, root = dp.device_structure(st, dtype)
+    ll = dp.symbol_log_marginals(lm, ds.stats)
+    q = dp.log_inside(ll, log_phi, ds, "sum")
+    qm = dp.log_inside(ll, log_phi, ds, "max")
+    vals = dp.symbol_values(lm, ds.stats)
     alpha_arr = check_alpha(lm.alpha, lm.n_classes) if kind == "classification" else None
     return PCFGPosterior(structure=st, ds=ds, root=root, kind=kind, log_phi=log_phi, alpha=alpha_arr,
                          prior=lm.prior if kind == "regression" else None, log_leaf=ll, log_q=q, log_qmax=qm,
-                         values=vals, capacity=P.pow2_bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm,
+                         values=vals, capacity=dp.pow2_bucket(max(2, 2 * codes.shape[0])) - 1, leaf_model=lm,
                          tree_prior=tree_prior)
 
 
@@ -537,7 +537,7 @@ def draw_leaf_parameters(key, trees: Tree, codes, y, leaf_model, dtype="float32"
     uses key ``split(key, N)[i]``, so draws do not depend on the chunking (trees are
     processed in chunks to bound memory).
     """
-    dtype = P.resolve_dtype(dtype)
+    dtype = dp.resolve_dtype(dtype)
     codes = jnp.asarray(np.asarray(codes, np.int32))
     yj = jnp.asarray(np.asarray(y), jnp.int32 if leaf_model.task == "classification" else dtype)
     rs = leaf_model.row_stats(yj, dtype)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
 from numpyro.infer import MCMC, NUTS, Predictive

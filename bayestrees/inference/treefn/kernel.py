@@ -83,10 +83,10 @@ from numpyro.infer.mcmc import MCMCKernel
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
 from ...leaves import KnownVarianceNormalLeaves
-from . import leaf_priors as LP
+from . import leaf_priors
 from ...priors import canonical, traced_params
-from .. import moves as M
-from ..bart import kernel as K
+from .. import moves
+from ..bart import kernel as bart_kernel
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", "REGROW_PARTICLES"]
@@ -251,11 +251,11 @@ class TreeMoves(MCMCKernel):
             d: TreeEnsemble = tr[site]["fn"]
             spec = d.spec
             fname = tr[site]["infer"].get("function", site)
-            mc = M.MCMCConfig(canonical(spec.prior), KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2), spec.max_depth,
+            mc = moves.MCMCConfig(canonical(spec.prior), KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2), spec.max_depth,
                               d.X.shape[1], (0.5, 0.5, 0.0, 0.0), "moves", min_leaf_rows=max(int(spec.min_leaf_rows), 0))
-            cfg = K.KernelConfig(mc, spec.m, False, False, False)
+            cfg = bart_kernel.KernelConfig(mc, spec.m, False, False, False)
             n = d.X.shape[0]
-            data = K.BARTData(jnp.asarray(np.ascontiguousarray(d.codes.T)), jnp.zeros(n), jnp.ones(n), jnp.ones(n),
+            data = bart_kernel.BARTData(jnp.asarray(np.ascontiguousarray(d.codes.T)), jnp.zeros(n), jnp.ones(n), jnp.ones(n),
                               jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(0.0),
                               traced_params(spec.prior, jnp.float32), jnp.asarray(d.code_lo), jnp.asarray(d.code_hi),
                               jnp.zeros(3))
@@ -293,7 +293,7 @@ class TreeMoves(MCMCKernel):
         lp = {}
         for fn, st in zip(self._fns, states):
             spec = fn.dist.spec
-            lv = jnp.where(K.leaf_slots(st.feature), LP.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
+            lv = jnp.where(bart_kernel.leaf_slots(st.feature), leaf_priors.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
             lp[fn.site] = lp.get(fn.site, 0.0) + jnp.sum(st.log_prior) + jnp.sum(lv)
         return {site: TreeValues(packed[site], values[fn.name], lp[site], fn.rows)
                 for site, fn in {fn.site: fn for fn in self._fns}.items()}
@@ -411,7 +411,7 @@ class TreeMoves(MCMCKernel):
             else:
                 self.prepare(model_args, model_kwargs)
         fns = self._fns
-        states = [K.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data) for i, fn in enumerate(fns)]
+        states = [bart_kernel.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data) for i, fn in enumerate(fns)]
         kw = dict(model_kwargs or {})
         for i, fn in enumerate(fns):
             states[i] = self._constant_start(i, states, model_args, kw)
@@ -525,9 +525,9 @@ class TreeMoves(MCMCKernel):
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
         S = fn.cfg.mcmc.capacity
         wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
-        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(K.leaf_slots(st.feature), wsum, 0.0))
+        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(bart_kernel.leaf_slots(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
-        new, info = K.build_kernel(fn.cfg).step(key, st, data)
+        new, info = bart_kernel.build_kernel(fn.cfg).step(key, st, data)
         return new, jnp.sum(info.accepted)
 
     def _poisson_step(self, key, st, fn: _Fn, L):
@@ -541,10 +541,10 @@ class TreeMoves(MCMCKernel):
         S, m = mc.capacity, cfg.m
         dt = st.resid.dtype
         q = jnp.asarray(mc.min_leaf_rows, dt)
-        c, d = LP.loggamma_params(float(fn.dist.spec.leaf_sd))
+        c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
         k_prop, k_acc, k_val = random_bits.split(key, 3)
-        u = random_bits.open_uniform(k_prop, (m, K.N_UNIFORMS))
-        prop = jax.vmap(lambda *a: K.propose(*a, fn.data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
+        u = random_bits.open_uniform(k_prop, (m, bart_kernel.N_UNIFORMS))
+        prop = jax.vmap(lambda *a: bart_kernel.propose(*a, fn.data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
                                                                         st.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         k_val, k_more = random_bits.split(k_val)
@@ -562,9 +562,9 @@ class TreeMoves(MCMCKernel):
             pr, v, leaf8, count, ys, lu, k, z, ug = xs
             leaf = leaf8.astype(jnp.int32)
             r = f - take(v, leaf)                 # the other trees' sum
-            mv = K.grow_or_prune(pr, leaf, B * jnp.exp(r), count, ys, data, q, S)
-            lm_old = LP.loggamma_log_marginal(ys, mv.q_old, c, d)
-            lm_new = LP.loggamma_log_marginal(mv.wsum, mv.q_new, c, d)
+            mv = bart_kernel.grow_or_prune(pr, leaf, B * jnp.exp(r), count, ys, data, q, S)
+            lm_old = leaf_priors.loggamma_log_marginal(ys, mv.q_old, c, d)
+            lm_new = leaf_priors.loggamma_log_marginal(mv.wsum, mv.q_new, c, d)
             ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
             acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
             ys = jnp.where(acc, mv.wsum, ys)
@@ -593,8 +593,8 @@ class TreeMoves(MCMCKernel):
         q = jnp.asarray(mc.min_leaf_rows, dt)
         data = fn.data
         k_prop, k_acc, k_val = random_bits.split(key, 3)
-        u = random_bits.open_uniform(k_prop, (m, K.N_UNIFORMS))
-        prop = jax.vmap(lambda *a: K.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
+        u = random_bits.open_uniform(k_prop, (m, bart_kernel.N_UNIFORMS))
+        prop = jax.vmap(lambda *a: bart_kernel.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
                                                                      st.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
@@ -606,8 +606,8 @@ class TreeMoves(MCMCKernel):
         if spec.leaf_prior == "normal":
             log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
         else:
-            log_prior_leaf = lambda x: LP.log_density(spec.leaf_prior, x, spec.leaf_sd)  # noqa: E731
-            c_lg, d_lg = LP.loggamma_params(float(spec.leaf_sd))
+            log_prior_leaf = lambda x: leaf_priors.log_density(spec.leaf_prior, x, spec.leaf_sd)  # noqa: E731
+            c_lg, d_lg = leaf_priors.loggamma_params(float(spec.leaf_sd))
 
         step_max = 2.0 * jnp.sqrt(tau2)
 
@@ -633,7 +633,7 @@ class TreeMoves(MCMCKernel):
             pr, ft, tt, v, leaf8, count, wsum, lu, zv = xs
             leaf = leaf8.astype(jnp.int32)
             g = take(v, leaf)
-            mv = K.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S)
+            mv = bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S)
             ok = pr.ok & mv.valid
             grow = pr.kind == 0
             leaf_p = jnp.where(ok, mv.leaf, leaf)
@@ -668,7 +668,7 @@ class TreeMoves(MCMCKernel):
         n_acc = jnp.sum(acc)
         for r in range(self.leaf_refresh):   # leaf refreshes: the same move with the tree kept (T' = T)
             k_acc, k_val = random_bits.split(jax.random.fold_in(key, r + 1), 2)
-            is_leaf = K.leaf_slots(feature)         # the trees as they are now
+            is_leaf = bart_kernel.leaf_slots(feature)         # the trees as they are now
             keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
             xs = (keep, feature, threshold, value, leaf, count, wsum,
                   jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt), random_bits.normal(k_val, (m, S), dt))

@@ -52,8 +52,8 @@ from numpyro.distributions import Distribution, constraints
 
 from ...data import Binner, check_int, check_positive
 from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
-from .. import intervals as IV
-from . import leaf_priors as LP
+from .. import intervals
+from . import leaf_priors
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
@@ -295,7 +295,7 @@ class TreeEnsemble(Distribution):
         lo, hi = jnp.asarray(self.code_lo), jnp.asarray(self.code_hi)
 
         def one(f, t):
-            lp, _, _, leaf, ok = IV.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
+            lp, _, _, leaf, ok = intervals.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
             return lp, leaf, ok
 
         lead = feature.shape[:-1]
@@ -303,7 +303,7 @@ class TreeEnsemble(Distribution):
         lp, leaf, ok = jax.vmap(one)(f2, t2)
         lp, leaf, ok = lp.reshape(lead), leaf.reshape(lead + (feature.shape[-1],)), ok.reshape(lead)
         v = value[..., 2]
-        lv = jnp.sum(jnp.where(leaf, LP.log_density(spec.leaf_prior, v, spec.leaf_sd), 0.0), -1)
+        lv = jnp.sum(jnp.where(leaf, leaf_priors.log_density(spec.leaf_prior, v, spec.leaf_sd), 0.0), -1)
         good = ok & jnp.all(hit, -1)
         axes = (-2, -1) if self.spec.outputs else -1
         return jnp.sum(jnp.where(good, lp + lv, -jnp.inf), axes)
@@ -334,7 +334,7 @@ def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
     """``S`` leaf values from the leaf prior (:mod:`~bayestrees.inference.treefn.leaf_priors`)."""
     if leaf_prior == "normal":
         return leaf_sd * jax.random.normal(key, (S,))
-    c, d = LP.loggamma_params(leaf_sd)
+    c, d = leaf_priors.loggamma_params(leaf_sd)
     return jax.random.loggamma(key, c, (S,)) - math.log(d)   # (log of gamma(c) underflows for small c)
 
 
@@ -480,7 +480,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
-    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, LP.check_leaf_prior(leaf_prior))
+    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, leaf_priors.check_leaf_prior(leaf_prior))
     Xc = _concrete_X(X, name)
     if cuts is None:
         cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
