@@ -9,6 +9,7 @@ with sigma known (0.7), the default prior, leaf sd and kernel, the default lengt
 Usage::
 
     python benchmarks/treefn_one_tree.py --data-seeds 0 20 --sampler-seeds 0 1
+    python benchmarks/treefn_one_tree.py --likelihood poisson --data-seeds 0 20 [--grow-prune]
 """
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_treefn_exact import MAX_DEPTH, Q, _enumerate, _exact, _one_tree_data, _tv  # noqa: E402
+from test_treefn_exact import MAX_DEPTH, Q, _enumerate, _exact, _one_tree_data, _one_tree_poisson, _tv  # noqa: E402
 
 import bayestrees as bt  # noqa: E402
+from bayestrees.inference.treefn import kernel as treefn_kernel  # noqa: E402
 
 
 def main():
@@ -37,23 +39,34 @@ def main():
     ap.add_argument("--data-seeds", type=int, nargs=2, default=(0, 5), metavar=("FIRST", "STOP"))
     ap.add_argument("--sampler-seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--particles", default="auto", help='"auto" (the default kernel) or an integer')
+    ap.add_argument("--likelihood", choices=("normal", "poisson"), default="normal",
+                    help="normal: sigma known (the conjugate path); poisson: counts with a log link (the general "
+                         "path), the set-up of test_one_tree_poisson_function_at_its_defaults_matches_enumeration")
+    ap.add_argument("--grow-prune", action="store_true",
+                    help="the one-tree moves without change and swap (grow and prune 0.5 / 0.5)")
     a = ap.parse_args()
+    if a.grow_prune:
+        treefn_kernel.ONE_TREE_MOVES = (0.5, 0.5, 0.0, 0.0)
     particles = a.particles if a.particles == "auto" else int(a.particles)
     sigma, sd = 0.7, 1.5
     rows = []
     t0 = time.perf_counter()
     for data_seed in range(*a.data_seeds):
-        X, codes, y = _one_tree_data(data_seed)
+        if a.likelihood == "poisson":
+            X, y, want, model = _one_tree_poisson(data_seed)
+        else:
+            X, codes, y = _one_tree_data(data_seed)
 
-        def log_leaf(r):
-            k = len(r)
-            return stats.multivariate_normal(np.zeros(k), sigma ** 2 * np.eye(k) + sd ** 2 * np.ones((k, k))).logpdf(y[r])
+            def log_leaf(r):
+                k = len(r)
+                cov = sigma ** 2 * np.eye(k) + sd ** 2 * np.ones((k, k))
+                return stats.multivariate_normal(np.zeros(k), cov).logpdf(y[r])
 
-        want, _ = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, n=len(y))
+            want, _ = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, n=len(y))
 
-        def model(X, y=None):
-            f = bt.tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
-            numpyro.sample("y", dist.Normal(f, sigma), obs=y)
+            def model(X, y=None):
+                f = bt.tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
+                numpyro.sample("y", dist.Normal(f, sigma), obs=y)
 
         for seed in a.sampler_seeds:
             with warnings.catch_warnings():

@@ -189,7 +189,8 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0, 0.5, 0.25)), ("pgibbs", (1.0,)),
-                                                  pytest.param("mixed", (1.0,), marks=pytest.mark.full_only)])
+                                                  pytest.param("mixed", (1.0,), marks=pytest.mark.full_only),
+                                                  ("mixed", (1.0, 0.5, 0.25))])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):
     from bayestrees.inference.pcfg.fit import fit_posterior
 
@@ -224,12 +225,12 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, d
 def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
     """The scheme is a choice of step class (no branch on the scheme inside a step); the kernel
     module does not import particle Gibbs, so its build_kernel refuses that scheme; tempering wraps
-    whichever step was chosen."""
+    whichever step was chosen (the mixed scheme on a ladder tempers its local moves only)."""
     from bayestrees.inference.pgibbs import PGibbsStep
     from bayestrees.inference.bcart.schemes import SCHEME_STEPS
     from bayestrees.inference.tempering import TemperedStep
 
-    from bayestrees.inference.pgibbs import MixedStep
+    from bayestrees.inference.pgibbs import LadderMixedStep, MixedStep
 
     assert SCHEME_STEPS == {"moves": M.MoveStep, "sweep": M.SweepStep, "pgibbs": PGibbsStep, "mixed": MixedStep}
     for scheme, step in SCHEME_STEPS.items():
@@ -238,8 +239,11 @@ def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
         hot = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme=scheme, n_codes=4,
                            temperatures=(1.0, 0.5))
         k = kernel_for(hot)
-        assert type(k.step) is TemperedStep and type(k.step.step) is step and k.step.n_replicas == 2
         assert k.step == kernel_for(hot).step  # hashable by value: compiled blocks are reused
+        if scheme == "mixed":   # on a ladder: tempered local moves, the regrowth of the cold replica alone
+            assert type(k.step) is LadderMixedStep and k.step.cfg == hot
+            continue
+        assert type(k.step) is TemperedStep and type(k.step.step) is step and k.step.n_replicas == 2
     cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 3, 2, scheme="pgibbs", n_codes=4)
     with pytest.raises(ValueError, match="schemes.kernel_for"):
         M.build_kernel(cfg)

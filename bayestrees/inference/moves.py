@@ -347,7 +347,9 @@ def log_var_prob(nthr, j, var_weight):
 
 
 def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
-    """:func:`_draw_rule` from uniforms: ``u_var`` (d,) picks the variable, ``u_thr`` () the threshold."""
+    """A rule at ``node`` from uniforms: variable uniform among the valid ones (or with probability
+    ``xi_j / sum_valid xi`` given ``var_weight``), threshold uniform among its valid codes; ``u_var``
+    (d,) picks the variable, ``u_thr`` () the threshold."""
     nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
     if var_weight is None:
         j, _ = choose_u(u_var, nthr > 0)
@@ -357,13 +359,6 @@ def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
     m = jnp.maximum(nthr[j], 1)
     t = ev.lo[node, j] + jnp.minimum(jnp.floor(u_thr * m).astype(jnp.int32), m - 1)
     return j, t.astype(jnp.int32)
-
-
-def _draw_rule(key, ev: Eval, node, var_weight=None):
-    """A rule at ``node``: variable uniform among the valid ones (or with probability ``xi_j / sum_valid xi``
-    given ``var_weight``), threshold uniform among its valid codes."""
-    u = random_bits.open_uniform(key, (ev.lo.shape[-1] + 1,))
-    return _draw_rule_u(u[1:], u[0], ev, node, var_weight)
 
 
 def _log_rule_q(ev: Eval, node, j, var_weight=None):
@@ -481,10 +476,6 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         if len(self.cfg.temperatures) > 1:  # a tempered ensemble: the posterior replica
             state = jax.tree_util.tree_map(lambda a: a[0], state)
         return draw_leaves(key, state.tree, state.ev, data, self.cfg)
-
-
-def _accept(key, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
-    return _accept_u(random_bits.open_uniform(key, ()), state, new_tree, new_ev, ok, log_ratio)
 
 
 def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):

@@ -62,7 +62,9 @@ from .. import random_bits
 from ..batching import scatter_add
 from ..tree import LEAF, Tree
 from . import heap
-from .moves import MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, whole_step_info
+from .moves import (MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, report_cold_chain,
+                    tempered_log_lik, whole_step_info)
+from .tempering import TemperedStep
 
 __all__ = ["PGibbsStep", "MixedStep", "pgibbs"]
 
@@ -313,3 +315,38 @@ class MixedStep:
         st = st._replace(tree=heap.with_heap_depths(st.tree))
         new, changed = pgibbs(k_pg, st, data, cfg)
         return new, whole_step_info("mixed", moved | changed, new, cfg)
+
+
+@dataclass(frozen=True)
+class LadderMixedStep:
+    """Scheme "mixed" over a ladder of temperatures: ``cfg.local_moves`` steps of the tempered ensemble
+    of local moves (every replica one move, then one exchange of an adjacent pair:
+    :class:`bayestrees.inference.tempering.TemperedStep`), then one particle Gibbs regrowth of the
+    cold replica.
+
+    Each part leaves the product of the replicas' tempered targets invariant (the regrowth is a
+    Gibbs-type update of the cold replica's tree given its target, the others unchanged), and the
+    order does not depend on the state, so the step is an exact kernel for the product and the cold
+    replica's draws are the posterior's.  The hot replicas cross between modes by cheap local moves
+    and hand them down by exchanges; the regrowth refreshes the cold tree as a whole.  State: the
+    tempered ensemble's (a leading replica axis).  Info: the cold replica's, ``move`` "mixed".
+    """
+
+    cfg: MCMCConfig
+
+    def __call__(self, key, state: State, data: MCMCData):
+        cfg = self.cfg
+        ladder = TemperedStep(MoveStep(cfg), len(cfg.temperatures), tempered_log_lik, report_cold_chain)
+        k_moves, k_pg = jax.random.split(key)
+
+        def body(i, carry):
+            st, moved, swapped = carry
+            st, info = ladder(random_bits.fold_in(k_moves, i), st, data)
+            return st, moved | info.accepted, swapped | info.swap_accepted
+
+        st, moved, swapped = jax.lax.fori_loop(0, cfg.local_moves, body, (state, jnp.array(False), jnp.array(False)))
+        cold = jax.tree_util.tree_map(lambda a: a[0], st)
+        # pruning frees slots with depth 0; the regrowth writes into free slots and keeps their depth
+        new, changed = pgibbs(k_pg, cold._replace(tree=heap.with_heap_depths(cold.tree)), data, cfg)
+        st = jax.tree_util.tree_map(lambda a, b: a.at[0].set(b), st, new)
+        return st, whole_step_info("mixed", moved | changed, new, cfg)._replace(swap_accepted=swapped)

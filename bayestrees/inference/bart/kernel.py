@@ -72,7 +72,8 @@ from ..loop import Kernel
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
-           "grow_or_prune", "leaf_marginal"]
+           "grow_or_prune", "leaf_marginal", "move_trees", "NormalRows",
+           "change_or_swap"]
 
 
 class BARTData(NamedTuple):
@@ -631,7 +632,7 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Move
                   q_old, q_new, valid)
 
 
-def _change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
+def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
     """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
     new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
@@ -671,10 +672,43 @@ class _Step:
         return state, Info(proposed, accepted, _at_max_depth(state, cfg))
 
 
-def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig):
+class NormalRows(NamedTuple):
+    """The leaf model of a visit (:func:`move_trees`) for Normal rows: row ``i`` of precision
+    ``p_i = w_i / sigma^2`` about the tree's leaf value, leaf values ``N(0, tau2)``.
+
+    Every leaf model of the visit gives the same four things.  The visit keeps per leaf ``wsum``,
+    the sum of a per-row quantity that no visit changes (here ``w_i``: ``BARTData.weight``), and
+    scatters ``q``, the sum of :meth:`row_values` of the partial residual ``r`` (every tree but the
+    visited one); :meth:`log_marginal` is the leaf's log marginal likelihood from ``(wsum, q)``, up
+    to terms that are the same for every tree; :meth:`noise` draws the leaf draws' randomness for
+    all ``m`` visits at once and :meth:`draw` turns one visit's share into leaf values from their
+    conditional.  :class:`bayestrees.inference.treefn.kernel.GammaPoissonRows` is the other one.
+    """
+
+    w: jax.Array        # (n,) row weights (0 for padding)
+    inv_s2: jax.Array   # 1 / sigma^2
+    tau2: jax.Array     # the leaf values' prior variance
+
+    def row_values(self, r):
+        return self.w * r
+
+    def log_marginal(self, wsum, q):
+        return leaf_marginal(wsum * self.inv_s2, q * self.inv_s2, self.tau2)
+
+    def noise(self, key, m: int, S: int, dtype):
+        return random_bits.normal(key, (m, S), dtype)
+
+    def draw(self, is_leaf, wsum, q, noise):
+        var = 1.0 / (wsum * self.inv_s2 + 1.0 / self.tau2)
+        return jnp.where(is_leaf, var * q * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
+
+
+def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=None):
     """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
     not) and its leaf values from their conditional, the residual carried (the module docstring's
-    steps 1-2).  ``keys``: the proposals', the acceptances' and the leaf draws' randomness.
+    steps 1-2).  ``keys``: the proposals', the acceptances' and the leaf draws' randomness;
+    ``leaves``: the visit's leaf model (:class:`NormalRows`, the default, or another with its
+    methods; ``state.wsum`` then holds its per-leaf sums).
     Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
     k_prop, k_acc, k_val = keys
     mc = cfg.mcmc
@@ -688,10 +722,15 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig):
     prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
                                                                     state.log_prior, state.avail)
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-    zval = random_bits.normal(k_val, (m, S), dt)
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = 1.0 / state.sigma2
-    local = cfg.slide > 0 or mc.move_probs[2] + mc.move_probs[3] == 0  # no change or swap to route
+    normal = leaves is None
+    leaves = NormalRows(w, inv_s2, tau2) if normal else leaves
+    zval = leaves.noise(k_val, m, S, dt)
+    changes = cfg.slide == 0 and mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees to route again
+    if cfg.slide and not normal:
+        raise ValueError("slide moves take the Normal leaf model of the visit only")
+    local = normal and not changes   # the grow/prune visit of Normal leaves, its terms computed first
     # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
     # large data: in the visit, where the node's rows are in cache
     batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
@@ -727,11 +766,6 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig):
             return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
 
         cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
-
-    def draw(is_leaf, q, wsum, zv):
-        """The kept tree's leaf values from their conjugate posterior (``q``, ``wsum``: its per-leaf sums)."""
-        var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
-        return jnp.where(is_leaf, var * q * inv_s2 + jnp.sqrt(var) * zv, 0.0).astype(dt)
 
     def visit_local(R, xs):
         # a grow or prune at s: one scatter of w r into the finer tree's leaves (T' after a grow
@@ -790,18 +824,21 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig):
         pr, v, leaf8, count, wsum, lu, zv = xs
         leaf = leaf8.astype(jnp.int32)
         r = R + take(v, leaf)
-        wr = w * r
-        gp = lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S)  # noqa: E731
-        mv = jax.lax.cond(pr.kind == 2, lambda _: _change_or_swap(pr, leaf, wr, count, wsum, data, q, S,
-                                                                  mc.max_depth), gp, None)
-        lm_old = leaf_marginal(wsum * inv_s2, mv.q_old * inv_s2, tau2)
-        lm_new = leaf_marginal(mv.wsum * inv_s2, mv.q_new * inv_s2, tau2)
+        wr = leaves.row_values(r)
+        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, q, S) if not changes else jax.lax.cond(
+            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, q, S, mc.max_depth),
+            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S), None)
+        lm_old = leaves.log_marginal(wsum, mv.q_old)
+        lm_new = leaves.log_marginal(mv.wsum, mv.q_new)
         ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
         acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
         wsum = jnp.where(acc, mv.wsum, wsum)
-        value = draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), jnp.where(acc, mv.q_new, mv.q_old), wsum, zv)
+        value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.q_new, mv.q_old),
+                            zv).astype(dt)
         leaf = jnp.where(acc, mv.leaf, leaf)
-        R = r - take(_stored(value), leaf)
+        # Normal leaves: the stored table (:func:`_stored`); other leaf models read the draw as computed
+        # (the stored table would move the Gamma-Poisson path's float rounding under -O0, not its draws' law)
+        R = r - take(_stored(value) if normal else value, leaf)
         return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
 
     xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)

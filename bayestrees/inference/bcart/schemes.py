@@ -13,7 +13,9 @@ mixed     ``local_moves`` local moves, then a particle Gibbs regrowth      :clas
 ========  ===============================================================  ===========================
 
 :func:`kernel_for` builds the kernel of a config, tempered over ``cfg.temperatures`` when it has
-several (:func:`bayestrees.inference.tempering.tempered` wraps any of them).  A new scheme is a new
+several (:func:`bayestrees.inference.tempering.tempered` wraps any of them), except "mixed" on a
+ladder: its local moves run tempered and the regrowth is the cold replica's alone
+(:class:`~bayestrees.inference.pgibbs.LadderMixedStep`).  A new scheme is a new
 step class and one line in :data:`SCHEME_STEPS`.
 """
 from __future__ import annotations
@@ -21,8 +23,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..loop import Kernel
-from ..moves import MCMCConfig, MoveStep, SweepStep, make_kernel
-from ..pgibbs import MixedStep, PGibbsStep
+from ..moves import MCMCConfig, MoveStep, RootInit, SweepStep, check_move_probs, make_kernel
+from ..pgibbs import LadderMixedStep, MixedStep, PGibbsStep
+from ..tempering import TemperedInit
 
 __all__ = ["SCHEME_STEPS", "kernel_for"]
 
@@ -45,4 +48,8 @@ def kernel_for(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
     """
     if cfg.scheme not in SCHEME_STEPS:
         raise ValueError(f"scheme must be one of {tuple(SCHEME_STEPS)}, got {cfg.scheme!r}")
+    if cfg.scheme == "mixed" and len(cfg.temperatures) > 1:
+        check_move_probs(cfg)
+        return Kernel(TemperedInit(RootInit(cfg, jnp.dtype(dtype)), cfg.temperatures, jnp.dtype(dtype)),
+                      LadderMixedStep(cfg))
     return make_kernel(cfg, SCHEME_STEPS[cfg.scheme](cfg), dtype)

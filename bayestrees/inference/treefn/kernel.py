@@ -95,8 +95,8 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", 
 REGROW_PARTICLES = 10
 #: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
 ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
-#: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth; on
-#: the Gamma-Poisson and general paths, this many grows or prunes)
+#: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth on the
+#: conjugate Normal path)
 ONE_TREE_MOVE_COUNT = 50
 
 
@@ -123,6 +123,36 @@ def _mean_over(value, count, s, grow):
     cl, cr = count[lc].astype(value.dtype), count[rc].astype(value.dtype)
     joined = (value[lc] * cl + value[rc] * cr) / jnp.maximum(cl + cr, 1.0)
     return jnp.where(grow, jnp.where(kids, value[s], value), jnp.where(idx == s, joined, value))
+
+
+class GammaPoissonRows(NamedTuple):
+    """The leaf model of BART's visit (:class:`bayestrees.inference.bart.kernel.NormalRows` says
+    what it gives) for Poisson rows of rate ``B_i exp(f_i)`` and log-gamma leaves ``exp(theta) ~
+    Gamma(c, d)``.  The visit's residual is ``-f``, so its partial residual is ``r = -f_-j``: per
+    leaf ``wsum = sum y_i`` and ``q = sum B_i exp(-r_i)``, the Gamma-Poisson marginal, and
+    ``exp(theta)`` drawn from ``Gamma(c + wsum, d + q)`` (exact Gamma draws from Marsaglia-Tsang
+    candidates drawn for all visits before the scan: :func:`bayestrees.random_bits.log_gamma_given`;
+    a rejection loop in every visit cost more than half of the step)."""
+
+    B: jax.Array   # (n,)
+    c: float
+    d: float
+
+    def row_values(self, r):
+        return self.B * jnp.exp(-r)
+
+    def log_marginal(self, wsum, q):
+        return leaf_priors.loggamma_log_marginal(wsum, q, self.c, self.d)
+
+    def noise(self, key, m: int, S: int, dtype):
+        k_val, k_more = random_bits.split(key)
+        gz, gu = random_bits.gamma_tries(k_val, (m, S))
+        return random_bits.split(k_more, m), gz, gu
+
+    def draw(self, is_leaf, wsum, q, noise):
+        k, z, ug = noise
+        shape = jnp.where(is_leaf, self.c + wsum, 1.0).astype(wsum.dtype)
+        return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.d + q), 0.0)
 
 
 def _traced(model_args, model_kwargs) -> bool:
@@ -379,22 +409,22 @@ class TreeMoves(MCMCKernel):
         return self
 
     def _with_kernel(self, fn: _Fn, conj: str) -> _Fn:
-        """``fn`` with the tree kernel its path takes: on the conjugate Normal path, the particle
-        Gibbs regrowth of ``particles`` and, for a function of one tree, the one-tree kernel
-        (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step); elsewhere grow and prune."""
+        """``fn`` with the tree kernel its path takes: for a function of one tree, the one-tree moves
+        (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step; elsewhere one grow or
+        prune of every tree a step), and on the conjugate Normal path the particle Gibbs regrowth of
+        ``particles``."""
         m = fn.dist.spec.m
         particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
+        if m == 1:
+            cfg = dataclasses.replace(cfg, mcmc=dataclasses.replace(cfg.mcmc, move_probs=ONE_TREE_MOVES),
+                                      local_moves=ONE_TREE_MOVE_COUNT)
         if conj != "normal":
             if self.particles not in ("auto", 0):
                 raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
                                  f"Normal path only, and {fn.site!r} takes the "
                                  f"{'Gamma-Poisson' if conj else 'general'} path")
-            # grow and prune only there; a function of one tree visits its tree ONE_TREE_MOVE_COUNT times a step
-            return fn._replace(cfg=dataclasses.replace(cfg, local_moves=ONE_TREE_MOVE_COUNT)) if m == 1 else fn
-        if m == 1:
-            cfg = dataclasses.replace(cfg, mcmc=dataclasses.replace(cfg.mcmc, move_probs=ONE_TREE_MOVES),
-                                      local_moves=ONE_TREE_MOVE_COUNT)
+            return fn._replace(cfg=cfg)
         if particles:
             cfg = dataclasses.replace(cfg, particles=particles, n_codes=int(np.max(fn.dist.code_hi, initial=0)) + 1)
         return fn._replace(cfg=cfg)
@@ -531,58 +561,22 @@ class TreeMoves(MCMCKernel):
         return new, jnp.sum(info.accepted)
 
     def _poisson_step(self, key, st, fn: _Fn, L):
-        """The conjugate step of log-gamma leaves (module docstring): tree by tree, a grow or prune
-        with the leaf values integrated out, then the leaf values from their Gamma conditional (exact
-        Gamma draws from Marsaglia-Tsang candidates drawn for all visits before the scan:
-        :func:`bayestrees.random_bits.log_gamma_given`; a rejection loop in every visit cost more than
-        half of the step)."""
-        cfg = fn.cfg
-        mc = cfg.mcmc
-        S, m = mc.capacity, cfg.m
-        dt = st.resid.dtype
-        q = jnp.asarray(mc.min_leaf_rows, dt)
+        """The conjugate step of log-gamma leaves (module docstring): BART's visit of every tree
+        (:func:`bayestrees.inference.bart.kernel.move_trees`, its moves with the leaf values
+        integrated out, then the leaf values from their conditional) with the leaf model
+        :class:`GammaPoissonRows`.  The visit carries ``-f`` as its residual, so that its partial
+        residual is ``-f_-j``."""
         c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
-        k_prop, k_acc, k_val = random_bits.split(key, 3)
-        u = random_bits.open_uniform(k_prop, (m, bart_kernel.N_UNIFORMS))
-        prop = jax.vmap(lambda *a: bart_kernel.propose(*a, fn.data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
-                                                                        st.avail)
-        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-        k_val, k_more = random_bits.split(k_val)
-        gz, gu = random_bits.gamma_tries(k_val, (m, S))   # the leaf draws' randomness, for all visits at once
-        keys = random_bits.split(k_more, m)
         f0 = st.z - st.resid
         _, a, h = self._vgh(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
         y = jnp.maximum(a + mu, 0.0)              # a - h
-        B = mu * jnp.exp(-f0)
-        data = fn.data._replace(weight=y)         # the moves' per-leaf "weights" are the sums of y
-        ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, dt), leaf.astype(jnp.int32), y))(st.leaf)
-
-        def visit(f, xs):
-            pr, v, leaf8, count, ys, lu, k, z, ug = xs
-            leaf = leaf8.astype(jnp.int32)
-            r = f - take(v, leaf)                 # the other trees' sum
-            mv = bart_kernel.grow_or_prune(pr, leaf, B * jnp.exp(r), count, ys, data, q, S)
-            lm_old = leaf_priors.loggamma_log_marginal(ys, mv.q_old, c, d)
-            lm_new = leaf_priors.loggamma_log_marginal(mv.wsum, mv.q_new, c, d)
-            ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
-            acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
-            ys = jnp.where(acc, mv.wsum, ys)
-            U = jnp.where(acc, mv.q_new, mv.q_old)
-            is_leaf = jnp.where(acc, pr.leaf_new, pr.leaf_old)
-            shape = jnp.where(is_leaf, c + ys, 1.0).astype(dt)
-            value = jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(d + U), 0.0).astype(dt)
-            leaf = jnp.where(acc, mv.leaf, leaf)
-            return r + take(value, leaf), (value, leaf.astype(leaf8.dtype), acc, jnp.where(acc, mv.count, count), ys)
-
-        xs = (prop, st.value, st.leaf, st.count, ysum, log_u, keys, gz, gu)
-        f, (value, leaf, acc, count, ysum) = jax.lax.scan(visit, f0, xs)
-        a2 = acc[:, None]
-        new = st._replace(feature=jnp.where(a2, prop.feature, st.feature),
-                          threshold=jnp.where(a2, prop.threshold, st.threshold), value=value, leaf=leaf, count=count,
-                          wsum=ysum, log_prior=jnp.where(acc, prop.log_prior, st.log_prior),
-                          avail=jnp.where(a2, prop.avail, st.avail), resid=jnp.zeros_like(f), z=f)
-        return new, jnp.sum(acc)
+        S = fn.cfg.mcmc.capacity
+        ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, y.dtype), leaf.astype(jnp.int32), y))(st.leaf)
+        st = st._replace(wsum=ysum, resid=-f0)   # the visit's per-leaf "weights" are the sums of y
+        new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data._replace(weight=y), fn.cfg,
+                                                  GammaPoissonRows(mu * jnp.exp(-f0), c, d))
+        return new._replace(resid=jnp.zeros_like(f0), z=-new.resid), jnp.sum(accepted)
 
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg
@@ -628,19 +622,33 @@ class TreeMoves(MCMCKernel):
             mean = g_bar + jnp.clip(step, -step_max, step_max)
             return jnp.where(is_leaf, mean, 0.0), P
 
+        changes = mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees routed again (a change or swap)
+
+        def centre(ok, kind, node, value, count, leaf_to, count_to, rows_value, grow):
+            """The Laplace step's start per leaf of the tree moved to: the mean over its rows of the
+            tree's values before the move (:func:`_mean_over` for a grow or prune; a change or swap
+            averages ``rows_value`` over the new leaves' rows)."""
+            local = _mean_over(value, count, node, grow)
+            if changes:
+                mean = cell_sums(leaf_to, rows_value, S) / jnp.maximum(count_to, 1.0)
+                local = jnp.where(kind == 2, mean, local)
+            return jnp.where(ok, local, value)
+
         def visit(carry, xs):
             f, Lf, a, h = carry
             pr, ft, tt, v, leaf8, count, wsum, lu, zv = xs
             leaf = leaf8.astype(jnp.int32)
             g = take(v, leaf)
-            mv = bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S)
+            mv = bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S) if not changes else jax.lax.cond(
+                pr.kind == 2, lambda _: bart_kernel.change_or_swap(pr, leaf, zeros, count, wsum, data, q, S, mc.max_depth),
+                lambda _: bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S), None)
             ok = pr.ok & mv.valid
             grow = pr.kind == 0
             leaf_p = jnp.where(ok, mv.leaf, leaf)
             is_leaf_old = pr.leaf_old
             is_leaf_p = jnp.where(ok, pr.leaf_new, is_leaf_old)
             b = jnp.maximum(-h, 0.0)
-            mean, P = laplace(leaf_p, is_leaf_p, a, b, g, jnp.where(ok, _mean_over(v, count, pr.node, grow), v))
+            mean, P = laplace(leaf_p, is_leaf_p, a, b, g, centre(ok, pr.kind, pr.node, v, count, leaf_p, mv.count, g, grow))
             mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)
             lq_fwd = jnp.sum(jnp.where(is_leaf_p, log_n(mu, mean, P), 0.0))
             g_new = take(mu, leaf_p)
@@ -648,7 +656,7 @@ class TreeMoves(MCMCKernel):
             L1, a1, h1 = self._vgh(L, f1)
             b1 = jnp.maximum(-h1, 0.0)
             mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new,
-                                jnp.where(ok, _mean_over(mu, mv.count, pr.node, ~grow), mu))
+                                centre(ok, pr.kind, pr.node, mu, mv.count, leaf, count, g_new, ~grow))
             lq_rev = jnp.sum(jnp.where(is_leaf_old, log_n(v, mean1, P1), 0.0))
             lp_leaves = (jnp.sum(jnp.where(is_leaf_p, log_prior_leaf(mu), 0.0))
                          - jnp.sum(jnp.where(is_leaf_old, log_prior_leaf(v), 0.0)))
