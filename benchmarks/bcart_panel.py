@@ -15,7 +15,9 @@ Schemes (``--schemes``): ``default`` (the estimators' defaults: a particle Gibbs
 tree per step, 300 + 700 steps), ``moves`` (one random local move per step), ``sweep`` (a
 systematic sweep), ``tempered`` (local moves on an 8-rung ladder from 1 down to 0.1, 2,000 steps),
 ``tempered_long`` (the same, 25,000 steps, every 10th kept), ``mixed`` (``local_moves`` local moves,
-then a regrowth, per step).  Each scheme has its own chain lengths
+then a regrowth, per step), ``tempered_pg`` and ``tempered_mixed`` (those on a 4-rung ladder, every
+replica regrown), ``ladder_mixed`` (25 steps of the tempered local moves, then a regrowth of the
+cold replica).  Each scheme has its own chain lengths
 (``LENGTHS``).
 
 For each fit: the rank-normalised split R-hat (ArviZ) of ``n_leaves``, ``sigma`` (regression)
@@ -65,6 +67,10 @@ LENGTHS = {
                                "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.3, 4))}),
     "tempered_mixed": (100, 300, {"scheme": "mixed", "local_moves": 10,
                                   "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.3, 4))}),
+    # the mixed scheme on a ladder (pgibbs.LadderMixedStep): 25 steps of the tempered local moves
+    # (8 rungs, 1 to 0.1), then a regrowth of the cold replica, per step
+    "ladder_mixed": (200, 600, {"scheme": "mixed", "local_moves": 25,
+                                "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
 }
 
 

@@ -417,23 +417,28 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
-    mc = moves.MCMCConfig(canonical(config.prior), KnownVarianceNormalLeaves(1.0, sigma_mu ** 2), config.max_depth,
-                      data.d, tuple(float(p) for p in config.move_probs), "moves",
-                      min_leaf_rows=int(config.min_leaf_rows))
+    mc = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=KnownVarianceNormalLeaves(1.0, sigma_mu ** 2),
+                          max_depth=config.max_depth, n_features=data.d,
+                          move_probs=tuple(float(p) for p in config.move_probs), scheme="moves",
+                          min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
-    kcfg = bart_kernel.KernelConfig(mc, int(config.m), probit, (not probit) and config.fixed_sigma is None, bool(config.sparse),
-                          int(width), int(config.slide), particles=int(config.particles),
-                          n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
-                          local_moves=int(config.local_moves))
+    kcfg = bart_kernel.KernelConfig(mcmc=mc, m=int(config.m), probit=probit,
+                                    sample_sigma=(not probit) and config.fixed_sigma is None,
+                                    sparse=bool(config.sparse), batch_width=int(width), slide=int(config.slide),
+                                    particles=int(config.particles),
+                                    n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
+                                    local_moves=int(config.local_moves))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = bart_kernel.build_kernel(kcfg, dtype)
     code_lo, code_hi = bart_kernel.data_intervals(data.codes)
-    bdata = bart_kernel.BARTData(jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)), jnp.asarray(ys, dtype),
-                       jnp.asarray(w_arr, dtype), jnp.ones(data.n, dtype), jnp.asarray(config.nu, dtype),
-                       jnp.asarray(config.nu * lam, dtype), jnp.asarray(sigma2, dtype), jnp.asarray(offset, dtype),
-                       traced_params(config.prior, dtype), jnp.asarray(code_lo), jnp.asarray(code_hi),
-                       jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype),
-                       None if pcodes is None else jnp.asarray(pcodes))
+    bdata = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)),
+                                 y=jnp.asarray(ys, dtype), weight=jnp.asarray(w_arr, dtype), rows=jnp.ones(data.n, dtype),
+                                 nu=jnp.asarray(config.nu, dtype), nu_lam=jnp.asarray(config.nu * lam, dtype),
+                                 sigma2=jnp.asarray(sigma2, dtype), offset=jnp.asarray(offset, dtype),
+                                 prior=traced_params(config.prior, dtype), code_lo=jnp.asarray(code_lo),
+                                 code_hi=jnp.asarray(code_hi),
+                                 sparse_prior=jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype),
+                                 predict_codes=None if pcodes is None else jnp.asarray(pcodes))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
     col = bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees))
@@ -447,9 +452,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     assert draws.feature is None or draws.feature.shape[-1] == S
     sigma = None if probit else draws.sigma.astype(np.float64) * scale
     sparse = (draws.split_prob, draws.alpha) if config.sparse else (None, None)
-    return BARTResult(draws.feature, draws.threshold, draws.value, sigma, draws.fit, draws.lp, info, config,
-                      data.task, shift, scale, offset, sigma_mu, sigma_hat, lam, w, seconds, *sparse,
-                      n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
+    return BARTResult(feature=draws.feature, threshold=draws.threshold, value=draws.value, sigma=sigma, fit=draws.fit,
+                      lp=draws.lp, info=info, config=config, task=data.task, y_shift=shift, y_scale=scale,
+                      offset=offset, sigma_mu=sigma_mu, sigma_hat=sigma_hat, lam=lam, weights=w, seconds=seconds,
+                      split_prob=sparse[0], sparse_alpha=sparse[1], n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
                       predict_codes=pcodes, predict_fit=draws.predict)
 
 

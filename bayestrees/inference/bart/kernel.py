@@ -304,10 +304,11 @@ class _Init:
         log_s = jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt)
         alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
         lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
-        return State(feature, threshold, jnp.zeros((m, S), dt), jnp.zeros((m, n), leaf_dtype(S)),
-                     root.set(jnp.sum(data.rows).astype(dt)),
-                     root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), lp, avail.astype(dt),
-                     z, jnp.asarray(data.sigma2, dt), z, log_s, alpha)
+        return State(feature=feature, threshold=threshold, value=jnp.zeros((m, S), dt),
+                     leaf=jnp.zeros((m, n), leaf_dtype(S)), count=root.set(jnp.sum(data.rows).astype(dt)),
+                     wsum=root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), log_prior=lp,
+                     avail=avail.astype(dt), resid=z, sigma2=jnp.asarray(data.sigma2, dt), z=z, log_s=log_s,
+                     alpha=alpha)
 
 
 def _tables(S: int):
@@ -525,8 +526,9 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
     bad_swap = is_swap & ((sib_int & ~same & (f[sib] == f[p]) & (t[sib] == t[p])) | ((f[p] == f[c]) & (t[p] == t[c])))
     ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | (nthr[j] > 0))
     kind = jnp.minimum(move, 2).astype(jnp.int32)
-    return _Proposal(kind, move, ok, slot0.astype(jnp.int32), j, tn, fn, tn_, is_leaf, leaf_new,
-                     (lp_new - lp + lq).astype(dtype), lp_new.astype(dtype), avail_new.astype(dtype))
+    return _Proposal(kind=kind, move=move, ok=ok, node=slot0.astype(jnp.int32), var=j, thr=tn, feature=fn,
+                     threshold=tn_, leaf_old=is_leaf, leaf_new=leaf_new, log_ratio=(lp_new - lp + lq).astype(dtype),
+                     log_prior=lp_new.astype(dtype), avail=avail_new.astype(dtype))
 
 
 def _inside(leaf, node):
@@ -628,8 +630,8 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Move
     c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype)
     valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
     leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
-    return _Moved(leaf_new, _split_join(count, c_l, s, grow), _split_join(wsum, w_l.astype(wsum.dtype), s, grow),
-                  q_old, q_new, valid)
+    return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
+                  wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), q_old=q_old, q_new=q_new, valid=valid)
 
 
 def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
@@ -639,7 +641,8 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_dep
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     q_old = cell_sums(leaf, wr, S)
     valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= q, True))
-    return _Moved(new, st[:, 0].astype(count.dtype), st[:, 1].astype(wsum.dtype), q_old, st[:, 2], valid)
+    return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), q_old=q_old,
+                  q_new=st[:, 2], valid=valid)
 
 
 def leaf_marginal(P, Q, tau2):
@@ -669,7 +672,7 @@ class _Step:
         if cfg.particles:
             state = regrow_trees(random_bits.fold_in(key, 1), state, data, cfg)
         state = step_sigma((k_last, k_sparse), state, data, cfg)
-        return state, Info(proposed, accepted, _at_max_depth(state, cfg))
+        return state, Info(proposed=proposed, accepted=accepted, at_max_depth=_at_max_depth(state, cfg))
 
 
 class NormalRows(NamedTuple):
@@ -1061,8 +1064,9 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         else:
             n_leaves, depth, splits = tree_summaries(state.feature, data.codes.shape[0])
             trees, summaries = (None, None, None), (n_leaves.astype(jnp.int16), depth.astype(jnp.int8), splits)
-        return Draw(*trees, jnp.sqrt(state.sigma2), fit, _log_joint(state, data, self.cfg), split_prob,
-                    state.alpha.astype(jnp.float32), *summaries, predict)
+        return Draw(feature=trees[0], threshold=trees[1], value=trees[2], sigma=jnp.sqrt(state.sigma2), fit=fit,
+                    lp=_log_joint(state, data, self.cfg), split_prob=split_prob, alpha=state.alpha.astype(jnp.float32),
+                    n_leaves=summaries[0], depth=summaries[1], split_counts=summaries[2], predict=predict)
 
 
 def tree_summaries(feature, n_features: int):

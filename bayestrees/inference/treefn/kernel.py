@@ -281,16 +281,18 @@ class TreeMoves(MCMCKernel):
             d: TreeEnsemble = tr[site]["fn"]
             spec = d.spec
             fname = tr[site]["infer"].get("function", site)
-            mc = moves.MCMCConfig(canonical(spec.prior), KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2), spec.max_depth,
-                              d.X.shape[1], (0.5, 0.5, 0.0, 0.0), "moves", min_leaf_rows=max(int(spec.min_leaf_rows), 0))
-            cfg = bart_kernel.KernelConfig(mc, spec.m, False, False, False)
+            mc = moves.MCMCConfig(prior=canonical(spec.prior), leaf_model=KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2),
+                                  max_depth=spec.max_depth, n_features=d.X.shape[1], move_probs=(0.5, 0.5, 0.0, 0.0),
+                                  scheme="moves", min_leaf_rows=max(int(spec.min_leaf_rows), 0))
+            cfg = bart_kernel.KernelConfig(mcmc=mc, m=spec.m, probit=False, sample_sigma=False, sparse=False)
             n = d.X.shape[0]
-            data = bart_kernel.BARTData(jnp.asarray(np.ascontiguousarray(d.codes.T)), jnp.zeros(n), jnp.ones(n), jnp.ones(n),
-                              jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(0.0),
-                              traced_params(spec.prior, jnp.float32), jnp.asarray(d.code_lo), jnp.asarray(d.code_hi),
-                              jnp.zeros(3))
+            data = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(d.codes.T)), y=jnp.zeros(n),
+                                        weight=jnp.ones(n), rows=jnp.ones(n), nu=jnp.asarray(1.0),
+                                        nu_lam=jnp.asarray(1.0), sigma2=jnp.asarray(1.0), offset=jnp.asarray(0.0),
+                                        prior=traced_params(spec.prior, jnp.float32), code_lo=jnp.asarray(d.code_lo),
+                                        code_hi=jnp.asarray(d.code_hi), sparse_prior=jnp.zeros(3))
             for column in (range(spec.outputs) if spec.outputs else (-1,)):   # one block per output
-                fns.append(_Fn(site, fname, d, cfg, data, rows_key(d.X), column))
+                fns.append(_Fn(site=site, name=fname, dist=d, cfg=cfg, data=data, rows=rows_key(d.X), column=column))
         return tuple(fns), tr
 
     def _assemble(self, states) -> tuple[dict, dict]:
@@ -445,8 +447,8 @@ class TreeMoves(MCMCKernel):
         kw = dict(model_kwargs or {})
         for i, fn in enumerate(fns):
             states[i] = self._constant_start(i, states, model_args, kw)
-        return TreeMovesState(self._site_values(states), tuple(states), jnp.zeros(len(self.sites), jnp.int32),
-                              rng_key)
+        return TreeMovesState(z=self._site_values(states), trees=tuple(states),
+                              accepted=jnp.zeros(len(self.sites), jnp.int32), rng_key=rng_key)
 
     def _constant_start(self, i: int, states: list, model_args, model_kwargs, iterations: int = 30):
         """Function ``i``'s starting point: every tree one leaf of value ``c / m``, with ``c`` the
@@ -529,7 +531,8 @@ class TreeMoves(MCMCKernel):
                 step = partial(self._repeated, step)
             states[i], acc = step(keys[i], states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
-        return TreeMovesState(self._site_values(states), tuple(states), jnp.stack(accepted), rng_key)
+        return TreeMovesState(z=self._site_values(states), trees=tuple(states), accepted=jnp.stack(accepted),
+                              rng_key=rng_key)
 
     @staticmethod
     def _repeated(step, key, st, fn: _Fn, L):
