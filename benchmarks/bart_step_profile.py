@@ -53,7 +53,7 @@ def main():
     kernel, (data,) = B.ours_kernel(X, y, B.ols_sigma_hat(X, y))
     base = kernel.step.cfg
     for name, mp in (("grow/prune/change/swap", (0.25, 0.25, 0.4, 0.1)), ("grow/prune", (0.5, 0.5, 0.0, 0.0))):
-        cfg = dataclasses.replace(base, mcmc=dataclasses.replace(base.mcmc, move_probs=mp))
+        cfg = dataclasses.replace(base, move_probs=mp)
         kern = K.build_kernel(cfg)
         state = jax.jit(kern.init)(jax.random.key(0), data)
         step = jax.jit(kern.step)

@@ -71,6 +71,8 @@ LENGTHS = {
     # (8 rungs, 1 to 0.1), then a regrowth of the cold replica, per step
     "ladder_mixed": (200, 600, {"scheme": "mixed", "local_moves": 25,
                                 "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    "ladder_mixed_long": (400, 1600, {"scheme": "mixed", "local_moves": 25,
+                                      "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
 }
 
 

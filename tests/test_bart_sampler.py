@@ -370,7 +370,7 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
     exact = {k: np.exp(v - mx) / z for k, v in log_post.items()}
     exact_s2 = sum(exact[k] * e_s2[k] for k in exact)
 
-    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, tau2), 1, d)
+    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=1, m=m, move_probs=(0.25, 0.25, 0.4, 0.1))
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(nu),
                       jnp.float32(nu * lam), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))
@@ -378,7 +378,7 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
     def pair_of(key, st, data):
         return st.feature[:, 0], st.threshold[:, 0], st.feature[:, 0], st.sigma2
 
-    res = run_chains(jax.random.key(0), K.build_kernel(K.KernelConfig(mc, m)), args=(data,), chains=4, draws=25000,
+    res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=4, draws=25000,
                      tune=200, collect=pair_of)
     f, t, left, s2 = (np.asarray(a) for a in res.samples)
     tree_state = lambda c, i, k: None if left[c, i, k] < 0 else (int(f[c, i, k]), int(t[c, i, k]))  # noqa: E731
@@ -469,8 +469,8 @@ def test_steps_from_the_exact_posterior_stay_at_it(kernel):
             value[sel, j], leaf[sel, j] = full[:, 3 * j:3 * j + 3], leaves_of(r)
             count[sel, j] = np.bincount(leaves_of(r), minlength=3)
     resid = y - np.take_along_axis(value, leaf.astype(int), 2).sum(1)
-    mc = M.MCMCConfig(prior, KnownVarianceNormalLeaves(1.0, tau2), 1, d, move_probs=(0.25, 0.25, 0.4, 0.1))
-    kcfg = K.KernelConfig(mc, m, sample_sigma=False, **kernel)
+    kcfg = K.KernelConfig(prior=prior, tau2=tau2, max_depth=1, m=m, move_probs=(0.25, 0.25, 0.4, 0.1),
+                          sample_sigma=False, **kernel)
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))
@@ -549,8 +549,8 @@ def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     post = np.exp(lp - lp.max())
     post /= post.sum()
     prior = ChipmanPrior(alpha, beta)
-    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, tau2), D, d, move_probs=(0.25, 0.25, 0.4, 0.1))
-    kcfg = K.KernelConfig(mc, 1, sample_sigma=False, n_codes=4 if kernel else 0, **kernel)
+    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=D, m=1, move_probs=(0.25, 0.25, 0.4, 0.1),
+                          sample_sigma=False, n_codes=4 if kernel else 0, **kernel)
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32))
@@ -656,8 +656,8 @@ def test_running_residual_equals_a_fresh_sum_after_10000_steps():
     y = (np.sin(codes[:, 0]) + 0.3 * codes[:, 1] + 0.2 * rng.normal(size=n)).astype(np.float32)
     y = (y - 0.5 * (y.max() + y.min())) / (y.max() - y.min())
     prior = ChipmanPrior(0.95, 1.0)
-    mc = M.MCMCConfig(canonical(prior), KnownVarianceNormalLeaves(1.0, 0.3 ** 2), max_depth, d)
-    kcfg = K.KernelConfig(mc, m)
+    kcfg = K.KernelConfig(prior=canonical(prior), tau2=0.3 ** 2, max_depth=max_depth, m=m,
+                          move_probs=(0.25, 0.25, 0.4, 0.1))
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.05), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))

@@ -77,7 +77,6 @@ import numpy as np
 from ...convert import predictive_group, to_inferencedata
 from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
     sampler_inputs
-from ...leaves import KnownVarianceNormalLeaves
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
 from .. import moves
 from ..loop import check_chain_method, resolve_chain_method, run_chains
@@ -417,12 +416,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
-    mc = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=KnownVarianceNormalLeaves(1.0, sigma_mu ** 2),
-                          max_depth=config.max_depth, n_features=data.d,
-                          move_probs=tuple(float(p) for p in config.move_probs), scheme="moves",
-                          min_leaf_rows=int(config.min_leaf_rows))
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
-    kcfg = bart_kernel.KernelConfig(mcmc=mc, m=int(config.m), probit=probit,
+    kcfg = bart_kernel.KernelConfig(prior=canonical(config.prior), tau2=sigma_mu ** 2, max_depth=config.max_depth,
+                                    m=int(config.m), move_probs=tuple(float(p) for p in config.move_probs),
+                                    min_leaf_rows=int(config.min_leaf_rows), probit=probit,
                                     sample_sigma=(not probit) and config.fixed_sigma is None,
                                     sparse=bool(config.sparse), batch_width=int(width), slide=int(config.slide),
                                     particles=int(config.particles),

@@ -113,9 +113,13 @@ class BARTData(NamedTuple):
 class KernelConfig:
     """Static settings of the kernel (hashable: one compilation per setting and data shape).
 
-    mcmc : M.MCMCConfig (the prior's kind, ``KnownVarianceNormalLeaves(1, sigma_mu^2)``, max_depth,
-        move probabilities, min_leaf_rows; scheme "moves")
+    prior : the tree prior, a :mod:`bayestrees.priors` depth prior with the rule in it (its kind: the
+        traced values come with ``BARTData.prior``)
+    tau2 : the leaf values' prior variance ``sigma_mu^2``
+    max_depth : the deepest level a leaf may sit at
     m : number of trees
+    move_probs : probabilities of grow, prune, change (or slide) and swap (grow and prune equal)
+    min_leaf_rows : every node of a tree holds at least this many rows (``BARTData.rows``)
     probit : binary outcomes through the probit latent variables
     sample_sigma : draw ``sigma^2`` (regression); False keeps ``BARTData.sigma2``
     sparse : the sparse Dirichlet split-variable prior (Linero 2018; :func:`_sparse_update`)
@@ -137,8 +141,12 @@ class KernelConfig:
         "mixed" scheme makes ``local_moves`` moves before each regrowth)
     """
 
-    mcmc: Any
+    prior: Any
+    tau2: float
+    max_depth: int
     m: int
+    move_probs: tuple = (0.5, 0.5, 0.0, 0.0)
+    min_leaf_rows: int = 1
     probit: bool = False
     sample_sigma: bool = True
     sparse: bool = False
@@ -149,13 +157,11 @@ class KernelConfig:
     local_moves: int = 1
 
     def __post_init__(self):
-        if self.mcmc.scheme != "moves":
-            raise ValueError("BART's tree step is one move per tree (MCMCConfig.scheme 'moves')")
-        if not self.mcmc.prior.rule_in_prior:
+        if not self.prior.rule_in_prior:
             raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         if self.probit and self.sample_sigma:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
-        if self.slide and self.mcmc.move_probs[3] > 0:
+        if self.slide and self.move_probs[3] > 0:
             raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap must be 0")
         if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles in (1,) \
                 or self.particles < 0:
@@ -166,6 +172,11 @@ class KernelConfig:
             raise ValueError("the particle Gibbs regrowth does not take the sparse split-variable prior yet")
         if self.particles and self.n_codes < 1:
             raise ValueError("the particle Gibbs regrowth needs n_codes, a static bound on the feature codes")
+
+    @property
+    def capacity(self) -> int:
+        """Slots of a heap tree of depth ``max_depth``."""
+        return heap.capacity(self.max_depth)
 
 
 def leaf_dtype(capacity: int):
@@ -289,7 +300,7 @@ class _Init:
 
     def __call__(self, key, data: BARTData) -> State:
         dt = self.dtype
-        m, S = self.cfg.m, self.cfg.mcmc.capacity
+        m, S = self.cfg.m, self.cfg.capacity
         n = data.y.shape[0]
         y = jnp.asarray(data.y, dt)
         if self.cfg.probit:  # z from its conditional given f = 0
@@ -417,7 +428,7 @@ def _stored(table):
 def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:
     """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from
     ``N_UNIFORMS`` uniforms ``u``; ``w`` the split-variable log probabilities (sparse prior) or None."""
-    mc = cfg.mcmc
+    mc = cfg
     S, D = mc.capacity, mc.max_depth
     lc, rc, par, depth = _tables(S)
     prior = mc.prior if data.prior is None else data.prior
@@ -714,11 +725,11 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     methods; ``state.wsum`` then holds its per-leaf sums).
     Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
     k_prop, k_acc, k_val = keys
-    mc = cfg.mcmc
+    mc = cfg
     S, m = mc.capacity, cfg.m
     dt = state.resid.dtype
     ldt = state.leaf.dtype
-    tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+    tau2 = jnp.asarray(mc.tau2, dt)
     q = jnp.asarray(mc.min_leaf_rows, dt)
     u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
     w_var = _weights(cfg, state.log_s)
@@ -896,10 +907,10 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
     dt = state.resid.dtype
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
     inv_s2 = 1.0 / state.sigma2
-    mc = cfg.mcmc
+    mc = cfg
     S, m = mc.capacity, cfg.m
-    tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
-    rcfg = regrow.regrow_config(mc.prior, mc.leaf_model.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
+    tau2 = jnp.asarray(mc.tau2, dt)
+    rcfg = regrow.regrow_config(mc.prior, mc.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
                             cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
     prior = mc.prior if data.prior is None else data.prior
@@ -933,7 +944,7 @@ def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype
     :func:`intervals.log_tree_prior`, or :func:`intervals.log_tree_prior_weighted` with the sparse
     prior's split-variable log probabilities ``log_w``; ``log_avail_w`` is then the log of the
     available variables' total probability per slot, else None)."""
-    mc = cfg.mcmc
+    mc = cfg
     prior = mc.prior if data.prior is None else data.prior
 
     def one(f, t):
@@ -999,7 +1010,7 @@ def _sparse_update(key, feature, threshold, lprior, avail, log_s, alpha, data: B
 
 def _at_max_depth(state: State, cfg: KernelConfig):
     """Trees with a leaf at ``max_depth`` that could otherwise split."""
-    S, D = cfg.mcmc.capacity, cfg.mcmc.max_depth
+    S, D = cfg.capacity, cfg.max_depth
     deep = np.arange(S) >= 2 ** D - 1                                  # the slots at max_depth
     par = np.maximum((np.arange(S) - 1) // 2, 0)
     leaf = (state.feature < 0) & (state.feature[:, par] >= 0)         # used, not internal (depth >= 1)
@@ -1011,7 +1022,7 @@ def _at_max_depth(state: State, cfg: KernelConfig):
 def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
     """``log p(y | f, sigma) + sum_j [log p(T_j) + log p(M_j)] + log p(sigma^2)``, up to a constant."""
     dt = state.resid.dtype
-    tau2 = jnp.asarray(cfg.mcmc.leaf_model.tau2, dt)
+    tau2 = jnp.asarray(cfg.tau2, dt)
     lp_trees = state.log_prior
     is_leaf = leaf_slots(state.feature)
     mu = state.value
@@ -1057,7 +1068,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
         predict = None
         if data.predict_codes is not None:
-            predict = _sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.mcmc.max_depth)
+            predict = _sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.max_depth)
         if self.keep_trees:
             trees, summaries = (state.feature.astype(self.feature_dtype), state.threshold.astype(self.threshold_dtype),
                                 value), (None, None, None)
@@ -1093,7 +1104,7 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     drawn given ``f = 0``) and ``sigma^2 = data.sigma2``; ``step(key, state, data)`` is the step of
     the module docstring.
     """
-    moves.check_move_probs(cfg.mcmc)
+    moves.check_move_probs(cfg)
     return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
 
 

@@ -82,10 +82,8 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
-from ...leaves import KnownVarianceNormalLeaves
 from . import leaf_priors
 from ...priors import canonical, traced_params
-from .. import moves
 from ..bart import kernel as bart_kernel
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
@@ -281,10 +279,10 @@ class TreeMoves(MCMCKernel):
             d: TreeEnsemble = tr[site]["fn"]
             spec = d.spec
             fname = tr[site]["infer"].get("function", site)
-            mc = moves.MCMCConfig(prior=canonical(spec.prior), leaf_model=KnownVarianceNormalLeaves(1.0, spec.leaf_sd ** 2),
-                                  max_depth=spec.max_depth, n_features=d.X.shape[1], move_probs=(0.5, 0.5, 0.0, 0.0),
-                                  scheme="moves", min_leaf_rows=max(int(spec.min_leaf_rows), 0))
-            cfg = bart_kernel.KernelConfig(mcmc=mc, m=spec.m, probit=False, sample_sigma=False, sparse=False)
+            cfg = bart_kernel.KernelConfig(prior=canonical(spec.prior), tau2=spec.leaf_sd ** 2, max_depth=spec.max_depth,
+                                           m=spec.m, move_probs=(0.5, 0.5, 0.0, 0.0),
+                                           min_leaf_rows=max(int(spec.min_leaf_rows), 0), probit=False,
+                                           sample_sigma=False, sparse=False)
             n = d.X.shape[0]
             data = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(d.codes.T)), y=jnp.zeros(n),
                                         weight=jnp.ones(n), rows=jnp.ones(n), nu=jnp.asarray(1.0),
@@ -419,8 +417,7 @@ class TreeMoves(MCMCKernel):
         particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if m == 1:
-            cfg = dataclasses.replace(cfg, mcmc=dataclasses.replace(cfg.mcmc, move_probs=ONE_TREE_MOVES),
-                                      local_moves=ONE_TREE_MOVE_COUNT)
+            cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
         if conj != "normal":
             if self.particles not in ("auto", 0):
                 raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
@@ -468,7 +465,7 @@ class TreeMoves(MCMCKernel):
         values = self._model_values(states)
         f0 = st.z - st.resid
         ones = jnp.ones_like(f0)
-        prec = 1.0 / (m * fn.cfg.mcmc.leaf_model.tau2)
+        prec = 1.0 / (m * fn.cfg.tau2)
 
         def L(c):
             return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f0 + c * ones),
@@ -556,7 +553,7 @@ class TreeMoves(MCMCKernel):
         b = jnp.maximum(-h, 0.0)
         live = b > 0
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
-        S = fn.cfg.mcmc.capacity
+        S = fn.cfg.capacity
         wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
         st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(bart_kernel.leaf_slots(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
@@ -574,7 +571,7 @@ class TreeMoves(MCMCKernel):
         _, a, h = self._vgh(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
         y = jnp.maximum(a + mu, 0.0)              # a - h
-        S = fn.cfg.mcmc.capacity
+        S = fn.cfg.capacity
         ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, y.dtype), leaf.astype(jnp.int32), y))(st.leaf)
         st = st._replace(wsum=ysum, resid=-f0)   # the visit's per-leaf "weights" are the sums of y
         new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data._replace(weight=y), fn.cfg,
@@ -583,10 +580,10 @@ class TreeMoves(MCMCKernel):
 
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg
-        mc = cfg.mcmc
+        mc = cfg
         S, m = mc.capacity, cfg.m
         dt = st.resid.dtype
-        tau2 = jnp.asarray(mc.leaf_model.tau2, dt)
+        tau2 = jnp.asarray(mc.tau2, dt)
         q = jnp.asarray(mc.min_leaf_rows, dt)
         data = fn.data
         k_prop, k_acc, k_val = random_bits.split(key, 3)
