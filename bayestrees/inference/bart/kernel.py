@@ -709,7 +709,8 @@ class NormalRows(NamedTuple):
     def log_marginal(self, wsum, q):
         return leaf_marginal(wsum * self.inv_s2, q * self.inv_s2, self.tau2)
 
-    def noise(self, key, m: int, S: int, dtype):
+    @staticmethod
+    def noise(key, m: int, S: int, dtype):
         return random_bits.normal(key, (m, S), dtype)
 
     def draw(self, is_leaf, wsum, q, noise):
@@ -736,11 +737,11 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
                                                                     state.log_prior, state.avail)
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+    normal = leaves is None
+    zval = (NormalRows if normal else leaves).noise(k_val, m, S, dt)
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = 1.0 / state.sigma2
-    normal = leaves is None
     leaves = NormalRows(w, inv_s2, tau2) if normal else leaves
-    zval = leaves.noise(k_val, m, S, dt)
     changes = cfg.slide == 0 and mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees to route again
     if cfg.slide and not normal:
         raise ValueError("slide moves take the Normal leaf model of the visit only")

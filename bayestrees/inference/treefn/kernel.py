@@ -142,7 +142,8 @@ class GammaPoissonRows(NamedTuple):
     def log_marginal(self, wsum, q):
         return leaf_priors.loggamma_log_marginal(wsum, q, self.c, self.d)
 
-    def noise(self, key, m: int, S: int, dtype):
+    @staticmethod
+    def noise(key, m: int, S: int, dtype):
         k_val, k_more = random_bits.split(key)
         gz, gu = random_bits.gamma_tries(k_val, (m, S))
         return random_bits.split(k_more, m), gz, gu
