@@ -49,6 +49,8 @@ Regression: Normal-inverse-gamma::
 """
 from __future__ import annotations
 
+import math
+
 from functools import partial
 from typing import NamedTuple
 
@@ -73,6 +75,7 @@ __all__ = [
     "CommonVarianceNormalLeaves",
     "ObjectiveNormalLeaves",
     "KnownVarianceNormalLeaves",
+    "GammaPoissonLeaves",
     "precision_row_stats",
     "NIGPrior",
     "dirichlet_log_marginal",
@@ -713,6 +716,43 @@ class KnownVarianceNormalLeaves(NamedTuple):
         mu = _take_rows(draw.value, leaf)[..., 0]
         sd = jnp.take_along_axis(draw.sigma, leaf, -1)
         return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
+
+
+class GammaPoissonLeaves(NamedTuple):
+    """Counts with a rate per leaf, the leaf model of the particle Gibbs regrowth of log-gamma leaves.
+
+    ``y_i ~ Poisson(u_i lambda_leaf)``, ``lambda_leaf ~ Gamma(c, d)`` independently (shape ``c``, rate
+    ``d``; the log-gamma leaves of log-linear BART, Murray 2021:
+    :mod:`bayestrees.inference.treefn.leaf_priors`).  The row statistics ``[y_i, u_i]`` come from the
+    caller, whose exposures ``u_i`` change from step to step (a tree of a sum passes ``B_i exp(f_-j,i)``,
+    the rate of the other trees), so the model has no ``row_stats`` of its own and serves only the
+    tree's marginal; the leaves are drawn by the caller.
+
+    Notes
+    -----
+    Per leaf, with ``Y = sum y_i`` and ``U = sum u_i`` over its rows, integrating ``lambda`` gives
+    ``c log d - lgamma(c) + lgamma(c + Y) - (c + Y) log(d + U)`` plus ``sum (y_i log u_i - lgamma(y_i + 1))``,
+    which is the same for every tree and left out; a leaf with no rows contributes 0.  The posterior
+    is ``Gamma(c + Y, d + U)``.
+    """
+
+    __eq__ = _same_model
+    __ne__ = _not_same_model
+    __hash__ = _model_hash
+
+    c: float = 1.0
+    d: float = 1.0
+
+    task = "regression"
+    common_sigma = False
+    per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
+    n_outputs = 1
+
+    def log_marginal(self, stats, mask):
+        Y, U = stats[..., 0], stats[..., 1]
+        c, d = float(self.c), float(self.d)
+        lm = (c * math.log(d) - math.lgamma(c)) + gammaln(c + Y) - (c + Y) * jnp.log(d + U)
+        return jnp.sum(jnp.where(mask, lm, 0.0), -1)
 
 
 # ---------------------------------------------------------------------------------------------

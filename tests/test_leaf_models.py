@@ -127,3 +127,24 @@ def test_normal_predictive_matches_existing_closed_form():
     sel = np.asarray(st)[leaf]
     want = np.asarray(nig_predictive_logpdf(y, sel[:, 0], sel[:, 1], sel[:, 2], PRIOR))
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_gamma_poisson_marginal_against_quadrature():
+    """``GammaPoissonLeaves``: per leaf, the integral over ``lambda ~ Gamma(c, d)`` of ``lambda^Y exp(-lambda U)``
+    (the Poisson likelihood of the leaf's rows up to the factors that do not depend on the tree), by
+    quadrature; an empty leaf contributes 0 and a masked one nothing."""
+    from bayestrees.leaves import GammaPoissonLeaves
+
+    c, d = 2.3, 1.7
+    model = GammaPoissonLeaves(c, d)
+    stats_ = np.array([[0.0, 0.0], [3.0, 1.5], [11.0, 4.2], [1.0, 0.1]])
+    prior = stats.gamma(c, scale=1.0 / d)
+    got = [float(model.log_marginal(jnp.asarray(stats_[i:i + 1], jnp.float32), jnp.ones(1, bool))) for i in range(4)]
+    for (Y, U), g in zip(stats_, got):
+        val, _ = integrate.quad(lambda lam: lam ** Y * np.exp(-lam * U) * prior.pdf(lam), 0, np.inf)
+        assert abs(g - np.log(val)) < 1e-4, (Y, U, g, np.log(val))   # float32
+    assert abs(got[0]) < 1e-5   # an empty leaf: 0 up to float32 rounding
+    mask = jnp.asarray([True, False, True, True])
+    total = float(model.log_marginal(jnp.asarray(stats_, jnp.float32), mask))
+    assert abs(total - (got[0] + got[2] + got[3])) < 1e-4
+    assert model != GammaPoissonLeaves(c, 1.0) and hash(model) == hash(GammaPoissonLeaves(c, d))

@@ -345,3 +345,24 @@ def test_a_function_of_several_outputs(tmp_path):
     np.testing.assert_allclose(pred["f"], f_new.reshape(60, 5, k), atol=1e-5)
     fit.save(tmp_path / "multi.nc")
     np.testing.assert_array_equal(bt.load_model_fit(tmp_path / "multi.nc", model).function("f", X_new), f_new)
+
+
+def test_particles_run_on_the_conjugate_paths_and_are_refused_on_the_general_path():
+    """``particles``: the regrowth runs on the conjugate Normal and Gamma-Poisson paths; on the general path
+    (a Poisson likelihood with Normal leaves) asking for it raises before sampling, naming the path."""
+    from bayestrees.inference.treefn.kernel import TreeMoves
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2)).astype(np.float32)
+    y = rng.poisson(2.0, size=30).astype(np.float32)
+
+    def model(X, y=None, leaf_prior="normal"):
+        f = bt.tree_function("f", X, max_depth=2, leaf_prior=leaf_prior)
+        numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+
+    with pytest.raises(ValueError, match="general path"):
+        TreeMoves(model, particles=4).prepare((X, y), {})
+    moves = TreeMoves(model, particles=4).prepare((X, y), {"leaf_prior": "loggamma"})
+    assert moves.conjugate_kinds == ("poisson",) and moves._fns[0].cfg.particles == 4
+    auto = TreeMoves(model).prepare((X, y), {"leaf_prior": "loggamma"})
+    assert auto._fns[0].cfg.particles == 10 and auto._fns[0].cfg.move_probs == (0.25, 0.25, 0.4, 0.1)

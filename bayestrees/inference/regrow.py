@@ -11,6 +11,10 @@ who did it for BART) applies as it is: :func:`regrow_tree` converts the compact 
 :class:`~bayestrees.tree.Tree` at the edge, runs :func:`~bayestrees.inference.pgibbs.pgibbs` and
 converts back.  The update leaves the tree's conditional invariant for any number of particles;
 the caller draws the leaf values from their conjugate posterior afterwards (a Gibbs step).
+Any leaf model whose marginal is a sum over leaves serves: Normal leaves of known variance (BART,
+the tree functions' conjugate Normal path; row statistics :func:`normal_rows`) and the Gamma-Poisson
+leaves of log-gamma trees (:class:`~bayestrees.leaves.GammaPoissonLeaves`, row statistics
+``[y_i, u_i]``).
 
 The ensembles' row-count constraint counts rows (``rows``: 1 for a data row, 0 for padding),
 whatever their weights, as BART's moves do: the rows enter the statistics through ``p_i`` and
@@ -22,13 +26,12 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..leaves import KnownVarianceNormalLeaves
 from ..tree import FREE, LEAF, Tree
 from . import heap
 from .moves import MCMCConfig, MCMCData, State, evaluate
 from .pgibbs import pgibbs
 
-__all__ = ["Regrown", "regrow_config", "regrow_tree", "compact_to_tree"]
+__all__ = ["Regrown", "regrow_config", "regrow_tree", "normal_rows", "compact_to_tree"]
 
 
 class Regrown(NamedTuple):
@@ -37,17 +40,17 @@ class Regrown(NamedTuple):
     feature: jnp.ndarray    # int32 (S,): split variable of each internal slot, -1 elsewhere
     threshold: jnp.ndarray  # int32 (S,): split code (0 where not internal)
     leaf: jnp.ndarray       # int32 (n,): each row's leaf slot
-    precision: jnp.ndarray  # float (S,): sum of the row precisions ``p_i`` per slot
-    weighted: jnp.ndarray   # float (S,): sum of ``p_i r_i`` per slot
+    stats: jnp.ndarray      # float (S, k): the row statistics summed per slot (Normal rows: ``sum p_i``, ``sum p_i r_i``, ...)
     count: jnp.ndarray      # float (S,): rows per slot (every used slot, internal ones too)
     changed: jnp.ndarray    # bool: the tree differs from the one given
 
 
-def regrow_config(prior, tau2: float, max_depth: int, n_features: int, min_leaf_rows: int, particles: int,
+def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_rows: int, particles: int,
                   n_codes: int) -> MCMCConfig:
-    """The single-tree sampler settings of one tree of a sum (static: part of the compiled program)."""
-    return MCMCConfig(prior, KnownVarianceNormalLeaves(1.0, float(tau2)), int(max_depth), int(n_features),
-                      scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
+    """The single-tree sampler settings of one tree of a sum (static: part of the compiled program);
+    ``leaf_model``: :class:`~bayestrees.leaves.KnownVarianceNormalLeaves` ``(1, tau2)`` for Normal rows
+    (:func:`normal_rows`), or :class:`~bayestrees.leaves.GammaPoissonLeaves`."""
+    return MCMCConfig(prior, leaf_model, int(max_depth), int(n_features), scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
                       n_codes=int(n_codes), rules="intervals")
 
 
@@ -65,16 +68,27 @@ def compact_to_tree(feature, threshold, dtype=jnp.float32) -> Tree:
                 depth=heap.depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
 
 
-def regrow_tree(key, feature, threshold, r, precision, rows, codes, code_lo, code_hi, prior,
+def normal_rows(r, precision, rows):
+    """The row statistics of Normal rows for :func:`regrow_tree`: ``[p_i, p_i r_i, 0, 0]`` with the
+    pseudo-response ``r`` (the partial residual) and ``p_i = w_i / sigma^2`` (0 for padding rows and
+    rows without likelihood).  The sum of squares and the normalising terms are the same for every
+    tree: left out."""
+    dt = r.dtype
+    p = jnp.where(rows > 0, precision, 0.0).astype(dt)
+    zero = jnp.zeros_like(r)
+    return jnp.stack([p, p * r, zero, zero], -1)
+
+
+def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, prior,
                 cfg: MCMCConfig) -> Regrown:
-    """One conditional SMC update of one compact tree given its pseudo-response.
+    """One conditional SMC update of one compact tree given its rows' statistics.
 
     Parameters
     ----------
     key : the update's randomness
     feature, threshold : int (S,)  the tree (compact heap)
-    r : float (n,)  pseudo-response (the partial residual)
-    precision : float (n,)  ``p_i = w_i / sigma^2`` (0: the row carries no likelihood)
+    stats : float (n, k)  the rows' statistics for ``cfg.leaf_model`` (:func:`normal_rows`, or
+        ``[y_i, u_i]`` for :class:`~bayestrees.leaves.GammaPoissonLeaves`)
     rows : float (n,)  1 for a data row, 0 for padding
     codes : int32 (n, d)  the rows' feature codes
     code_lo, code_hi : int32 (d,)  the root's interval of every feature
@@ -85,15 +99,11 @@ def regrow_tree(key, feature, threshold, r, precision, rows, codes, code_lo, cod
     -------
     Regrown
     """
-    dt = r.dtype
-    p = jnp.where(rows > 0, precision, 0.0).astype(dt)
-    zero = jnp.zeros_like(r)
-    # the sum of squares and the normalising terms are the same for every tree: left out
-    data = MCMCData(codes, r, jnp.stack([p, p * r, zero, zero], -1), rows.astype(dt), prior=prior,
-                    code_lo=code_lo, code_hi=code_hi)
+    dt = stats.dtype
+    data = MCMCData(codes, stats[:, 1], stats, rows.astype(dt), prior=prior, code_lo=code_lo, code_hi=code_hi)
     tree = compact_to_tree(feature, threshold, dt)
     new, changed = pgibbs(key, State(tree, evaluate(tree, data, cfg), jnp.ones((), dt)), data, cfg)
     internal = new.tree.is_internal()
     return Regrown(jnp.where(internal, new.tree.feature, -1).astype(jnp.int32),
                    jnp.where(internal, new.tree.threshold, 0).astype(jnp.int32), new.ev.leaf.astype(jnp.int32),
-                   new.ev.stats[:, 0], new.ev.stats[:, 1], new.ev.count, changed)
+                   new.ev.stats, new.ev.count, changed)

@@ -63,6 +63,7 @@ from jax.scipy.special import log_ndtr, ndtr, ndtri
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
+from ...leaves import KnownVarianceNormalLeaves
 from ...tree import FREE, LEAF, Tree
 from .. import heap
 from .. import intervals
@@ -911,8 +912,8 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
     mc = cfg
     S, m = mc.capacity, cfg.m
     tau2 = jnp.asarray(mc.tau2, dt)
-    rcfg = regrow.regrow_config(mc.prior, mc.tau2, mc.max_depth, data.codes.shape[0], mc.min_leaf_rows,
-                            cfg.particles, cfg.n_codes)
+    rcfg = regrow.regrow_config(mc.prior, KnownVarianceNormalLeaves(1.0, float(mc.tau2)), mc.max_depth,
+                                data.codes.shape[0], mc.min_leaf_rows, cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
     prior = mc.prior if data.prior is None else data.prior
     k_tree, k_val = random_bits.split(key)
@@ -924,10 +925,11 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
         f, t, v, leaf8, k, zv = xs
         old = leaf8.astype(jnp.int32)
         r = R + take(v, old)
-        new = regrow.regrow_tree(k, f, t, r, p, data.rows, codes, data.code_lo, data.code_hi, prior, rcfg)
+        new = regrow.regrow_tree(k, f, t, regrow.normal_rows(r, p, data.rows), data.rows, codes, data.code_lo,
+                                 data.code_hi, prior, rcfg)
         is_leaf = leaf_slots(new.feature)
-        var = 1.0 / (new.precision + 1.0 / tau2)
-        value = jnp.where(is_leaf, var * new.weighted + jnp.sqrt(var) * zv, 0.0).astype(dt)
+        var = 1.0 / (new.stats[:, 0] + 1.0 / tau2)
+        value = jnp.where(is_leaf, var * new.stats[:, 1] + jnp.sqrt(var) * zv, 0.0).astype(dt)
         R = r - take(_stored(value), new.leaf)
         count = jnp.where(is_leaf, new.count, 0.0).astype(dt)
         wsum = jnp.where(is_leaf, cell_sums(new.leaf, w, S), 0.0).astype(dt)

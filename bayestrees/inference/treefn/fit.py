@@ -194,7 +194,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         Particles of a particle Gibbs regrowth of every tree after its move in each step (a
         conditional SMC update of the whole tree given the others, which can change every rule at
         once; :mod:`bayestrees.inference.regrow`); 0: none.  "auto": 10 for a function of one tree
-        (``m = 1``), 0 for sums of trees.
+        (``m = 1``), 0 for sums of trees.  On the conjugate paths (Normal leaves with a likelihood
+        quadratic in the function, log-gamma leaves with a Poisson-type one); the general path has
+        none, and asking for particles there raises ``ValueError``.
     nuts_kwargs : dict, optional
         Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
     progressbar : bool, default False

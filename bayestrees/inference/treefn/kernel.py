@@ -82,8 +82,10 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
+from ...leaves import GammaPoissonLeaves
 from . import leaf_priors
 from ...priors import canonical, traced_params
+from .. import regrow
 from ..bart import kernel as bart_kernel
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
@@ -215,7 +217,8 @@ class TreeMoves(MCMCKernel):
         Leaf-value refresh sweeps after each structure sweep on the general path.
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
-        (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate Normal path only for now.
+        (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate paths (Normal, and Gamma-Poisson
+        for log-gamma leaves); the general path has none.
         "auto": 10 for a function of one tree (``m = 1``), whose grow and prune alone change the
         root only through the single leaf, 0 for sums of trees.
     traceable_args : bool, default False
@@ -412,18 +415,17 @@ class TreeMoves(MCMCKernel):
     def _with_kernel(self, fn: _Fn, conj: str) -> _Fn:
         """``fn`` with the tree kernel its path takes: for a function of one tree, the one-tree moves
         (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step; elsewhere one grow or
-        prune of every tree a step), and on the conjugate Normal path the particle Gibbs regrowth of
+        prune of every tree a step), and on the conjugate paths the particle Gibbs regrowth of
         ``particles``."""
         m = fn.dist.spec.m
         particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if m == 1:
             cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
-        if conj != "normal":
+        if not conj:
             if self.particles not in ("auto", 0):
                 raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
-                                 f"Normal path only, and {fn.site!r} takes the "
-                                 f"{'Gamma-Poisson' if conj else 'general'} path")
+                                 f"paths only, and {fn.site!r} takes the general path")
             return fn._replace(cfg=cfg)
         if particles:
             cfg = dataclasses.replace(cfg, particles=particles, n_codes=int(np.max(fn.dist.code_hi, initial=0)) + 1)
@@ -527,7 +529,12 @@ class TreeMoves(MCMCKernel):
             step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
             if self._conj[i] != "normal" and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
                 step = partial(self._repeated, step)
-            states[i], acc = step(keys[i], states[i], fn, L)
+            key = keys[i]
+            if self._conj[i] == "poisson" and fn.cfg.particles:   # the moves, then a regrowth of every tree
+                key, k_regrow = random_bits.split(key)
+            states[i], acc = step(key, states[i], fn, L)
+            if self._conj[i] == "poisson" and fn.cfg.particles:
+                states[i] = self._poisson_regrow(k_regrow, states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
         return TreeMovesState(z=self._site_values(states), trees=tuple(states), accepted=jnp.stack(accepted),
                               rng_key=rng_key)
@@ -578,6 +585,44 @@ class TreeMoves(MCMCKernel):
         new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data._replace(weight=y), fn.cfg,
                                                   GammaPoissonRows(mu * jnp.exp(-f0), c, d))
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid), jnp.sum(accepted)
+
+    def _poisson_regrow(self, key, st, fn: _Fn, L):
+        """The regrowth of log-gamma leaves: every tree in turn regrown by conditional SMC given the
+        others (:func:`bayestrees.inference.regrow.regrow_tree` with
+        :class:`~bayestrees.leaves.GammaPoissonLeaves`, rows ``[y_i, B_i exp(f_-j,i)]``), then its
+        leaf values from their Gamma conditional."""
+        cfg = fn.cfg
+        c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
+        f0 = st.z - st.resid
+        _, a, h = self._vgh(L, f0)
+        mu = jnp.maximum(-h, 0.0)                 # B exp(f)
+        y = jnp.maximum(a + mu, 0.0)              # a - h
+        B = mu * jnp.exp(-f0)
+        dt = f0.dtype
+        S, m = cfg.capacity, cfg.m
+        data = fn.data
+        rcfg = regrow.regrow_config(cfg.prior, GammaPoissonLeaves(c, d), cfg.max_depth, data.codes.shape[0],
+                                    cfg.min_leaf_rows, cfg.particles, cfg.n_codes)
+        codes = data.codes.T.astype(jnp.int32)
+        k_tree, k_val = random_bits.split(key)
+        leaves = GammaPoissonRows(B, c, d)
+
+        def visit(f, xs):
+            ft, tt, v, leaf8, k, noise = xs
+            r = f - take(v, leaf8.astype(jnp.int32))   # the other trees' sum
+            new = regrow.regrow_tree(k, ft, tt, jnp.stack([y, B * jnp.exp(r)], -1), data.rows, codes, data.code_lo,
+                                     data.code_hi, data.prior, rcfg)
+            is_leaf = bart_kernel.leaf_slots(new.feature)
+            value = leaves.draw(is_leaf, new.stats[:, 0], new.stats[:, 1], noise).astype(dt)
+            out = (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype),
+                   jnp.where(is_leaf, new.count, 0.0).astype(dt), jnp.where(is_leaf, new.stats[:, 0], 0.0).astype(dt))
+            return r + take(value, new.leaf), out
+
+        xs = (st.feature, st.threshold, st.value, st.leaf, random_bits.split(k_tree, m), leaves.noise(k_val, m, S, dt))
+        f, (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, f0, xs)
+        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt)[:2]
+        return st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                           log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
 
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg
