@@ -12,9 +12,10 @@ who did it for BART) applies as it is: :func:`regrow_tree` converts the compact 
 converts back.  The update leaves the tree's conditional invariant for any number of particles;
 the caller draws the leaf values from their conjugate posterior afterwards (a Gibbs step).
 Any leaf model whose marginal is a sum over leaves serves: Normal leaves of known variance (BART,
-the tree functions' conjugate Normal path; row statistics :func:`normal_rows`) and the Gamma-Poisson
-leaves of log-gamma trees (:class:`~bayestrees.leaves.GammaPoissonLeaves`, row statistics
-``[y_i, u_i]``).
+the tree functions' conjugate Normal path; row statistics ``[p_i, p_i r_i, 0, 0]``) and the
+Gamma-Poisson leaves of log-gamma trees (:class:`~bayestrees.leaves.GammaPoissonLeaves`, row
+statistics ``[y_i, u_i]``): :func:`bayestrees.inference.bart.kernel.regrow_trees` builds them from
+its visit leaf model.
 
 The ensembles' row-count constraint counts rows (``rows``: 1 for a data row, 0 for padding),
 whatever their weights, as BART's moves do: the rows enter the statistics through ``p_i`` and
@@ -31,7 +32,7 @@ from . import heap
 from .moves import MCMCConfig, MCMCData, State, evaluate
 from .pgibbs import pgibbs
 
-__all__ = ["Regrown", "regrow_config", "regrow_tree", "normal_rows", "compact_to_tree"]
+__all__ = ["Regrown", "regrow_config", "regrow_tree", "compact_to_tree"]
 
 
 class Regrown(NamedTuple):
@@ -48,8 +49,8 @@ class Regrown(NamedTuple):
 def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_rows: int, particles: int,
                   n_codes: int) -> MCMCConfig:
     """The single-tree sampler settings of one tree of a sum (static: part of the compiled program);
-    ``leaf_model``: :class:`~bayestrees.leaves.KnownVarianceNormalLeaves` ``(1, tau2)`` for Normal rows
-    (:func:`normal_rows`), or :class:`~bayestrees.leaves.GammaPoissonLeaves`."""
+    ``leaf_model``: :class:`~bayestrees.leaves.KnownVarianceNormalLeaves` ``(1, tau2)`` for Normal rows,
+    or :class:`~bayestrees.leaves.GammaPoissonLeaves`."""
     return MCMCConfig(prior, leaf_model, int(max_depth), int(n_features), scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
                       n_codes=int(n_codes), rules="intervals")
 
@@ -68,17 +69,6 @@ def compact_to_tree(feature, threshold, dtype=jnp.float32) -> Tree:
                 depth=heap.depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
 
 
-def normal_rows(r, precision, rows):
-    """The row statistics of Normal rows for :func:`regrow_tree`: ``[p_i, p_i r_i, 0, 0]`` with the
-    pseudo-response ``r`` (the partial residual) and ``p_i = w_i / sigma^2`` (0 for padding rows and
-    rows without likelihood).  The sum of squares and the normalising terms are the same for every
-    tree: left out."""
-    dt = r.dtype
-    p = jnp.where(rows > 0, precision, 0.0).astype(dt)
-    zero = jnp.zeros_like(r)
-    return jnp.stack([p, p * r, zero, zero], -1)
-
-
 def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, prior,
                 cfg: MCMCConfig) -> Regrown:
     """One conditional SMC update of one compact tree given its rows' statistics.
@@ -87,7 +77,7 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     ----------
     key : the update's randomness
     feature, threshold : int (S,)  the tree (compact heap)
-    stats : float (n, k)  the rows' statistics for ``cfg.leaf_model`` (:func:`normal_rows`, or
+    stats : float (n, k)  the rows' statistics for ``cfg.leaf_model`` (``[p_i, p_i r_i, 0, 0]``, or
         ``[y_i, u_i]`` for :class:`~bayestrees.leaves.GammaPoissonLeaves`)
     rows : float (n,)  1 for a data row, 0 for padding
     codes : int32 (n, d)  the rows' feature codes

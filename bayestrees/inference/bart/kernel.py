@@ -718,6 +718,18 @@ class NormalRows(NamedTuple):
         var = 1.0 / (wsum * self.inv_s2 + 1.0 / self.tau2)
         return jnp.where(is_leaf, var * q * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
 
+    def regrow_rows(self, r):
+        """The rows' statistics of the regrowth's leaf model (``KnownVarianceNormalLeaves(1, tau2)``):
+        ``[p_i, p_i r_i, 0, 0]`` with ``p_i = w_i / sigma^2`` (the sum of squares and the normalising
+        terms are the same for every tree: left out)."""
+        p = self.w * self.inv_s2
+        zero = jnp.zeros_like(r)
+        return jnp.stack([p, p * r, zero, zero], -1)
+
+    def regrown_sums(self, stats):
+        """``(wsum, q)`` per slot from the regrown tree's summed :meth:`regrow_rows`."""
+        return stats[:, 0] / self.inv_s2, stats[:, 1] / self.inv_s2
+
 
 def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=None):
     """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
@@ -902,41 +914,42 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
     return state._replace(resid=R, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, log_prior=lprior, avail=avail)
 
 
-def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig) -> State:
+def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=None, leaf_model=None) -> State:
     """The regrowth phase: every tree in turn regrown by conditional SMC given the others
-    (:func:`bayestrees.inference.regrow.regrow_tree`), its leaf values drawn from their conjugate
-    posterior, the residual carried."""
+    (:func:`bayestrees.inference.regrow.regrow_tree`), its leaf values drawn from their conditional,
+    the residual carried.  ``leaves``: the visit's leaf model (:class:`NormalRows` by default; it gives
+    the rows' statistics, ``regrow_rows``, and reads the regrown sums, ``regrown_sums``) and
+    ``leaf_model`` the regrowth's (``KnownVarianceNormalLeaves(1, tau2)`` by default)."""
     dt = state.resid.dtype
-    w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
-    inv_s2 = 1.0 / state.sigma2
-    mc = cfg
-    S, m = mc.capacity, cfg.m
-    tau2 = jnp.asarray(mc.tau2, dt)
-    rcfg = regrow.regrow_config(mc.prior, KnownVarianceNormalLeaves(1.0, float(mc.tau2)), mc.max_depth,
-                                data.codes.shape[0], mc.min_leaf_rows, cfg.particles, cfg.n_codes)
+    S, m = cfg.capacity, cfg.m
+    normal = leaves is None
+    if normal:
+        w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
+        leaves = NormalRows(w, 1.0 / state.sigma2, jnp.asarray(cfg.tau2, dt))
+        leaf_model = KnownVarianceNormalLeaves(1.0, float(cfg.tau2))
+    rcfg = regrow.regrow_config(cfg.prior, leaf_model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
+                                cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
-    prior = mc.prior if data.prior is None else data.prior
+    prior = cfg.prior if data.prior is None else data.prior
     k_tree, k_val = random_bits.split(key)
     keys = random_bits.split(k_tree, m)
-    zval = random_bits.normal(k_val, (m, S), dt)
-    p = w * inv_s2
+    noise = leaves.noise(k_val, m, S, dt)
 
     def visit(R, xs):
         f, t, v, leaf8, k, zv = xs
-        old = leaf8.astype(jnp.int32)
-        r = R + take(v, old)
-        new = regrow.regrow_tree(k, f, t, regrow.normal_rows(r, p, data.rows), data.rows, codes, data.code_lo,
-                                 data.code_hi, prior, rcfg)
+        r = R + take(v, leaf8.astype(jnp.int32))
+        new = regrow.regrow_tree(k, f, t, leaves.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi, prior,
+                                 rcfg)
         is_leaf = leaf_slots(new.feature)
-        var = 1.0 / (new.stats[:, 0] + 1.0 / tau2)
-        value = jnp.where(is_leaf, var * new.stats[:, 1] + jnp.sqrt(var) * zv, 0.0).astype(dt)
-        R = r - take(_stored(value), new.leaf)
+        wsum, q = leaves.regrown_sums(new.stats)
+        value = leaves.draw(is_leaf, wsum, q, zv).astype(dt)
+        R = r - take(_stored(value) if normal else value, new.leaf)
         count = jnp.where(is_leaf, new.count, 0.0).astype(dt)
-        wsum = jnp.where(is_leaf, cell_sums(new.leaf, w, S), 0.0).astype(dt)
-        return R, (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype), count, wsum)
+        return R, (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype), count,
+                   jnp.where(is_leaf, wsum, 0.0).astype(dt))
 
     R, (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(
-        visit, state.resid, (state.feature, state.threshold, state.value, state.leaf, keys, zval))
+        visit, state.resid, (state.feature, state.threshold, state.value, state.leaf, keys, noise))
     lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt)[:2]
     return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                           log_prior=lprior, avail=avail.astype(dt), resid=R)

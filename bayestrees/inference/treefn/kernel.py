@@ -85,7 +85,6 @@ from ...batching import cell_sums, scatter_add, take
 from ...leaves import GammaPoissonLeaves
 from . import leaf_priors
 from ...priors import canonical, traced_params
-from .. import regrow
 from ..bart import kernel as bart_kernel
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
@@ -137,6 +136,7 @@ class GammaPoissonRows(NamedTuple):
     B: jax.Array   # (n,)
     c: float
     d: float
+    y: Any = None  # (n,) the counts (the regrowth's rows: ``[y_i, B_i exp(-r_i)]``)
 
     def row_values(self, r):
         return self.B * jnp.exp(-r)
@@ -149,6 +149,13 @@ class GammaPoissonRows(NamedTuple):
         k_val, k_more = random_bits.split(key)
         gz, gu = random_bits.gamma_tries(k_val, (m, S))
         return random_bits.split(k_more, m), gz, gu
+
+    def regrow_rows(self, r):
+        return jnp.stack([self.y, self.B * jnp.exp(-r)], -1)
+
+    @staticmethod
+    def regrown_sums(stats):
+        return stats[:, 0], stats[:, 1]
 
     def draw(self, is_leaf, wsum, q, noise):
         k, z, ug = noise
@@ -574,55 +581,33 @@ class TreeMoves(MCMCKernel):
         integrated out, then the leaf values from their conditional) with the leaf model
         :class:`GammaPoissonRows`.  The visit carries ``-f`` as its residual, so that its partial
         residual is ``-f_-j``."""
-        c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
-        f0 = st.z - st.resid
-        _, a, h = self._vgh(L, f0)
-        mu = jnp.maximum(-h, 0.0)                 # B exp(f)
-        y = jnp.maximum(a + mu, 0.0)              # a - h
-        S = fn.cfg.capacity
+        f0, leaves = self._poisson_rows(st, fn, L)
+        y, S = leaves.y, fn.cfg.capacity
         ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, y.dtype), leaf.astype(jnp.int32), y))(st.leaf)
         st = st._replace(wsum=ysum, resid=-f0)   # the visit's per-leaf "weights" are the sums of y
         new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data._replace(weight=y), fn.cfg,
-                                                  GammaPoissonRows(mu * jnp.exp(-f0), c, d))
+                                                  leaves)
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid), jnp.sum(accepted)
 
-    def _poisson_regrow(self, key, st, fn: _Fn, L):
-        """The regrowth of log-gamma leaves: every tree in turn regrown by conditional SMC given the
-        others (:func:`bayestrees.inference.regrow.regrow_tree` with
-        :class:`~bayestrees.leaves.GammaPoissonLeaves`, rows ``[y_i, B_i exp(f_-j,i)]``), then its
-        leaf values from their Gamma conditional."""
-        cfg = fn.cfg
+    def _poisson_rows(self, st, fn: _Fn, L):
+        """``(f, leaves)``: the function at the rows and the Gamma-Poisson leaf model of the visits
+        there (``y = a - h``, ``B = -h e^-f`` from one pass of ``L``: module docstring)."""
         c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
         f0 = st.z - st.resid
         _, a, h = self._vgh(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
         y = jnp.maximum(a + mu, 0.0)              # a - h
-        B = mu * jnp.exp(-f0)
-        dt = f0.dtype
-        S, m = cfg.capacity, cfg.m
-        data = fn.data
-        rcfg = regrow.regrow_config(cfg.prior, GammaPoissonLeaves(c, d), cfg.max_depth, data.codes.shape[0],
-                                    cfg.min_leaf_rows, cfg.particles, cfg.n_codes)
-        codes = data.codes.T.astype(jnp.int32)
-        k_tree, k_val = random_bits.split(key)
-        leaves = GammaPoissonRows(B, c, d)
+        return f0, GammaPoissonRows(mu * jnp.exp(-f0), c, d, y)
 
-        def visit(f, xs):
-            ft, tt, v, leaf8, k, noise = xs
-            r = f - take(v, leaf8.astype(jnp.int32))   # the other trees' sum
-            new = regrow.regrow_tree(k, ft, tt, jnp.stack([y, B * jnp.exp(r)], -1), data.rows, codes, data.code_lo,
-                                     data.code_hi, data.prior, rcfg)
-            is_leaf = bart_kernel.leaf_slots(new.feature)
-            value = leaves.draw(is_leaf, new.stats[:, 0], new.stats[:, 1], noise).astype(dt)
-            out = (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype),
-                   jnp.where(is_leaf, new.count, 0.0).astype(dt), jnp.where(is_leaf, new.stats[:, 0], 0.0).astype(dt))
-            return r + take(value, new.leaf), out
-
-        xs = (st.feature, st.threshold, st.value, st.leaf, random_bits.split(k_tree, m), leaves.noise(k_val, m, S, dt))
-        f, (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, f0, xs)
-        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt)[:2]
-        return st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
-                           log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
+    def _poisson_regrow(self, key, st, fn: _Fn, L):
+        """The regrowth of log-gamma leaves: BART's regrowth phase
+        (:func:`bayestrees.inference.bart.kernel.regrow_trees`, every tree in turn by conditional SMC
+        given the others, then its leaf values from their Gamma conditional) with the leaf models
+        :class:`GammaPoissonRows` and :class:`~bayestrees.leaves.GammaPoissonLeaves`, carrying ``-f``."""
+        f0, leaves = self._poisson_rows(st, fn, L)
+        new = bart_kernel.regrow_trees(key, st._replace(resid=-f0), fn.data, fn.cfg, leaves,
+                                       GammaPoissonLeaves(leaves.c, leaves.d))
+        return new._replace(resid=jnp.zeros_like(f0), z=-new.resid)
 
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg
