@@ -43,7 +43,7 @@ One step (blocked Gibbs)
    :class:`~bayestrees.leaves.ObjectiveNormalLeaves` (``ref``).  So the base measure of
    a *new* component's leaf is that reference prior; occupied leaves with at least two
    rows use the objective posterior.
-2. **Clustering step** (slice sampler, :func:`slice_step`), exactly as the issue states:
+2. **Clustering step** (slice sampler, :func:`slice_step`), the stick-breaking slice sampler:
    ``v_j ~ Beta(1 + #{Z_i = j}, alpha_DP + #{Z_i > j})``, ``u_i ~ U(0, w_{Z_i})``,
    ``P(Z_i = j) ∝ 1[w_j > u_i] p(y_i | T_j, theta_j)`` over ``j < J``.  The
    components beyond ``J`` hold the stick's remainder ``r = prod_{j<J} (1 - v_j)``; a

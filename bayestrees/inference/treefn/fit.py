@@ -41,7 +41,7 @@ def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
 
 
 def _check_model_data(tr):
-    """Errors before sampling (issue: bad models fail early and say why)."""
+    """Errors before sampling: a bad model fails early and says why."""
     for name, site in tr.items():
         if site["type"] != "sample":
             continue
