@@ -624,7 +624,7 @@ def _slide_sums(qf, s, S: int):
     return q_old, q_new
 
 
-def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Moved:
+def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int) -> _Moved:
     """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
 
     The finer tree (T' after a grow, T after a prune) gives both trees' sums: the coarser tree's
@@ -640,19 +640,19 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, q, S: int) -> _Move
     qf = cell_sums(jnp.where(real_grow, grown, leaf), wr, S)
     q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
     c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype)
-    valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+    valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
     leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
     return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
                   wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), q_old=q_old, q_new=q_new, valid=valid)
 
 
-def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, q, S: int, max_depth: int) -> _Moved:
+def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int) -> _Moved:
     """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
     new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     q_old = cell_sums(leaf, wr, S)
-    valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= q, True))
+    valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= min_rows, True))
     return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), q_old=q_old,
                   q_new=st[:, 2], valid=valid)
 
@@ -744,7 +744,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     dt = state.resid.dtype
     ldt = state.leaf.dtype
     tau2 = jnp.asarray(mc.tau2, dt)
-    q = jnp.asarray(mc.min_leaf_rows, dt)
+    min_rows = jnp.asarray(mc.min_leaf_rows, dt)
     u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
     w_var = _weights(cfg, state.log_s)
     prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
@@ -825,9 +825,9 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         else:
             c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
             tn = terms(totals(wsum, w_l, pr), zv, s)
-        valid = jnp.where(grow, (c_l >= q) & (count[s] - c_l >= q), True)
+        valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
         if cfg.slide:
-            valid = jnp.where(pr.kind == 2, (c_l >= q) & (count[lc] + count[rc] - c_l >= q), valid)
+            valid = jnp.where(pr.kind == 2, (c_l >= min_rows) & (count[lc] + count[rc] - c_l >= min_rows), valid)
         (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
         three = jnp.stack([s, lc, rc])
         Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
@@ -853,9 +853,9 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         leaf = leaf8.astype(jnp.int32)
         r = R + take(v, leaf)
         wr = leaves.row_values(r)
-        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, q, S) if not changes else jax.lax.cond(
-            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, q, S, mc.max_depth),
-            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, q, S), None)
+        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S) if not changes else jax.lax.cond(
+            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, mc.max_depth),
+            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S), None)
         lm_old = leaves.log_marginal(wsum, mv.q_old)
         lm_new = leaves.log_marginal(mv.wsum, mv.q_new)
         ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))

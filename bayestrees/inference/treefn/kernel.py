@@ -615,7 +615,7 @@ class TreeMoves(MCMCKernel):
         S, m = mc.capacity, cfg.m
         dt = st.resid.dtype
         tau2 = jnp.asarray(mc.tau2, dt)
-        q = jnp.asarray(mc.min_leaf_rows, dt)
+        min_rows = jnp.asarray(mc.min_leaf_rows, dt)
         data = fn.data
         k_prop, k_acc, k_val = random_bits.split(key, 3)
         u = random_bits.open_uniform(k_prop, (m, bart_kernel.N_UNIFORMS))
@@ -670,9 +670,13 @@ class TreeMoves(MCMCKernel):
             pr, ft, tt, v, leaf8, count, wsum, lu, zv = xs
             leaf = leaf8.astype(jnp.int32)
             g = take(v, leaf)
-            mv = bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S) if not changes else jax.lax.cond(
-                pr.kind == 2, lambda _: bart_kernel.change_or_swap(pr, leaf, zeros, count, wsum, data, q, S, mc.max_depth),
-                lambda _: bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, q, S), None)
+            def grow_prune(_):
+                return bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S)
+
+            def change_swap(_):
+                return bart_kernel.change_or_swap(pr, leaf, zeros, count, wsum, data, min_rows, S, mc.max_depth)
+
+            mv = grow_prune(None) if not changes else jax.lax.cond(pr.kind == 2, change_swap, grow_prune, None)
             ok = pr.ok & mv.valid
             grow = pr.kind == 0
             leaf_p = jnp.where(ok, mv.leaf, leaf)
