@@ -76,6 +76,7 @@ __all__ = [
     "ObjectiveNormalLeaves",
     "KnownVarianceNormalLeaves",
     "GammaPoissonLeaves",
+    "gamma_poisson_log_marginal",
     "precision_row_stats",
     "NIGPrior",
     "dirichlet_log_marginal",
@@ -749,10 +750,14 @@ class GammaPoissonLeaves(NamedTuple):
     n_outputs = 1
 
     def log_marginal(self, stats, mask):
-        Y, U = stats[..., 0], stats[..., 1]
-        c, d = float(self.c), float(self.d)
-        lm = (c * math.log(d) - math.lgamma(c)) + gammaln(c + Y) - (c + Y) * jnp.log(d + U)
+        lm = gamma_poisson_log_marginal(stats[..., 0], stats[..., 1], float(self.c), float(self.d))
         return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+
+def gamma_poisson_log_marginal(Y, U, c: float, d: float):
+    """Per leaf, ``log`` of the integral over the leaf's ``lambda`` of ``lambda^Y exp(-lambda U)`` under
+    ``Gamma(c, d)``: ``c log d - lgamma(c) + lgamma(c + Y) - (c + Y) log(d + U)`` (0 for an empty leaf)."""
+    return (c * math.log(d) - math.lgamma(c)) + gammaln(c + Y) - (c + Y) * jnp.log(d + U)
 
 
 # ---------------------------------------------------------------------------------------------

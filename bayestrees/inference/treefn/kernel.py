@@ -82,7 +82,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
-from ...leaves import GammaPoissonLeaves
+from ...leaves import GammaPoissonLeaves, gamma_poisson_log_marginal
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ..bart import kernel as bart_kernel
@@ -142,7 +142,7 @@ class GammaPoissonRows(NamedTuple):
         return self.B * jnp.exp(-r)
 
     def log_marginal(self, wsum, q):
-        return leaf_priors.loggamma_log_marginal(wsum, q, self.c, self.d)
+        return gamma_poisson_log_marginal(wsum, q, self.c, self.d)
 
     @staticmethod
     def noise(key, m: int, S: int, dtype):

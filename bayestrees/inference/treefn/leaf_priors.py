@@ -10,7 +10,7 @@ for multinomial logistic and count regression models", JASA 116), conjugate to e
 the form ``sum_i y_i f_i - B_i exp(f_i)`` in the function ``f`` (Poisson counts with a log link and
 exposures ``B_i``, an exponential or gamma waiting time with a log rate): given the other trees, a
 leaf's ``lambda`` has the posterior ``Gamma(c + sum y_i, d + sum u_i)``, ``u_i = B_i exp(f_-j,i)``, and
-its marginal likelihood is closed (:func:`loggamma_log_marginal`), so the tree moves integrate the
+its marginal likelihood is closed (:func:`bayestrees.leaves.gamma_poisson_log_marginal`), so the tree moves integrate the
 leaf values out exactly as the BART family's do for a Normal likelihood.  Its left tail is longer
 than the Normal's of the same sd (skewness ``psi''(c) / psi'(c)^1.5``, -0.2 for ``leaf_sd = 0.2``).
 """
@@ -20,7 +20,6 @@ import functools
 import math
 
 import jax.numpy as jnp
-from jax.scipy.special import gammaln
 
 LEAF_PRIORS = ("normal", "loggamma")
 
@@ -49,12 +48,6 @@ def log_density(kind: str, theta, leaf_sd: float):
         return -0.5 * (theta / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi)
     c, d = loggamma_params(float(leaf_sd))
     return c * theta - d * jnp.exp(theta) + (c * math.log(d) - math.lgamma(c))
-
-
-def loggamma_log_marginal(Y, U, c: float, d: float):
-    """Per leaf, ``log`` of the integral over the leaf's ``lambda`` of ``lambda^Y exp(-lambda U)`` under
-    ``Gamma(c, d)``: ``c log d - lgamma(c) + lgamma(c + Y) - (c + Y) log(d + U)``."""
-    return (c * math.log(d) - math.lgamma(c)) + gammaln(c + Y) - (c + Y) * jnp.log(d + U)
 
 
 def check_leaf_prior(kind) -> str:
