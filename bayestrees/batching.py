@@ -90,7 +90,7 @@ def cell_sums(cell, x, n_cells: int):
     XLA's scatter on the CPU is a loop of dependent adds, and with trees of a few leaves
     consecutive rows add into the same cell and wait on each other; spread over 8 copies they do
     not (BART's step and the tree functions' visits use it; the measurements are in
-    ``docs/bart.md``).  The sums are the same up to float rounding, in another order of the adds
+    ``docs/lab-notes/bart.md``).  The sums are the same up to float rounding, in another order of the adds
     than one scatter's.  The scatter is :func:`scatter_add`, one unbatched scatter under ``vmap``
     too, which XLA's CPU compiler runs faster than its batched scatter.
     """

@@ -1,7 +1,7 @@
 """A persistent JAX compilation cache, on by default, so that a new process loads compiled programs.
 
 Why: a fresh process compiles every program it runs, and the forest engine alone takes 10-20 s to
-compile on a small CPU (``docs/performance.md``, "First fit and the compilation cache").  JAX can
+compile on a small CPU (``docs/lab-notes/performance.md``, "First fit and the compilation cache").  JAX can
 keep compiled programs on disk (its *persistent compilation cache*) and load them in later
 processes; this module turns that on, in the user's cache folder:
 

@@ -70,7 +70,7 @@ class ConvergenceReport:
         who = f"{self.family} " if self.family else ""
         better = {"bart": "BART: more kept steps (draws, or thin with the same draws) rather than more tune; the "
                           "trees' slow mode does not end with burn-in, its autocorrelation time is hundreds to "
-                          "thousands of steps at n = 1,000 and grows with n (docs/bart.md, Mixing)",
+                          "thousands of steps at n = 1,000 and grows with n (docs/lab-notes/bart.md, Mixing)",
                   "bet": "BET: more sweeps, and chains=4 or more to see whether they settle on the same trees",
                   "model": "a model with tree functions: more kept steps (the tree moves' slow mode does not end "
                            "with burn-in and grows with n), a non-centred form of the sites NUTS "

@@ -41,7 +41,7 @@ Priors: the same on both sides as far as bartz allows.
   - the split rule prior: ours is uniform over the variables that have a valid split among the
     node's rows, then uniform over that variable's valid thresholds among those rows; bartz's
     is uniform over the variables, then over the cutpoints inside the range its ancestors leave
-    (``docs/bart.md``, "sigma on Friedman's function", for what this does to ``sigma``);
+    (``docs/lab-notes/bart.md``, "sigma on Friedman's function", for what this does to ``sigma``);
   - the moves: grow and prune only on both sides (ours by default since 894de73; before, grow 0.25,
     prune 0.25, change 0.4, swap 0.1, BayesTree's), but bartz proposes to grow only leaves of 10
     rows or more;
@@ -54,7 +54,7 @@ virtual environment, with the same JAX as the project's (the two must share one 
     python3 -m venv .venv-bartz
     .venv-bartz/bin/pip install -q "bartz==0.13.0" "jax==$(.venv/bin/python -c 'import jax; print(jax.__version__)')" -e .
 
-or, as for the figures in ``docs/bart.md``, an environment without pip that reads the project's
+or, as for the figures in ``docs/lab-notes/bart.md``, an environment without pip that reads the project's
 ``.venv`` for everything but bartz and its three small dependencies::
 
     python3 -m venv --without-pip .venv-bartz

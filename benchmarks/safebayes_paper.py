@@ -66,7 +66,7 @@ def load(name):
         # 20 columns: the 7 numeric attributes as they are and the 13 categorical
         # attributes as ordinal codes (A11 < A12 < ...), the ordering that a
         # probability-integral-transform tree sees.  german.numer's exact 24-column
-        # layout (extra indicator columns) is not rebuilt: see docs/safebayes.md.
+        # layout (extra indicator columns) is not rebuilt: see docs/lab-notes/safebayes.md.
         df = pd.read_csv(DATA / "german.csv", header=None)
         cols = []
         for j in range(20):

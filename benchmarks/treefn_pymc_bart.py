@@ -7,7 +7,7 @@ The model, on both sides::
 
 (``--offset none``: ``c = 0``.  The offset centres the trees' prior on the data's overall rate,
 as the BART family centres a Normal response; without it bayestrees' tree moves accept nothing
-from the all-stump start once n is about 600 or more, see docs/models.md, while pymc-bart starts
+from the all-stump start once n is about 600 or more, see docs/lab-notes/models.md, while pymc-bart starts
 its trees at ``mean(Y)``.)
 
 * bayestrees: ``bt.bart_function("f", X, m=50)`` (default prior: depth prior ``0.95 (1 + d)^-2``,
@@ -56,7 +56,7 @@ tree sets at random, which loses the chain order that ESS needs).  Bulk ESS and 
 against the true rate.
 
 Usage (from the repository root, in the library's environment; pymc and pymc-bart installed in
-``.venv-pymc``, see docs/models.md)::
+``.venv-pymc``, see docs/lab-notes/models.md)::
 
     nice -n 10 python benchmarks/treefn_pymc_bart.py --n 1000
     nice -n 10 python benchmarks/treefn_pymc_bart.py --n 10000 --pymc-draws 250 --pymc-chains 2

@@ -39,7 +39,7 @@ arguments closed over (NumPyro's ``jit_model_args=False``), so the simulated ``y
 the compiled sampling loop (``_fori_collect_loop``): each new data set compiles that loop again (the
 persistent compilation cache misses, its key being the program with its constants; a second fit
 with the same ``y`` and another seed hits it). The script counts the XLA compilations and cache
-misses of every fit and reports them (``docs/models.md``).
+misses of every fit and reports them (``docs/lab-notes/models.md``).
 
 The library: by default bayestrees as committed (``git archive HEAD``, exported to a temporary
 folder, so that edits in the shared working tree during a run change nothing; the commit is

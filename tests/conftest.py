@@ -12,7 +12,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 #:   2-core machine (2026-11-23);
 #: * XLA's CPU fusions emitted by the older IR emitter instead of the MLIR fusion emitters
 #:   (``--xla_cpu_use_fusion_emitters=false``): with -O0, half the backend compile time again
-#:   (``docs/performance.md``, 2026-11-24). It is used only beside -O0: at XLA's default LLVM level
+#:   (``docs/lab-notes/performance.md``, 2026-11-24). It is used only beside -O0: at XLA's default LLVM level
 #:   it ran the compiler out of memory (``benchmarks/compile_flags.py``).
 #:
 #: The library itself runs at XLA's defaults; set ``BAYESTREES_TEST_XLA_OPT=default`` to test at them

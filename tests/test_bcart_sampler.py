@@ -10,7 +10,7 @@
 particle Gibbs.  The plain random moves' (b) is ``test_moves_match_the_exact_pcfg_posterior_tightly``
 in ``tests/test_sampler_exactness.py``: the same kernel, data, prior and leaf model, with more
 draws and tighter tolerances on the same two distributions (a planted error that passed the
-looser check here fails it: ``docs/bcart.md``, "Mutation check of the sampler tests"), so it is
+looser check here fails it: ``docs/lab-notes/bcart.md``, "Mutation check of the sampler tests"), so it is
 not run twice.  The sweep's and the mixed scheme's (a) and the mixed scheme's (b) run with
 ``BAYESTREES_FULL_TESTS=1`` (``full_only``): the sweep has its brute-force test in
 ``tests/test_sampler_exactness.py``, and the mixed scheme composes the random moves and particle

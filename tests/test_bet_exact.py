@@ -2,7 +2,7 @@
 
 Why not the full model at once
 ------------------------------
-The sampler (``bayestrees/inference/bet/kernel.py``, ``docs/bet.md``) makes the paper's
+The sampler (``bayestrees/inference/bet/kernel.py``, ``docs/lab-notes/bet.md``) makes the paper's
 approximations, and where trees and allocation act together its stationary law is not the
 posterior of any model that could be enumerated:
 
@@ -14,7 +14,7 @@ posterior of any model that could be enumerated:
   ``max_depth = 1`` a component's tree is even a function of its rows (split iff both codes hold
   ``q`` rows) and the clustering step scores rows against the tree of the *previous* rows;
 * under the model every node, hence every component, holds at least ``q`` rows, but the slice
-  step gives rows to components of fewer (``docs/bet.md``: the paper's sampler cannot enforce it);
+  step gives rows to components of fewer (``docs/lab-notes/bet.md``: the paper's sampler cannot enforce it);
 * the collapse of step 1a is a deterministic repair, not a Metropolis-Hastings move.
 
 A chain with non-trivial trees AND several components therefore measures the size of these

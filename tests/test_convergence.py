@@ -115,7 +115,7 @@ def test_a_stuck_or_short_fit_warns_in_the_estimator_and_the_model_context():
 
 
 def test_the_advice_for_tree_sums_is_more_kept_steps_not_more_tuning():
-    """BART's and the tree functions' slow mode is not a burn-in (docs/bart.md, Mixing: longer tuning
+    """BART's and the tree functions' slow mode is not a burn-in (docs/lab-notes/bart.md, Mixing: longer tuning
     left R-hat of sigma where it was, more kept steps lowered it): their advice says so."""
     from bayestrees.convergence import ConvergenceReport
 

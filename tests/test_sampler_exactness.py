@@ -3,7 +3,7 @@
 Each test states its tolerance and where it comes from (the Monte Carlo noise of its fixed seed),
 and where useful checks its own power: that the answer under a planted error of the size that the
 issue "Tree MCMC a user can trust at its defaults" (item 5) names lies outside the tolerance.
-``docs/bcart.md`` ("Mutation check of the sampler tests") records the planted errors and which
+``docs/lab-notes/bcart.md`` ("Mutation check of the sampler tests") records the planted errors and which
 test failed.
 
 (a) leaf draws: mean AND variance of the drawn leaf parameters against the conjugate closed forms
@@ -582,7 +582,7 @@ def test_moves_match_the_exact_pcfg_posterior_tightly(tmp_path, default_xla_env)
     within 0.005 (about 5 standard errors).  The exact answers under a wrong Dirichlet concentration (0.5
     or 2) are outside: their root TV is 0.017 and 0.044 from the right one, the predictive moves by up to
     0.017 (asserted below), and these chains targeting them gave root TVs 0.014 and 0.031 and predictive
-    deviations of 0.0062 and 0.018 (the right target: 0.0043, 0.0009 and 0.0010; ``docs/bcart.md``).
+    deviations of 0.0062 and 0.018 (the right target: 0.0043, 0.0009 and 0.0010; ``docs/lab-notes/bcart.md``).
     """
     from bayestrees.inference.pcfg.fit import fit_posterior
 

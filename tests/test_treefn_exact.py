@@ -425,7 +425,7 @@ def test_one_tree_poisson_function_at_its_defaults_matches_enumeration(data_seed
     """The same for a Poisson likelihood with a log link (the general path, the default Normal leaves):
     the exact posterior of every tree by quadrature per leaf.  With one grow or prune a step (the
     former default) the TV over these data seeds was 0.010-0.087; the one-tree moves' records are in
-    ``docs/models.md``."""
+    ``docs/lab-notes/models.md``."""
     X, y, want, model = _one_tree_poisson(data_seed)
     _check_defaults_against(model, X, y, want)
 

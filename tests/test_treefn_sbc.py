@@ -19,7 +19,7 @@ Two differences from the benchmark, both for time:
   ``sample_model`` itself builds a new ``numpyro.infer.MCMC`` per call with the data closed over
   (NumPyro's ``jit_model_args=False``): the response is a constant of the compiled sampling loop, and
   every new data set compiles that loop again (the persistent cache misses; a median of 15 s a data
-  set at the suite's -O0 flags on the shared 2-core machine, ``docs/models.md``), which is what the benchmark pays;
+  set at the suite's -O0 flags on the shared 2-core machine, ``docs/lab-notes/models.md``), which is what the benchmark pays;
 * the true trees are drawn by the NumPy simulator of ``benchmarks/bart_sbc.py`` (the interval rule
   prior of the module docstring of :mod:`bayestrees.inference.treefn.site`, truncated to nodes of 3
   rows by rejection), not by :meth:`TreeEnsemble.sample` (whose rejection sampler would be compiled

@@ -20,10 +20,6 @@ TUTORIALS = ROOT / "tutorials"
 NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart", "models"]
 if (TUTORIALS / "bet.py").exists():
     NAMES.append("bet")
-#: tutorials that read ../shared/data (next to the repository), skipped where it is absent
-SHARED = Path(os.environ.get("BAYESTREES_DATA", ROOT.parent / "shared" / "data"))
-NEEDS_SHARED = {"forests": SHARED / "california_housing.csv", "bart": SHARED / "california_housing.csv"}
-MISSING = {n: p for n, p in NEEDS_SHARED.items() if not p.exists()}
 
 RUNNER = r"""
 import contextlib, io, json, runpy, sys, time, traceback
@@ -60,7 +56,7 @@ def quick_run(tmp_path_factory, request):
                JAX_COMPILATION_CACHE_DIR=str(jax_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", PYTHONWARNINGS="ignore")
     status_file = out / "status.json"
-    r = subprocess.run([sys.executable, "-c", RUNNER, str(status_file), *[str(TUTORIALS / f"{n}.py") for n in NAMES if n not in MISSING]],
+    r = subprocess.run([sys.executable, "-c", RUNNER, str(status_file), *[str(TUTORIALS / f"{n}.py") for n in NAMES]],
                        env=env, cwd=str(out), capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and status_file.exists(), r.stderr[-3000:]
     return out, json.loads(status_file.read_text())
@@ -68,8 +64,6 @@ def quick_run(tmp_path_factory, request):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tutorial_runs_and_writes_its_figures(quick_run, name):
-    if name in MISSING:
-        pytest.skip(f"{MISSING[name]} is not there")
     out, status = quick_run
     st = status[name]
     assert st["ok"], st.get("error")

@@ -10,7 +10,7 @@
 # calibrated on a linear fit. The sampler is Bayesian backfitting: every step
 # moves each tree once (grow, prune, change, swap) on the residual of the other
 # trees, draws its leaf values, then draws `sigma`. The defaults are the
-# paper's (`m = 200`, `k = 2`, `nu = 3`, `q = 0.9`); `docs/bart.md` lists them
+# paper's (`m = 200`, `k = 2`, `nu = 3`, `q = 0.9`); `docs/lab-notes/bart.md` lists them
 # with their sources.
 #
 # What a fit gives: `predict` (the posterior mean of `f`), `predict_draws` (one
@@ -19,8 +19,8 @@
 # `convergence_` (R-hat and ESS, as every MCMC family).
 #
 # Data: Friedman's (1991) function, where the truth is known, and California
-# housing (read from `../shared/data` next to the repository, or
-# `$BAYESTREES_DATA`). `BAYESTREES_TUTORIAL_QUICK=1` runs few trees and short
+# housing (shipped with the package: `bayestrees.datasets.load_california_housing`).
+# `BAYESTREES_TUTORIAL_QUICK=1` runs few trees and short
 # chains on fewer rows; figures go to `tutorials/output/bart/` (or
 # `$BAYESTREES_TUTORIAL_OUT/bart/`).
 
@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 
 import bayestrees as bt
+from bayestrees.datasets import load_california_housing
 
 QUICK = os.environ.get("BAYESTREES_TUTORIAL_QUICK", "0") not in ("", "0")
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "bart"
 OUT.mkdir(parents=True, exist_ok=True)
-SHARED_DATA = Path(os.environ.get("BAYESTREES_DATA", HERE.parent.parent / "shared" / "data"))
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 20)
 # chain lengths: tuning steps, kept draws, thinning, chains (a step moves every tree once)
@@ -172,11 +172,8 @@ save(fig, "friedman_importance_pd.png")
 # follow).
 
 # %%
-path = SHARED_DATA / "california_housing.csv"
-if not path.exists():
-    raise SystemExit(f"{path} not found: this part reads california_housing.csv from ../shared/data "
-                     "(or set BAYESTREES_DATA to its folder)")
-cal = pd.read_csv(path).sample(1000 if QUICK else 7000, random_state=0)
+X_cal, y_cal, cal_names = load_california_housing()
+cal = pd.DataFrame(X_cal, columns=cal_names).assign(medianHouseValue=y_cal).sample(1000 if QUICK else 7000, random_state=0)
 yc = cal.pop("medianHouseValue").to_numpy()
 n_train = 800 if QUICK else 5000
 Xtr, Xte, ytr, yte = cal.iloc[:n_train], cal.iloc[n_train:], yc[:n_train], yc[n_train:]

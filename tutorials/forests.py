@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 import bayestrees as bt
-from bayestrees.datasets import load_mcycle
+from bayestrees.datasets import load_california_housing, load_mcycle
 
 QUICK = os.environ.get("BAYESTREES_TUTORIAL_QUICK", "0") not in ("", "0")
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
@@ -33,8 +33,6 @@ OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "forest
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 20)
-# ../shared/data next to the repository (as the benchmarks read it), or $BAYESTREES_DATA
-SHARED_DATA = Path(os.environ.get("BAYESTREES_DATA", HERE.parent.parent / "shared" / "data"))
 N_TREES = 8 if QUICK else 200
 
 
@@ -104,18 +102,15 @@ save(fig, "mcycle_trees.png")
 # %% [markdown]
 # ## 2. Many features: California housing
 #
-# 20,640 census blocks, 8 features, median house value in dollars (read from
-# `../shared/data` next to the repository, or `$BAYESTREES_DATA`). We hold out
+# 20,640 census blocks, 8 features, median house value in dollars (shipped
+# with the package: `bayestrees.datasets.load_california_housing`). We hold out
 # a fifth of the rows and compare CART (not in the quick mode), the Bayesian
 # forest and the empirical Bayesian forest, whose trunk has leaves of at least
 # `trunk_min_samples_leaf` rows.
 
 # %%
-path = SHARED_DATA / "california_housing.csv"
-if not path.exists():
-    raise SystemExit(f"{path} not found: this part reads california_housing.csv from ../shared/data "
-                     "(or set BAYESTREES_DATA to its folder)")
-cal = pd.read_csv(path)
+X_cal, y_cal, cal_names = load_california_housing()
+cal = pd.DataFrame(X_cal, columns=cal_names).assign(medianHouseValue=y_cal)
 if QUICK:
     cal = cal.sample(1500, random_state=0)
 yc = cal.pop("medianHouseValue").to_numpy()

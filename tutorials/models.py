@@ -420,7 +420,7 @@ save(fig, "heteroskedastic.png")
 # Metropolis-Hastings). An earlier version of that proposal took a full Newton
 # step, which from `h = 0` overshot once `f` had fitted the mean, and three of
 # the four chains of `h` accepted no move at all; the step is now bounded
-# (docs/models.md). If a chain of `h` still shows no accepted moves, its band
+# (docs/lab-notes/models.md). If a chain of `h` still shows no accepted moves, its band
 # is not the posterior.
 
 

@@ -15,7 +15,7 @@ Modules: :mod:`.inputs` (Dask input checks), :mod:`.client` (local cluster / add
 :mod:`.partitions` (per-partition tasks), :mod:`.trunk` (trunk from summed histograms),
 :mod:`.weights` (Bayesian-bootstrap weights by global row index), :mod:`.branch_fit` (one
 branch's forest), :mod:`.graft` (trunk + branches -> whole trees), :mod:`.fit` (the plan),
-:mod:`.estimator` (the estimators' hooks).  See ``docs/distributed.md``.
+:mod:`.estimator` (the estimators' hooks).  See ``docs/lab-notes/distributed.md``.
 """
 from .client import close_local_cluster, get_client, local_client
 from .inputs import as_dask, is_dask_input

@@ -41,7 +41,7 @@ def local_client(n_workers: int | None = None):
         return c
     if n_workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        # a worker compiling and running the JAX engine needs about 2 GiB (docs/distributed.md):
+        # a worker compiling and running the JAX engine needs about 2 GiB (docs/lab-notes/distributed.md):
         # fewer workers with more memory each rather than workers the nanny would kill
         import psutil
 

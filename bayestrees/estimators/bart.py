@@ -146,7 +146,7 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         the cost of a grow (swap must be 0).  With ``move_probs=(0.35, 0.35, 0.3, 0.0), slide=3``, on
         Friedman's function at n = 1,000 (3 data sets), the effective draws per second were 1.5x
         the default's at the function's worst test row, 1.3x at its median row and 1.3x for
-        ``sigma`` (m = 200; m = 50: 1.0x, 1.6x, 1.2x; ``docs/bart.md``, "A local threshold move: slides").
+        ``sigma`` (m = 200; m = 50: 1.0x, 1.6x, 1.2x; ``docs/lab-notes/bart.md``, "A local threshold move: slides").
     sparse : bool, default False
         Linero's (2018) sparse Dirichlet prior on the split variables (the R package BART's
         ``sparse=TRUE``, "DART"): ``s ~ Dirichlet(alpha / p)``, ``alpha / (alpha + rho) ~ Beta(a, b)``;

@@ -73,7 +73,7 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         step (Chipman et al. 1998; a step is about a hundredth of the cost, but its chains stay
         for thousands of steps in the trees they first grew, so 4 chains seldom agree).
         "sweep": a systematic sweep over every node per step.  "mixed": ``local_moves`` local
-        moves, then one particle Gibbs regrowth, per step.  ``docs/bcart.md`` ("Update schemes
+        moves, then one particle Gibbs regrowth, per step.  ``docs/lab-notes/bcart.md`` ("Update schemes
         on the mixing panel") gives R-hat, ESS per second and time of each on five data sets;
         every fit reports R-hat and ESS (``convergence_``) and warns when chains disagree.
     particles : int, default 10

@@ -100,7 +100,7 @@ class _ForestMixin(DrawsMixin, FamilyEstimator):
         X : array-like or DataFrame (n_samples, n_features)
             NaN allowed (missing values get their own code).  Empirical Bayesian and sub-sample
             forests also take a Dask DataFrame or Parquet path(s), fitted on a Dask cluster
-            (``docs/distributed.md``).
+            (``docs/lab-notes/distributed.md``).
         y : array-like (n_samples,)
             Real targets (regressors) or labels (classifiers); a Dask Series with a Dask ``X``.
         target : str, optional
@@ -229,7 +229,7 @@ _COMMON_DOC = """
         fits them in worker processes pinned to one core each instead, started on first use and
         kept warm for later fits (see :mod:`bayestrees.inference.forest.workers`); each holds its
         own JAX runtime and compiled program (about 300 MB on an 18,000-row data set), for the
-        same fit time on the 2-core development machine (``docs/performance.md``, "Forest memory").
+        same fit time on the 2-core development machine (``docs/lab-notes/performance.md``, "Forest memory").
     random_state : int, numpy Generator or None
     progressbar : bool
     n_estimators : int

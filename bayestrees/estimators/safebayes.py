@@ -152,7 +152,7 @@ _COMMON_PARAMS_DOC = """
         ``m > N`` sharpens the weights towards the single best tree.  ``"auto"``
         chooses ``m`` by ``cv``-fold cross-validation on the training rows (see
         :meth:`fit`).  The paper uses ``m = 5``; on imbalanced two-class data that
-        gives majority-class predictions (docs/safebayes.md).
+        gives majority-class predictions (docs/lab-notes/safebayes.md).
     root_splits : bool, default True
         The root of every prior tree is internal (the code string starts with
         1, the paper's Figure 1); ``False`` lets it be a leaf with probability

@@ -9,8 +9,8 @@ The pages are MyST Markdown; the API reference is generated from the NumPy-style
 are copied next to these pages at build time and rendered by myst-nb through jupytext. They are
 not executed unless ``BAYESTREES_DOCS_EXECUTE=1`` (every tutorial, in full, which takes long) or
 ``BAYESTREES_DOCS_EXECUTE=pcfg,bcart`` (those); add ``BAYESTREES_TUTORIAL_QUICK=1`` for the reduced
-sizes. Executed, their printed tables and figures appear on the pages. The lab notes in ``docs/*.md``
-are included unchanged under "Benchmarks and lab notes".
+sizes. Executed, their printed tables and figures appear on the pages. The lab notes in ``docs/lab-notes/*.md``
+(and the architecture, ``docs/design.md``) are included unchanged under "Benchmarks and lab notes".
 """
 import contextlib
 import io
@@ -80,10 +80,8 @@ nb_execution_raise_on_error = True
 nb_merge_streams = True
 
 if EXECUTE:
-    # the executed tutorials write their figures under the build folder and read the shared data
-    # next to the repository unless told otherwise
+    # the executed tutorials write their figures under the build folder unless told otherwise
     os.environ.setdefault("BAYESTREES_TUTORIAL_OUT", str(ROOT / "docs" / "_build" / "tutorial-output"))
-    os.environ.setdefault("BAYESTREES_DATA", str(ROOT.parent / "shared" / "data"))
 
 # --- command-line help, written at build time from the parser itself ---------------------------------
 _GENERATED = HERE / "_generated"

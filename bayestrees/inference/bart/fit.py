@@ -43,7 +43,7 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
 * Moves: grow 0.5, prune 0.5 (the R package BART's birth/death steps, ``pbd = 1``, and bartz's).
   Chipman et al. 1998's change and swap moves are there too (``move_probs=(0.25, 0.25, 0.4, 0.1)``,
   BayesTree's): on Friedman's function (``n = 1,000``, ``benchmarks/bart_mixing.py``) they did not
-  make ``sigma`` mix better per step, and a step with them costs twice as much (docs/bart.md).
+  make ``sigma`` mix better per step, and a step with them costs twice as much (docs/lab-notes/bart.md).
 * Probit offset ``Phi^-1(mean y)`` (the R package BART's ``binaryOffset``).
 * ``max_bins = 100`` split codes per feature (BayesTree's ``numcut = 100``).
 
@@ -59,7 +59,7 @@ a few dozen bytes of statistics: with the defaults (``m = 200``, ``S = 63``) 75,
 With ``keep_trees=False`` no tree is kept: a draw holds each tree's leaves and depth (int16 and
 int8: ``3 m`` bytes), the splits per feature (``4 d``), the function at the training rows (``4 n``)
 and at the rows named by ``predict_codes`` (``4 n_new``): 600 bytes + ``4 (d + n + n_new)`` and
-the statistics with ``m = 200`` (measured: docs/bart.md, "Keeping no trees").  The sampler is the
+the statistics with ``m = 200`` (measured: docs/lab-notes/bart.md, "Keeping no trees").  The sampler is the
 same (collecting a draw reads the chain's state and changes nothing), so the draws are those of
 ``keep_trees=True`` to the bit; only values at rows not named when fitting cannot be computed.
 """

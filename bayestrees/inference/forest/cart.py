@@ -847,7 +847,7 @@ def stage_floor(min_samples_leaf: int) -> int:
     Every stage is a loop compiled for its shapes, so each costs compilation time and compiler
     memory; with large leaves few rows stay in open nodes for long, and the late stages save
     less than they cost.  Measured on one branch of 23,000 rows padded to 31,744, 8 trees,
-    ``min_samples_leaf=20`` (``docs/distributed.md``, third round): five stages took 10.95 s to compile and run
+    ``min_samples_leaf=20`` (``docs/lab-notes/distributed.md``, third round): five stages took 10.95 s to compile and run
     and 1,063 MiB of peak memory, one stage 3.95 s and 605 MiB, and later fits ran in 1.46 s
     against 1.3 s.  With ``min_samples_leaf=1`` the stages stay as they were (floor 1024).
     """

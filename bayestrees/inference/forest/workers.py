@@ -5,7 +5,7 @@ the process, but a level-wise tree fit has too little work per operation for
 that to pay (one call on two cores runs about 1.5x faster than on one), and two
 calls from two threads compete for the same thread pool.  A worker process
 pinned to one core runs its calls single-threaded, so ``k`` workers fit ``k``
-trees at a time at the single-core speed (see ``docs/performance.md``).
+trees at a time at the single-core speed (see ``docs/lab-notes/performance.md``).
 
 Each worker is a fresh interpreter (``python -c``, so the user's ``__main__``
 is never re-imported and no ``if __name__ == "__main__"`` guard is needed),
@@ -68,7 +68,7 @@ def use_processes(n_jobs: int) -> bool:
     (``BAYESTREES_PARALLEL=processes``), on the CPU backend, on Linux.  By default they run in
     threads of the calling process: on the 2-core box the same fit time as worker processes (1.07x
     against 1.06x scikit-learn's), half the compile time and a third of the memory
-    (``docs/performance.md``, "Forest memory")."""
+    (``docs/lab-notes/performance.md``, "Forest memory")."""
     import jax
 
     mode = os.environ.get("BAYESTREES_PARALLEL", "threads")
@@ -109,7 +109,7 @@ class _Worker:
         env["JAX_PLATFORMS"] = "cpu"
         # one glibc malloc arena (unless the user chose): a worker runs on one core, so its threads
         # hardly contend for it, and the compiler's peak falls from about 640 to 560 MB, a
-        # worker's from 310 to 300 MB, with the same compile and fit times (docs/performance.md,
+        # worker's from 310 to 300 MB, with the same compile and fit times (docs/lab-notes/performance.md,
         # "Forest memory")
         env.setdefault("MALLOC_ARENA_MAX", "1")
         if cache is not None:  # the compilation cache settings (compile_cache.worker_settings)

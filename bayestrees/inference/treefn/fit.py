@@ -217,7 +217,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         bit-identical to ``jit_data=False``: there XLA evaluates what depends on the data alone
         when it compiles (a Normal likelihood's Hessian in ``f``, the support checks of the
         observed values), here when the program runs, and the two differ in float32 rounding
-        (about 1e-7 in the leaf values after the first step: ``docs/models.md``).  They are the
+        (about 1e-7 in the leaf values after the first step: ``docs/lab-notes/models.md``).  They are the
         same whether the program was compiled or loaded.  The model must run with those arrays
         traced: its tree features model arguments themselves (not computed inside the model from
         another argument: then only the 1-d arrays are made arguments), and no data value needed

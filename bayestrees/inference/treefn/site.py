@@ -436,7 +436,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         variable (:mod:`~bayestrees.inference.treefn.leaf_priors`; log-linear BART, Murray 2021),
         which is conjugate to a Poisson likelihood with a log link (``Poisson(B exp(g + f))``): the
         tree moves then integrate the leaf values out, as for a Normal likelihood (at n = 1,000,
-        about 3x the effective draws per CPU second of the general path: ``docs/models.md``).
+        about 3x the effective draws per CPU second of the general path: ``docs/lab-notes/models.md``).
     max_depth : int, default 5
         Deepest leaf level (the prior is truncated there).
     min_leaf_rows : int >= 0, default 5
