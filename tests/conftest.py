@@ -94,34 +94,37 @@ def pytest_runtest_setup(item):
 
 
 LONG_FILES = (  # longest first, so that two processes end together; seconds per file from the
-               # durations of the whole suite on 2026-11-26 (pytest --durations, 2 processes on a loaded
-               # host: the summed durations scaled by the run's CPU time, 1,400 s, over their sum)
-              "test_sklearn_compat.py",  # about 147 s (604 checks; each MCMC estimator's check compiles anew)
-              "test_bcart_sampler.py",  # about 111 s
-              "test_tutorials.py",  # about 99 s (one fixture: every tutorial's quick run)
-              "test_cli.py",  # about 74 s (the demo 43 s)
-              "test_bart_sampler.py",  # about 74 s
-              "test_results_unchanged.py",  # about 71 s
-              "test_contract.py",  # about 56 s
-              "test_safebayes.py",  # about 55 s
-              "test_pcfg.py",  # about 53 s
-              "test_bet.py",  # about 51 s
-              "test_sampler_exactness.py",  # about 49 s
-              "test_distributed.py",  # about 48 s
-              "test_pcfg_api.py",  # about 47 s
-              "test_predict_interval.py",  # about 39 s
-              "test_save_load.py",  # about 39 s
-              "test_workers.py",  # about 36 s
-              "test_bart_api.py",  # about 34 s
-              "test_cart.py",  # about 33 s
-              "test_float64_mcmc.py",  # about 30 s
-              "test_bcart_api.py",  # about 30 s
-              "test_forest.py",  # about 29 s
-              "test_new_rows.py",  # about 28 s
-              "test_bet_api.py",  # about 23 s
-              "test_bet_exact.py",  # about 17 s
-              "test_docs_build.py",  # about 17 s
-              "test_sharding.py")  # about 14 s; the rest, under 13 s each, in collection order
+               # durations of the whole suite on 2026-11-28 (pytest --durations, 2 processes, nothing
+               # else running; the one-tree tests at the default lengths make the first the longest)
+              "test_treefn_exact.py",  # about 367 s (13 one-tree cases at the default kernel and lengths, two seeds each)
+              "test_sklearn_compat.py",  # about 111 s (604 checks; each MCMC estimator's check compiles anew)
+              "test_tutorials.py",  # about 106 s (one fixture: every tutorial's quick run)
+              "test_bart_sampler.py",  # about 90 s
+              "test_bcart_sampler.py",  # about 84 s
+              "test_results_unchanged.py",  # about 75 s
+              "test_treefn_api.py",  # about 61 s
+              "test_cli.py",  # about 57 s
+              "test_doc_examples.py",  # about 54 s
+              "test_sampler_exactness.py",  # about 42 s
+              "test_safebayes.py",  # about 41 s
+              "test_contract.py",  # about 38 s
+              "test_distributed.py",  # about 37 s
+              "test_forest.py",  # about 31 s
+              "test_pcfg.py",  # about 28 s
+              "test_bet.py",  # about 27 s
+              "test_predict_interval.py",  # about 25 s
+              "test_cart.py",  # about 24 s
+              "test_workers.py",  # about 22 s
+              "test_pcfg_api.py",  # about 22 s
+              "test_float64_mcmc.py",  # about 21 s
+              "test_bart_api.py",  # about 20 s
+              "test_sharding.py",  # about 19 s
+              "test_treefn_jit_data.py",  # about 18 s
+              "test_save_load.py",  # about 18 s
+              "test_bart_keep.py",  # about 18 s
+              "test_bcart_api.py",  # about 18 s
+              "test_new_rows.py",  # about 17 s
+              "test_bet_exact.py")  # about 13 s; the rest, under 13 s each, in collection order
 
 
 def pytest_collection_modifyitems(config, items):
