@@ -14,6 +14,15 @@ calls; "s" is the median of the timed calls and "compile s" the first call minus
 | bcart | Bayesian CART, 16 chains of 2,000 + 2,000 one-move steps, Friedman ``n = 1,000``, ``p = 10`` | ``bt.BayesianCARTRegressor(scheme="moves", chains=16, max_depth=5, max_bins=100)`` (``chain_method="auto"``) | bartz ``mc_gbart(ntree=1, mc_cores=16, numcut=100)``, the same steps per chain |
 | bet | BET, 4 chains of 10,000 sweeps, breast cancer (683 rows) | ``fit_bet`` with 4 chains (``chain_method="auto"``), the settings of ``bet_paper.py`` | no other implementation of BET is known to us: the same fit with 1 chain is shown instead |
 | bart | BART, 200 trees, one chain: seconds per full step, Friedman ``n = 1,024``, ``p = 100`` | the kernel of ``bt.BARTRegressor`` (``bart_bartz.speed``) | bartz's ``mcmcstep.step`` in the same process (``bart_bartz.speed``) |
+| bart_rows | the same at ``n = 65,536`` rows (where a GPU's width counts) | the same | the same |
+| treefn | a sum of 50 trees in a NumPyro model (``bt.bart_function``, Normal likelihood, ``sigma`` by NUTS), 4 chains, Friedman ``n = 2,000``; the timed call a refit (programs loaded from a cache of the process's own) | ``bt.sample_model`` | bartz ``mc_gbart(ntree=50, mc_cores=4)``, the same steps per chain |
+
+Sizes come in suites (``--suite``, table ``SIZES``): ``full`` (the records' sizes, above),
+``accelerator`` (every workload and its peer within ``--budget``, 450 s by default: the device
+check that runs first whenever a GPU machine is at hand), ``quick`` (a smoke version) and ``tiny``
+(the test suite's check of this script, ``tests/test_devices_script.py``).  The accelerator suite
+runs the families never measured on a GPU first, gives each workload what is left of the budget as
+its timeout, and starts none with under 20 s left (its line then says "not run").
 
 Peak memory: the growth of the process's peak resident set (``VmHWM``) over its resident set just
 before that side started (the peak is reset between the two sides through
@@ -29,13 +38,19 @@ setting it up), else under this interpreter without the peer.
 Usage::
 
     .venv/bin/python benchmarks/devices.py                       # every workload, full size
+    .venv/bin/python benchmarks/devices.py --suite accelerator   # every family within 8 minutes
     .venv/bin/python benchmarks/devices.py --quick               # small smoke version
     .venv/bin/python benchmarks/devices.py --only forest,pcfg    # families (or workloads: bf, ebf)
 
+On a GPU machine with JAX, scikit-learn and pandas but none of this project's other needs,
+``benchmarks/device_prep.sh`` (run here first) downloads the missing wheels to ``.whl/`` and copies
+the data files to ``.device-data/``, and prints the one command that installs them there and runs
+the accelerator suite.
+
 The device is whatever JAX picks (``jax.devices()[0]``), so the same command measures a GPU where
-one is installed. Prints a Markdown table and appends one JSON line per workload to ``--out``
-(default ``benchmarks/results/devices.jsonl``, ``devices_quick.jsonl`` with ``--quick``), each with
-the load average before and after.
+one is installed. Prints a Markdown table, writes it beside ``--out`` (``.md``) and appends one JSON line per workload
+to ``--out`` (default ``benchmarks/results/devices.jsonl``, ``devices_<suite>.jsonl`` for the other
+suites), each with the load average before and after.
 """
 from __future__ import annotations
 
@@ -60,7 +75,34 @@ BARTZ_PYTHON = REPO / ".venv-bartz" / "bin" / "python"
 # name: (family, needs bartz)
 WORKLOADS = {"bf": ("forest", False), "ebf": ("forest", False), "pcfg": ("pcfg", False),
              "safebayes": ("safebayes", False), "bcart": ("bcart", True), "bet": ("bet", False),
-             "bart": ("bart", True)}
+             "bart": ("bart", True), "bart_rows": ("bart", True), "treefn": ("treefn", True)}
+
+#: sizes per suite and workload.  "full": the records' sizes; "accelerator": every family and its
+#: peer within ``--budget`` (8 minutes of the device, process starts and compilation included) on
+#: a GPU machine; "quick": a smoke version; "tiny": the suite's own test of the plumbing (seconds)
+SIZES = {
+    "full": {"bf": dict(trees=100, rows=None), "ebf": dict(trees=100, rows=None), "pcfg": dict(bins=10, draws=1000),
+             "safebayes": dict(trees=100_000), "bcart": dict(n=1000, steps=4000, chains=16),
+             "bet": dict(sweeps=10_000), "bart": dict(n=1024, steps=50, warmup=100, repeats=3),
+             "bart_rows": dict(n=65_536, steps=20, warmup=20, repeats=3),
+             "treefn": dict(n=2000, m=50, tune=500, draws=500, chains=4)},
+    "accelerator": {"bf": dict(trees=100, rows=None), "ebf": dict(trees=100, rows=None),
+                    "pcfg": dict(bins=10, draws=1000), "safebayes": dict(trees=100_000),
+                    "bcart": dict(n=1000, steps=2000, chains=16), "bet": dict(sweeps=2000),
+                    "bart": dict(n=1024, steps=50, warmup=50, repeats=2),
+                    "bart_rows": dict(n=65_536, steps=10, warmup=10, repeats=2),
+                    "treefn": dict(n=2000, m=50, tune=200, draws=200, chains=4)},
+    "quick": {"bf": dict(trees=10, rows=2000), "ebf": dict(trees=10, rows=2000), "pcfg": dict(bins=5, draws=100),
+              "safebayes": dict(trees=1000), "bcart": dict(n=200, steps=400, chains=16), "bet": dict(sweeps=200),
+              "bart": dict(n=256, steps=5, warmup=5, repeats=1), "bart_rows": dict(n=4096, steps=5, warmup=5, repeats=1),
+              "treefn": dict(n=200, m=10, tune=50, draws=50, chains=2)},
+    "tiny": {"bf": dict(trees=2, rows=400), "ebf": dict(trees=2, rows=400), "pcfg": dict(bins=3, draws=10),
+             "safebayes": dict(trees=100), "bcart": dict(n=50, steps=20, chains=2), "bet": dict(sweeps=10),
+             "bart": dict(n=128, steps=2, warmup=1, repeats=1), "bart_rows": dict(n=256, steps=2, warmup=1, repeats=1),
+             "treefn": dict(n=40, m=2, tune=5, draws=5, chains=1)},
+}
+#: timed calls per side after the first (compiling) call, per suite
+REPEATS = {"full": 2, "accelerator": 1, "quick": 1, "tiny": 1}
 
 
 # -- measuring, in the child ----------------------------------------------------------------------
@@ -128,14 +170,21 @@ def measure(fn, repeats: int, extra_peak_mb=None, jit: bool = True) -> dict:
 
 
 # -- the workloads (each returns {"ours": ..., "peer": ..., ...}) ----------------------------------
-def _california_fold0(data_dir, quick):
+def _california_fold0(data_dir, rows=None):
     from sklearn.model_selection import KFold
 
     from forest_california import SEED, load
 
-    X, y, _ = load(data_dir)
-    if quick:
-        keep = np.random.default_rng(0).choice(len(y), 2000, replace=False)
+    if (Path(data_dir) / "california_housing.csv").exists():
+        X, y, _ = load(data_dir)
+    else:   # the copy shipped with the package: the same rows (medianIncome scaled as load() does)
+        from bayestrees.datasets import CALIFORNIA_FEATURES, load_california_housing
+
+        X, y, _ = load_california_housing()
+        X = X.copy()
+        X[:, CALIFORNIA_FEATURES.index("medianIncome")] *= 1e4
+    if rows:
+        keep = np.random.default_rng(0).choice(len(y), rows, replace=False)
         X, y = X[keep], y[keep]
     tr, te = next(iter(KFold(10, shuffle=True, random_state=SEED).split(X)))
     return X[tr], y[tr], X[te], y[te]
@@ -147,8 +196,9 @@ def _forest(kind, a):
     from forest_common import rmse
     from sklearn.ensemble import RandomForestRegressor
 
-    Xtr, ytr, Xte, yte = _california_fold0(a.data_dir, a.quick)
-    n_trees = 10 if a.quick else 100
+    size = SIZES[a.suite][kind]
+    Xtr, ytr, Xte, yte = _california_fold0(a.data_dir, size["rows"])
+    n_trees = size["trees"]
     make = {"bf": lambda: bt.BayesianForestRegressor(n_trees, min_samples_leaf=2, n_jobs=-1, random_state=0),
             "ebf": lambda: bt.EmpiricalBayesianForestRegressor(n_trees, trunk_min_samples_leaf=3000,
                                                                min_samples_leaf=2, n_jobs=-1, random_state=0)}[kind]
@@ -187,7 +237,7 @@ def pcfg(a):
     from pcfg_speed import python_recursion
 
     X, y = load_iris(return_X_y=True)
-    bins, draws = (5, 100) if a.quick else (10, 1000)
+    bins, draws = SIZES[a.suite]["pcfg"]["bins"], SIZES[a.suite]["pcfg"]["draws"]
 
     def ours():
         m = bt.PCFGTreeClassifier(max_bins=bins, draws=draws, random_state=0).fit(X, y)
@@ -199,7 +249,7 @@ def pcfg(a):
         (log_q, _), _ = python_recursion(codes, y, 3, 1.0, 2.0)
         return log_q
 
-    return {"ours": measure(ours, a.repeats), "peer": measure(peer, 0 if not a.quick else 1, jit=False),
+    return {"ours": measure(ours, a.repeats), "peer": measure(peer, 0 if a.suite in ("full", "accelerator") else 1, jit=False),
             "bins": bins, "draws": draws, "value_name": "log evidence"}
 
 
@@ -212,7 +262,7 @@ def safebayes(a):
 
     X, y = load_cancer(a.data_dir)
     Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-    K = 1000 if a.quick else 100_000
+    K = SIZES[a.suite]["safebayes"]["trees"]
 
     def ours():
         clf = bt.SafeBayesForestClassifier(K, split_prob=0.475, effective_sample_size=5, leaf_concentration=1.0,
@@ -243,7 +293,7 @@ def bcart(a):
     import bayestrees as bt
     from bcart_speed import friedman
 
-    n, steps, chains = (200, 400, 16) if a.quick else (1000, 4000, 16)
+    n, steps, chains = (SIZES[a.suite]["bcart"][k] for k in ("n", "steps", "chains"))
     X, y = friedman(np.random.default_rng(0), n)
 
     def ours():
@@ -283,7 +333,7 @@ def bet(a):
 
     X, y = load_cancer(a.data_dir)
     data = prepare_data(X, y, task="classification", max_bins=BET_BC["max_bins"], allow_nan=False)
-    sweeps = 200 if a.quick else 10_000
+    sweeps = SIZES[a.suite]["bet"]["sweeps"]
     kw = {k: v for k, v in BET_BC.items() if k != "max_bins"}
 
     def run(chains):
@@ -295,12 +345,12 @@ def bet(a):
             return None
         return fn
 
-    reps = a.repeats if a.quick else 1  # 10,000 sweeps of 4 chains: about a minute on 2 CPU cores
+    reps = 1 if a.suite == "full" else a.repeats  # 10,000 sweeps of 4 chains: about a minute on 2 CPU cores
     return {"ours": measure(run(4), reps), "peer": measure(run(1), reps), "sweeps": sweeps, "chains": 4,
             "peer_name": "BET, 1 chain"}
 
 
-def bart(a):
+def bart(a, name="bart"):
     import types
 
     try:
@@ -309,7 +359,8 @@ def bart(a):
         return {"peer_missing": "bartz not installed (see benchmarks/bart_bartz.py)", "error": "no bartz"}
     import jax
 
-    n, steps, warmup, repeats = (256, 5, 5, 1) if a.quick else (1024, 50, 100, 3)
+    size = SIZES[a.suite][name]
+    n, steps, warmup, repeats = size["n"], size["steps"], size["warmup"], size["repeats"]
     args = types.SimpleNamespace(seed=0, warmup=warmup, steps=steps, repeats=repeats, speed_chains=1)
     rss0 = _status_kb("VmRSS")
     exact = _reset_peak() and rss0 is not None
@@ -326,8 +377,72 @@ def bart(a):
             "n": n, "p": 100, "m": 200, "steps": steps, "warmup": warmup, "unit": "s per step"}
 
 
+def bart_rows(a):
+    return bart(a, "bart_rows")
+
+
+def treefn(a):
+    """A sum of trees inside a NumPyro model (``bt.bart_function``, Normal likelihood, the noise scale
+    by NUTS) against bartz's BART on the same rows, the same trees and the same steps per chain;
+    the value is each side's RMSE of the posterior mean against the true function.
+
+    ``sample_model`` builds its programs anew at every call; with ``jit_data=True`` and a
+    compilation cache of this process's own, the timed call is a refit that loads them (as a
+    user's second fit does), so its time is the sampling, the tracing and the loading."""
+    import tempfile
+    import warnings
+
+    import jax
+    import numpyro
+    import numpyro.distributions as dist
+
+    import bayestrees as bt
+    from bcart_speed import friedman
+
+    jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="devices-treefn-"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    size = SIZES[a.suite]["treefn"]
+    n, m, tune, draws, chains = (size[k] for k in ("n", "m", "tune", "draws", "chains"))
+    rng = np.random.default_rng(0)
+    X, y = friedman(rng, n)
+    f_true = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
+    mu, sd = y.mean(), y.std()
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=m)
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        numpyro.sample("y", dist.Normal(f, sigma), obs=y)
+
+    def ours():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = bt.sample_model(model, X, y=((y - mu) / sd).astype(np.float32), draws=draws, tune=tune,
+                                  chains=chains, random_seed=0, log_likelihood=False, jit_data=True)
+        f = np.asarray(fit.idata.posterior["f"]).reshape(-1, n).mean(0) * sd + mu
+        return float(np.sqrt(np.mean((f - f_true) ** 2)))
+
+    r = {"ours": measure(ours, a.repeats), "n": n, "m": m, "steps_per_chain": tune + draws, "chains": chains,
+         "value_name": "RMSE of the posterior mean against the true function"}
+    try:
+        from bartz.BART import mc_gbart
+    except ImportError:
+        r["peer_missing"] = "bartz not installed (see benchmarks/bart_bartz.py)"
+        return r
+
+    def peer():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            b = mc_gbart(X, y.astype(np.float32), ntree=m, ndpost=chains * draws, nskip=tune, printevery=None,
+                         seed=0, mc_cores=chains)
+            f = np.asarray(jax.block_until_ready(b.yhat_train_mean))
+        return float(np.sqrt(np.mean((f - f_true) ** 2)))
+
+    r["peer"] = measure(peer, a.repeats)
+    return r
+
+
 RUN = {"bf": forest_bf, "ebf": forest_ebf, "pcfg": pcfg, "safebayes": safebayes, "bcart": bcart, "bet": bet,
-       "bart": bart}
+       "bart": bart, "bart_rows": bart_rows, "treefn": treefn}
 DESCRIBE = {
     "bf": ("Bayesian forest, {n_trees} trees, California fold 0 ({n_train:,} rows): fit + predict",
            "scikit-learn RF, n_jobs=-1"),
@@ -340,6 +455,9 @@ DESCRIBE = {
               "bartz mc_gbart, 1 tree, {chains} chains"),
     "bet": ("BET, {chains} chains x {sweeps:,} sweeps (breast cancer)", "BET, 1 chain (no other implementation)"),
     "bart": ("BART, 200 trees, 1 chain, per step (Friedman n={n:,}, p=100)", "bartz, same device"),
+    "bart_rows": ("BART, 200 trees, 1 chain, per step (Friedman n={n:,}, p=100)", "bartz, same device"),
+    "treefn": ("bart_function, {m} trees, in a NumPyro Normal model, {chains} chains x {steps_per_chain:,} steps "
+               "(Friedman n={n:,})", "bartz mc_gbart, {m} trees, {chains} chains, same steps"),
 }
 
 
@@ -358,8 +476,8 @@ def child(name, a):
     rec.update(device=f"{d.platform}:{d.id} {getattr(d, 'device_kind', '')}".strip(), backend=jax.default_backend(),
                n_devices=jax.device_count(), jax_version=jax.__version__)
     try:
-        import bartz
-        rec["bartz_version"] = bartz.__version__
+        from bartz import __version__ as bartz_version
+        rec["bartz_version"] = bartz_version
     except ImportError:
         pass
     from forest_common import machine
@@ -408,23 +526,43 @@ def table(records) -> str:
     return "\n".join(lines)
 
 
+#: the accelerator suite's order: the families never measured on a GPU before first, so that a cut
+#: budget leaves out those measured there already
+ACCELERATOR_ORDER = ("bart", "treefn", "pcfg", "safebayes", "bf", "ebf", "bart_rows", "bcart", "bet")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small smoke version of every workload")
+    ap.add_argument("--suite", choices=tuple(SIZES), default=None,
+                    help="sizes: full (the records'), accelerator (every family and its peer within --budget), "
+                         "quick (smoke), tiny (the test suite's check of this script)")
+    ap.add_argument("--quick", action="store_true", help="the same as --suite quick")
     ap.add_argument("--only", default=None,
-                    help="comma-separated families (forest, pcfg, safebayes, bcart, bet, bart) or workloads "
-                         "(bf, ebf)")
-    ap.add_argument("--out", default=None, help="JSON-lines file (default benchmarks/results/devices[_quick].jsonl)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed calls per side (default 2; 1 with --quick)")
+                    help="comma-separated families (forest, pcfg, safebayes, bcart, bet, bart, treefn) or workloads "
+                         "(bf, ebf, bart_rows)")
+    ap.add_argument("--out", default=None, help="JSON-lines file (default benchmarks/results/devices[_SUITE].jsonl); "
+                                                "the Markdown table is written beside it (.md)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed calls per side after the first "
+                                                              "(default 2 for full, else 1)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the whole run (default 450 for the accelerator suite, else none): a workload "
+                         "gets what is left as its timeout, and none starts with under 20 s left")
     ap.add_argument("--data-dir", default=None, help="folder of the public data files (default: $BAYESTREES_DATA, "
-                                                     "else ../shared/data relative to the repository root)")
+                                                     "else ../shared/data relative to the repository root; "
+                                                     "California housing is read from the package where absent)")
     ap.add_argument("--bartz-python", default=None,
-                    help="interpreter with bartz for bcart and bart (default .venv-bartz/bin/python if present)")
+                    help="interpreter with bartz for bcart, bart and treefn (default .venv-bartz/bin/python if "
+                         "present, else this one)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per workload before it is stopped")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.suite is None:
+        a.suite = "quick" if a.quick else "full"
+    a.quick = a.suite in ("quick", "tiny")
     if a.repeats is None:
-        a.repeats = 1 if a.quick else 2
+        a.repeats = REPEATS[a.suite]
+    if a.budget is None and a.suite == "accelerator":
+        a.budget = 450.0
     if a.data_dir is None:
         sys.path.insert(0, str(HERE))
         from forest_common import data_dir
@@ -432,33 +570,42 @@ def main(argv=None):
     if a.child:
         return child(a.child, a)
 
-    wanted = [w for w in WORKLOADS if a.only is None or
-              {WORKLOADS[w][0], w} & set(a.only.split(","))]
+    order = ACCELERATOR_ORDER if a.suite == "accelerator" else tuple(WORKLOADS)
+    wanted = [w for w in order if a.only is None or {WORKLOADS[w][0], w} & set(a.only.split(","))]
     if not wanted:
         ap.error(f"--only {a.only!r} names none of {sorted(set(f for f, _ in WORKLOADS.values()) | set(WORKLOADS))}")
-    out = Path(a.out) if a.out else RESULTS / ("devices_quick.jsonl" if a.quick else "devices.jsonl")
+    default_name = "devices.jsonl" if a.suite == "full" else f"devices_{a.suite}.jsonl"
+    out = Path(a.out) if a.out else RESULTS / default_name
     out.parent.mkdir(parents=True, exist_ok=True)
     bartz_py = a.bartz_python or (str(BARTZ_PYTHON) if BARTZ_PYTHON.exists() else sys.executable)
     env = {**os.environ, "BAYESTREES_COMPILATION_CACHE": "0"}
     records = []
+    start = time.perf_counter()
     for w in wanted:
         py = bartz_py if WORKLOADS[w][1] else sys.executable
         cmd = [py, str(Path(__file__).resolve()), "--child", w, "--repeats", str(a.repeats),
-               "--data-dir", a.data_dir] + (["--quick"] if a.quick else [])
+               "--data-dir", a.data_dir, "--suite", a.suite]
         before = [round(v, 2) for v in os.getloadavg()]
         started = time.strftime("%Y-%m-%d %H:%M:%S")
+        left = None if a.budget is None else a.budget - (time.perf_counter() - start)
+        timeout = a.timeout if left is None else min(a.timeout, left)
         t0 = time.perf_counter()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=a.timeout)
-            lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-            if lines:
-                rec = json.loads(lines[-1][len("RESULT "):])
-            else:
-                rec = {"workload": w, "family": WORKLOADS[w][0], "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-        except subprocess.TimeoutExpired:
-            rec = {"workload": w, "family": WORKLOADS[w][0], "error": f"stopped after {a.timeout:.0f} s"}
+        if left is not None and left < 20:
+            rec = {"workload": w, "family": WORKLOADS[w][0], "error": f"not run: {a.budget:.0f} s budget spent"}
+        else:
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                if lines:
+                    rec = json.loads(lines[-1][len("RESULT "):])
+                else:
+                    rec = {"workload": w, "family": WORKLOADS[w][0],
+                           "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+            except subprocess.TimeoutExpired:
+                rec = {"workload": w, "family": WORKLOADS[w][0], "error": f"stopped after {timeout:.0f} s"}
         rec.update(load_before=before, load_after=[round(v, 2) for v in os.getloadavg()], started=started,
-                   wall_s=time.perf_counter() - t0, quick=a.quick, repeats=a.repeats,
+                   wall_s=time.perf_counter() - t0, suite=a.suite, quick=a.quick, repeats=a.repeats,
+                   budget_s=a.budget,
                    command=" ".join(["benchmarks/devices.py"] + (argv if argv is not None else sys.argv[1:])),
                    python_machine=platform.machine())
         records.append(rec)
@@ -466,6 +613,8 @@ def main(argv=None):
             fh.write(json.dumps(rec, default=float) + "\n")
         print(f"{w}: {rec.get('ours', {}).get('s', rec.get('error'))} (peer {rec.get('peer', {}).get('s')}) "
               f"in {rec['wall_s']:.0f} s", flush=True)
+    out.with_suffix(".md").write_text(f"{' '.join(['benchmarks/devices.py'] + (argv if argv is not None else sys.argv[1:]))}"
+                                      f" ({time.perf_counter() - start:.0f} s)\n\n" + table(records) + "\n")
     print()
     print(table(records))
     try:
