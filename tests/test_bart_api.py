@@ -202,8 +202,26 @@ def test_model_context_sample_and_predictions():
     (dict(draws=0), "draws"), (dict(max_depth=40), "max_depth"), (dict(sigma_hat=-1.0), "sigma_hat"),
     (dict(fixed_sigma=0.0), "fixed_sigma"), (dict(move_probs=(0.3, 0.2, 0.4, 0.1)), "move_probs"),
     (dict(chain_method="pmap"), "chain_method"), (dict(slide=-1), "slide"),
-    (dict(slide=2, move_probs=(0.25, 0.25, 0.4, 0.1)), "swap must be 0"), (dict(slide=2), "change probability")])
+    (dict(slide=2, move_probs=(0.25, 0.25, 0.4, 0.1)), "swap must be 0"), (dict(slide=2), "change probability"),
+    (dict(temperatures=(0.5, 1.0)), "temperatures"), (dict(temperatures=(1.0, 0.0)), "temperatures")])
 def test_bad_parameters(kw, msg):
     X, y = _reg_data(20)
     with pytest.raises(ValueError, match=msg):
         bt.BARTRegressor(**{**KW, **kw}).fit(X, y)
+
+
+def test_a_tempered_fit_keeps_the_cold_replica():
+    """``temperatures``: each chain a ladder of replicas; the fit keeps the first replica's draws, in the
+    shapes of an untempered fit, and says where tempering cannot go (probit)."""
+    X, y = _reg_data(40)
+    reg = bt.BARTRegressor(**{**KW, "temperatures": (1.0, 0.5)}).fit(X, y)
+    post = reg.idata_.posterior
+    assert post["sigma"].shape == (KW["chains"], KW["draws"]) and np.all(np.isfinite(post["mu"].values))
+    assert reg.predict(X[:5]).shape == (5,)
+    assert "temperatures" not in bt.BARTClassifier().get_params()
+    from bayestrees.inference.bart import kernel as K
+    from bayestrees.priors import ChipmanPrior
+
+    with pytest.raises(ValueError, match="probit"):
+        K.KernelConfig(prior=ChipmanPrior(0.95, 2.0), tau2=1.0, max_depth=2, m=2, probit=True, sample_sigma=False,
+                       temperatures=(1.0, 0.5))

@@ -330,20 +330,26 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
 # ------------------------------------------------------------------------------------------------
 # (b') two trees, sigma sampled: exact enumeration
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_two_stumps_and_sigma_match_exact_enumeration():
-    """m = 2 trees of depth at most 1 on 8 rows: 7 states per tree (a leaf or one of 6 rules), 49 pairs.
-    Given the pair, ``y ~ N(0, sigma^2 I + tau^2 (A_1 + A_2))`` (``A_j``: rows sharing a leaf of tree
-    ``j``) with the leaf values integrated out, and ``sigma^2 ~ IG(nu / 2, nu lambda / 2)`` integrated by
-    quadrature: the exact posterior of the pair and of ``sigma^2``, against the backfitting chains."""
-    import itertools
+#: the two-stump case: 8 rows, 2 features of 4 codes, sigma^2 ~ IG(nu / 2, nu lambda / 2)
+_STUMPS = dict(n=8, d=2, m=2, tau2=0.25 ** 2, alpha=0.95, nu=3.0, lam=0.02)
 
+
+def _two_stumps_data():
     rng = np.random.default_rng(0)
-    n, d, m = 8, 2, 2
+    n, d = _STUMPS["n"], _STUMPS["d"]
     codes = rng.integers(0, 4, size=(n, d))
     y = (np.where(codes[:, 0] >= 2, 0.3, -0.2) + 0.15 * codes[:, 1] + 0.15 * rng.normal(size=n)).astype(np.float32)
-    tau2, alpha, nu, lam = 0.25 ** 2, 0.95, 3.0, 0.02
-    prior = ChipmanPrior(alpha, 2.0)
+    return codes, y
+
+
+def _two_stumps_exact(codes, y, beta=1.0):
+    """The exact target of the pair of stumps and ``E[sigma^2]`` under ``p(y | f, sigma)^beta`` times the
+    priors: given the pair and ``sigma^2``, the tempered likelihood with the leaf values integrated out is
+    ``N(y; 0, sigma^2 / beta I + tau^2 (A_1 + A_2)) (2 pi sigma^2 / beta)^(n/2) (2 pi sigma^2)^(-n beta/2)``
+    (``A_j``: rows sharing a leaf of tree ``j``), and ``sigma^2`` is integrated by quadrature."""
+    import itertools
+
+    n, d, tau2, alpha, nu, lam = (_STUMPS[k] for k in ("n", "d", "tau2", "alpha", "nu", "lam"))
     lo, hi = codes.min(0), codes.max(0)
     states = [None] + [(j, t) for j in range(d) for t in range(lo[j], hi[j])]
     nvar = int(np.sum(hi > lo))
@@ -356,42 +362,89 @@ def test_two_stumps_and_sigma_match_exact_enumeration():
         return (g[:, None] == g[None, :]).astype(float)
 
     V = np.exp(np.linspace(np.log(1e-4), np.log(2.0), 4000))               # sigma^2 grid
-    log_w = np.log(np.gradient(V)) + stats.invgamma(nu / 2, scale=nu * lam / 2).logpdf(V)
+    log_w = (np.log(np.gradient(V)) + stats.invgamma(nu / 2, scale=nu * lam / 2).logpdf(V)
+             + 0.5 * n * np.log(2 * np.pi * V / beta) - 0.5 * n * beta * np.log(2 * np.pi * V))
     log_post, e_s2 = {}, {}
     for pair in itertools.product(states, states):
         ev, U = np.linalg.eigh(tau2 * (same_leaf(pair[0]) + same_leaf(pair[1])))
         z2 = (U.T @ y) ** 2
-        a = log_w - 0.5 * (np.log(2 * np.pi * (V[:, None] + ev)) + z2 / (V[:, None] + ev)).sum(1)
+        var = V[:, None] / beta + ev
+        a = log_w - 0.5 * (np.log(2 * np.pi * var) + z2 / var).sum(1)
         mx = a.max()
         log_post[pair] = log_prior(pair[0]) + log_prior(pair[1]) + mx + np.log(np.exp(a - mx).sum())
         e_s2[pair] = float((np.exp(a - mx) * V).sum() / np.exp(a - mx).sum())
     mx = max(log_post.values())
     z = sum(np.exp(v - mx) for v in log_post.values())
     exact = {k: np.exp(v - mx) / z for k, v in log_post.items()}
-    exact_s2 = sum(exact[k] * e_s2[k] for k in exact)
+    return exact, sum(exact[k] * e_s2[k] for k in exact)
 
-    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=1, m=m, move_probs=(0.25, 0.25, 0.4, 0.1))
+
+def _two_stumps_run(codes, y, chains, draws, **kernel):
+    """The pairs of stumps ``(feature, threshold)`` of the roots (-1: a leaf) and ``sigma^2`` of BART's chains
+    (all four moves), every replica's where the kernel is tempered (axis after ``draw``)."""
+    n, m, tau2, alpha, nu, lam = (_STUMPS[k] for k in ("n", "m", "tau2", "alpha", "nu", "lam"))
+    prior = ChipmanPrior(alpha, 2.0)
+    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=1, m=m, move_probs=(0.25, 0.25, 0.4, 0.1),
+                          **kernel)
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(nu),
                       jnp.float32(nu * lam), jnp.float32(0.05), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       *(jnp.asarray(a) for a in K.data_intervals(codes)))
 
     def pair_of(key, st, data):
-        return st.feature[:, 0], st.threshold[:, 0], st.feature[:, 0], st.sigma2
+        return st.feature[..., 0], st.threshold[..., 0], st.sigma2
 
-    res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=4, draws=25000,
+    res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=chains, draws=draws,
                      tune=200, collect=pair_of)
-    f, t, left, s2 = (np.asarray(a) for a in res.samples)
-    tree_state = lambda c, i, k: None if left[c, i, k] < 0 else (int(f[c, i, k]), int(t[c, i, k]))  # noqa: E731
-    # the two trees are exchangeable and swap roles slowly: compare unordered pairs
-    key = lambda p: tuple(sorted(p, key=str))  # noqa: E731
-    got = Counter(key((tree_state(c, i, 0), tree_state(c, i, 1))) for c in range(4) for i in range(25000))
+    return tuple(np.asarray(a) for a in res.samples)
+
+
+def _unordered_pairs(f, t):
+    """The unordered pair of stumps of every draw (the two trees are exchangeable and swap roles
+    slowly): ``f``, ``t`` of shape ``(..., 2)``."""
+    flat_f, flat_t = f.reshape(-1, 2), t.reshape(-1, 2)
+    state = lambda i, k: None if flat_f[i, k] < 0 else (int(flat_f[i, k]), int(flat_t[i, k]))  # noqa: E731
+    return Counter(tuple(sorted((state(i, 0), state(i, 1)), key=str)) for i in range(len(flat_f)))
+
+
+def _pairs_tv(got: Counter, exact: dict) -> float:
     want = Counter()
     for k, p in exact.items():
-        want[key(k)] += p
-    tv = 0.5 * sum(abs(got[k] / 100000 - want[k]) for k in want)
+        want[tuple(sorted(k, key=str))] += p
+    total = sum(got.values())
+    return 0.5 * sum(abs(got[k] / total - want[k]) for k in want)
+
+
+@pytest.mark.slow
+def test_two_stumps_and_sigma_match_exact_enumeration():
+    """m = 2 trees of depth at most 1 on 8 rows: 7 states per tree (a leaf or one of 6 rules), 49 pairs.
+    Given the pair, ``y ~ N(0, sigma^2 I + tau^2 (A_1 + A_2))`` (``A_j``: rows sharing a leaf of tree
+    ``j``) with the leaf values integrated out, and ``sigma^2 ~ IG(nu / 2, nu lambda / 2)`` integrated by
+    quadrature: the exact posterior of the pair and of ``sigma^2``, against the backfitting chains."""
+    codes, y = _two_stumps_data()
+    exact, exact_s2 = _two_stumps_exact(codes, y)
+    f, t, s2 = _two_stumps_run(codes, y, chains=4, draws=25000)
+    tv = _pairs_tv(_unordered_pairs(f, t), exact)
     # 100,000 draws over 28 unordered pairs (ESS a few thousand): over four seeds the TV was 0.008-0.014
     assert tv < 0.03, tv
     assert abs(s2.mean() - exact_s2) < 4 * _mcse(s2), (s2.mean(), exact_s2, _mcse(s2))
+
+
+@pytest.mark.slow
+def test_tempered_replicas_match_their_tempered_targets():
+    """Parallel tempering of BART (``temperatures``): every replica of the two-stump case against the
+    exact enumeration of its own tempered target, ``p(y | f, sigma)^beta`` times the priors (the pair and
+    ``E[sigma^2]``).  The helper replicas check the tempered tree moves, leaf draws and ``sigma^2``
+    conditional directly; the cold replica checks the exchanges (a wrong tempered factor biases it)."""
+    codes, y = _two_stumps_data()
+    betas = (1.0, 0.5, 0.2)
+    f, t, s2 = _two_stumps_run(codes, y, chains=2, draws=15000, temperatures=betas)
+    assert f.shape[2] == len(betas)   # (chain, draw, replica, tree)
+    for r, beta in enumerate(betas):
+        exact, exact_s2 = _two_stumps_exact(codes, y, beta)
+        tv = _pairs_tv(_unordered_pairs(f[:, :, r], t[:, :, r]), exact)
+        assert tv < 0.03, (beta, tv)
+        x = s2[:, :, r]
+        assert abs(x.mean() - exact_s2) < 4 * _mcse(x), (beta, x.mean(), exact_s2, _mcse(x))
 
 
 def _steps_of_independent_chains(seed, trees, resid, y, s2, data, kcfg, steps):

@@ -176,6 +176,12 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         (conditional SMC with ``N`` particles, given the other trees: exact, and it can change every
         rule of a tree at once, where a grow or prune changes a root only through a single leaf).
         Each regrowth costs tens of local moves; not with ``sparse``.
+    temperatures : tuple of float, default (1.0,)
+        Inverse temperatures ``(1, b_1, ...)``, decreasing: with several, each chain is a
+        parallel-tempering ensemble (one replica per temperature, replica ``r`` targeting the
+        likelihood to the power ``b_r``, adjacent replicas exchanging states every step), which can
+        cross between modes that one chain holds to; the draws are the first replica's.  Each
+        replica costs a chain.
 
     Attributes
     ----------
@@ -207,11 +213,12 @@ class BARTRegressor(_BARTMixin, RegressorBase):
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
                  max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
                  sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto",
-                 keep_trees=True, slide=0, local_moves=1, particles=0):
+                 keep_trees=True, slide=0, local_moves=1, particles=0, temperatures=(1.0,)):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
               keep_trees, slide, local_moves, particles)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
+        self.temperatures = temperatures
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``.
@@ -232,10 +239,11 @@ class BARTRegressor(_BARTMixin, RegressorBase):
 class BARTClassifier(_BARTMixin, ClassifierBase):
     __doc__ = parameters_doc(
         "BART for two classes: probit, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals).",
-        BARTRegressor, drop=("nu", "q", "sigma_hat", "fixed_sigma"),
+        BARTRegressor, drop=("nu", "q", "sigma_hat", "fixed_sigma", "temperatures"),
         notes="""
         The parameters are :class:`BARTRegressor`'s without ``nu``, ``q``, ``sigma_hat`` and
-        ``fixed_sigma`` (the latent noise sd is 1), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))``
+        ``fixed_sigma`` (the latent noise sd is 1) and ``temperatures`` (tempering takes a Normal
+        likelihood), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))``
         on the probit scale and the offset ``Phi^-1(mean y)``.  More than two classes raise a
         ``ValueError`` naming the families that fit them (Bayesian CART, the Bayesian forests,
         BCART-PCFG).

@@ -141,6 +141,11 @@ class BARTConfig:
     particles : int  0 (the default), or the particles (>= 2) of a particle Gibbs regrowth of every
         tree in each step after its moves (conditional SMC given the other trees: exact, and it can
         change every rule of a tree at once; :mod:`bayestrees.inference.regrow`); not with ``sparse``
+    temperatures : tuple of float  inverse temperatures ``(1, b_1, ...)``, decreasing (default ``(1.0,)``:
+        no tempering); with several, every chain is a parallel-tempering ensemble of one replica per
+        temperature, replica ``r`` targeting ``p(y | f, sigma)^b_r`` times the priors, adjacent
+        replicas exchanging states each step; the draws are the first replica's
+        (:class:`~bayestrees.inference.bart.kernel.KernelConfig`); regression only
     """
 
     m: int = 200
@@ -168,6 +173,7 @@ class BARTConfig:
     keep_trees: bool = True
     local_moves: int = 1
     particles: int = 0
+    temperatures: tuple = (1.0,)
 
     def __post_init__(self):
         if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior)):
@@ -215,6 +221,14 @@ class BARTConfig:
         check_chain_method(self.chain_method)
         if not isinstance(self.keep_trees, (bool, np.bool_)):
             raise ValueError(f"keep_trees must be True or False, got {self.keep_trees!r}")
+        try:
+            t = tuple(float(b) for b in np.atleast_1d(self.temperatures))
+        except (TypeError, ValueError):
+            t = ()
+        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
+            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got "
+                             f"{self.temperatures!r}")
+        object.__setattr__(self, "temperatures", t)   # a hashable tuple of floats
 
     def sigma_mu(self, probit: bool = False) -> float:
         """The leaf prior sd on the scaled response (probit: on the latent scale)."""
@@ -417,11 +431,15 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
     width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
+    if probit and len(config.temperatures) > 1:
+        raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for two classes (probit) is not "
+                         "tempered")
     kcfg = bart_kernel.KernelConfig(prior=canonical(config.prior), tau2=sigma_mu ** 2, max_depth=config.max_depth,
                                     m=int(config.m), move_probs=tuple(float(p) for p in config.move_probs),
                                     min_leaf_rows=int(config.min_leaf_rows), probit=probit,
                                     sample_sigma=(not probit) and config.fixed_sigma is None,
-                                    sparse=bool(config.sparse), batch_width=int(width), slide=int(config.slide),
+                                    sparse=bool(config.sparse), batch_width=int(width) * len(config.temperatures),
+                                    slide=int(config.slide), temperatures=config.temperatures,
                                     particles=int(config.particles),
                                     n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
                                     local_moves=int(config.local_moves))

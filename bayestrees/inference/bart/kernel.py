@@ -70,6 +70,7 @@ from .. import intervals
 from .. import moves
 from .. import regrow
 from ..loop import Kernel
+from ..tempering import tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
@@ -140,6 +141,11 @@ class KernelConfig:
         regrowth's per-node histograms need (0 without regrowth)
     local_moves : int >= 1  moves of every tree per step (the move phase repeated; Bayesian CART's
         "mixed" scheme makes ``local_moves`` moves before each regrowth)
+    temperatures : inverse temperatures ``(1, b_1, ...)``, decreasing (regression only): with more than
+        one, every chain is a parallel-tempering ensemble (:mod:`bayestrees.inference.tempering`),
+        replica ``r`` targeting ``p(y | f, sigma)^b_r`` times the priors: its tree moves, leaf draws
+        and regrowths see the precisions ``b_r w_i / sigma^2``, its ``sigma^2`` the tempered
+        conditional (:func:`step_sigma`); replica 0 is the posterior
     """
 
     prior: Any
@@ -156,8 +162,14 @@ class KernelConfig:
     particles: int = 0
     n_codes: int = 0
     local_moves: int = 1
+    temperatures: tuple = (1.0,)
 
     def __post_init__(self):
+        t = tuple(float(b) for b in self.temperatures)
+        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
+            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
+        if len(t) > 1 and self.probit:
+            raise ValueError("tempering takes a Normal likelihood (regression): the probit latents are not tempered")
         if not self.prior.rule_in_prior:
             raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         if self.probit and self.sample_sigma:
@@ -178,6 +190,11 @@ class KernelConfig:
     def capacity(self) -> int:
         """Slots of a heap tree of depth ``max_depth``."""
         return heap.capacity(self.max_depth)
+
+    @property
+    def tempered(self) -> bool:
+        """A ladder of several temperatures (the State then holds ``beta`` and ``log_lik``)."""
+        return len(self.temperatures) > 1
 
 
 def leaf_dtype(capacity: int):
@@ -213,6 +230,9 @@ class State(NamedTuple):
     resid : float (n,)  the running residual ``y - sum_j g_j`` (probit: ``z - offset - sum_j g_j``)
     sigma2 : float ()  noise variance
     z : float (n,)  probit latent minus the offset (regression: the scaled response, unchanged)
+    beta : float ()  the inverse temperature of a tempered replica (None untempered: 1)
+    log_lik : float ()  a tempered replica's ``log p(y | f, sigma)`` up to a constant that all replicas
+        share, for the replica exchanges (None untempered)
     """
 
     feature: jax.Array
@@ -228,6 +248,8 @@ class State(NamedTuple):
     z: jax.Array
     log_s: Any = None
     alpha: Any = None
+    beta: Any = None
+    log_lik: Any = None
 
 
 class Info(NamedTuple):
@@ -316,11 +338,30 @@ class _Init:
         log_s = jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt)
         alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
         lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
+        sigma2 = jnp.asarray(data.sigma2, dt)
+        tempered = dict(beta=jnp.ones((), dt), log_lik=_tempered_factor(z, sigma2, data)) if self.cfg.tempered else {}
         return State(feature=feature, threshold=threshold, value=jnp.zeros((m, S), dt),
                      leaf=jnp.zeros((m, n), leaf_dtype(S)), count=root.set(jnp.sum(data.rows).astype(dt)),
                      wsum=root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), log_prior=lp,
-                     avail=avail.astype(dt), resid=z, sigma2=jnp.asarray(data.sigma2, dt), z=z, log_s=log_s,
-                     alpha=alpha)
+                     avail=avail.astype(dt), resid=z, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, **tempered)
+
+
+def _tempered_factor(R, sigma2, data: BARTData):
+    """``log p(y | f, sigma)`` of a residual ``R``, less the terms that every replica shares
+    (``sum_i log(w_i / 2 pi) / 2``): ``-n_+ log(sigma^2) / 2 - sum_i w_i R_i^2 / (2 sigma^2)``."""
+    live = (data.weight > 0) & (data.rows > 0)
+    return (-0.5 * jnp.sum(live) * jnp.log(sigma2)
+            - 0.5 * jnp.sum(jnp.where(live, data.weight * R * R, 0.0)) / sigma2).astype(R.dtype)
+
+
+def tempered_log_lik(state: State):
+    """The tempered factor of a BART replica (:func:`bayestrees.inference.tempering.tempered`)."""
+    return state.log_lik
+
+
+def _precision(state: State):
+    """``1 / sigma^2``, times the replica's inverse temperature when tempered."""
+    return 1.0 / state.sigma2 if state.beta is None else state.beta / state.sigma2
 
 
 def _tables(S: int):
@@ -753,7 +794,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     normal = leaves is None
     zval = (NormalRows if normal else leaves).noise(k_val, m, S, dt)
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
-    inv_s2 = 1.0 / state.sigma2
+    inv_s2 = _precision(state)
     leaves = NormalRows(w, inv_s2, tau2) if normal else leaves
     changes = cfg.slide == 0 and mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees to route again
     if cfg.slide and not normal:
@@ -902,6 +943,11 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
         uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
         z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
         R = z - f
+    elif cfg.sample_sigma and cfg.tempered:   # p(sigma^2) p(y | f, sigma^2)^beta: IG((nu + beta n_+) / 2, ...)
+        live = (data.weight > 0) & (data.rows > 0)
+        a = 0.5 * (data.nu + state.beta * jnp.sum(live))
+        b = 0.5 * (data.nu_lam + state.beta * jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
+        sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
     elif cfg.sample_sigma:
         live = (data.weight > 0) & (data.rows > 0)
         a = 0.5 * (data.nu + jnp.sum(live))
@@ -911,7 +957,9 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
     if cfg.sparse:
         log_s, alpha, lprior, avail = _sparse_update(k_sparse, state.feature, state.threshold, lprior, avail, log_s,
                                                      alpha, data, cfg, dt)
-    return state._replace(resid=R, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, log_prior=lprior, avail=avail)
+    log_lik = _tempered_factor(R, sigma2, data) if cfg.tempered else None
+    return state._replace(resid=R, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, log_prior=lprior, avail=avail,
+                          log_lik=log_lik)
 
 
 def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=None, leaf_model=None) -> State:
@@ -925,7 +973,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
     normal = leaves is None
     if normal:
         w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
-        leaves = NormalRows(w, 1.0 / state.sigma2, jnp.asarray(cfg.tau2, dt))
+        leaves = NormalRows(w, _precision(state), jnp.asarray(cfg.tau2, dt))
         leaf_model = KnownVarianceNormalLeaves(1.0, float(cfg.tau2))
     rcfg = regrow.regrow_config(cfg.prior, leaf_model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
                                 cfg.particles, cfg.n_codes)
@@ -1079,6 +1127,8 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
     keep_trees: bool = True
 
     def __call__(self, key, state: State, data: BARTData) -> Draw:
+        if self.cfg.tempered:   # a tempered ensemble: the posterior replica
+            state = jax.tree_util.tree_map(lambda a: a[0], state)
         value = state.value.astype(jnp.float32)
         fit = (state.z - state.resid).astype(jnp.float32)
         split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
@@ -1121,7 +1171,10 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     the module docstring.
     """
     moves.check_move_probs(cfg)
-    return Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
+    base = Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
+    if cfg.tempered:
+        return tempered(base, cfg.temperatures, tempered_log_lik, None, dtype)
+    return base
 
 
 # ---------------------------------------------------------------------------------------------
