@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ConvergenceWarning", "ConvergenceReport", "check_convergence", "warn_convergence", "RHAT_MAX",
+__all__ = ["ConvergenceWarning", "ConvergenceReport", "check_convergence", "convergence_table", "warn_convergence", "RHAT_MAX",
            "ESS_PER_CHAIN"]
 
 #: R-hat above this is reported (PyMC's and Vehtari et al.'s threshold)
@@ -133,9 +133,18 @@ def check_convergence(idata, *, rhat_max: float = RHAT_MAX, ess_per_chain: float
     -------
     ConvergenceReport
     """
+    family = str(getattr(idata.posterior, "attrs", {}).get("family", ""))
+    return convergence_table(_summary_arrays(idata), family, rhat_max=rhat_max, ess_per_chain=ess_per_chain,
+                             var_names=var_names)
+
+
+def convergence_table(arrays: dict, family: str = "", *, rhat_max: float = RHAT_MAX,
+                      ess_per_chain: float = ESS_PER_CHAIN, var_names=None) -> ConvergenceReport:
+    """The convergence table of scalar draws ``{name: (chains, draws) array}`` (what
+    :func:`check_convergence` reads from an InferenceData), for the family named ``family``."""
     import arviz as az
 
-    arrays = _summary_arrays(idata)
+    arrays = {v: np.asarray(a).astype(float) for v, a in arrays.items()}
     if var_names is not None:
         missing = sorted(set(var_names) - set(arrays))
         if missing:
@@ -164,7 +173,6 @@ def check_convergence(idata, *, rhat_max: float = RHAT_MAX, ess_per_chain: float
             bad.append("ess")
             problems.append(f"bulk ESS of {v} {ess:.0f} (< {ess_per_chain:g} per chain)")
         table[v] = dict(rhat=rhat, ess_bulk=ess, status=", ".join(bad) or "ok")
-    family = str(getattr(idata.posterior, "attrs", {}).get("family", ""))
     return ConvergenceReport(table, int(chains), int(draws), problems, family)
 
 

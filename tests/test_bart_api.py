@@ -225,3 +225,20 @@ def test_a_tempered_fit_keeps_the_cold_replica():
     with pytest.raises(ValueError, match="probit"):
         K.KernelConfig(prior=ChipmanPrior(0.95, 2.0), tau2=1.0, max_depth=2, m=2, probit=True, sample_sigma=False,
                        temperatures=(1.0, 0.5))
+
+
+@pytest.mark.parametrize("make", [lambda: bt.BARTRegressor(**KW), lambda: bt.BARTRegressor(**{**KW, "sparse": True}),
+                                  lambda: bt.BARTClassifier(**KW)], ids=["regression", "sparse", "probit"])
+def test_fit_reports_convergence_without_building_the_inferencedata(make):
+    """``fit`` reads the convergence table's draws from the result (the InferenceData, with its trees,
+    is built when first asked for): the same table as the one read from the InferenceData."""
+    from bayestrees.convergence import check_convergence
+
+    X, y = _reg_data(40)
+    est = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y if isinstance(est, bt.BARTRegressor) else y > np.median(y))
+    assert est._idata is None                        # not built by fit
+    assert est.convergence_.table == check_convergence(est.idata_).table
+    assert est.convergence_.message() == check_convergence(est.idata_).message()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..convergence import check_convergence, warn_convergence
+from ..convergence import check_convergence, convergence_table, warn_convergence
 from ..data import Binner, check_new_rows, check_y_classification, check_y_regression
 from ..inference.family import Family, config_defaults, renamed_params
 from ..keys import make_key
@@ -300,8 +300,11 @@ class FamilyEstimator:
         self._idata = None
         self._fitted()
         if self._family.mcmc:
-            # chains that disagree or are stuck are said at once (ConvergenceWarning), and kept
-            self.convergence_ = check_convergence(self.idata_)
+            # chains that disagree or are stuck are said at once (ConvergenceWarning), and kept; from
+            # the result's own draws where the family gives them (the InferenceData waits for its use)
+            draws = self._family.convergence_draws
+            self.convergence_ = (check_convergence(self.idata_) if draws is None
+                                 else convergence_table(draws(self._output_result()), self._family.name))
             warn_convergence(self.convergence_, stacklevel=3)  # the caller of fit
         return self
 

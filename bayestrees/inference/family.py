@@ -81,6 +81,11 @@ class Family:
     presets : mapping
         Command-line model names: ``{name: (title, params)}``, ``params`` set on the
         family's config (``{}``: the defaults).
+    convergence_draws : callable, optional
+        ``convergence_draws(result) -> {name: (chains, draws) array}``: the scalar draws the
+        convergence table reads (every scalar posterior variable, in the InferenceData's order, then
+        ``lp``), taken from the result, so that a fit reports its convergence without building the
+        InferenceData (built on first access instead).  None: they are read from the InferenceData.
     """
 
     name: str
@@ -100,6 +105,7 @@ class Family:
     missing_values: bool = False
     max_bins: int = 32
     presets: Mapping[str, tuple[str, dict]] = field(default_factory=dict)
+    convergence_draws: Callable | None = None
 
     def make_config(self, **params) -> Any:
         """The family's config from keyword parameters; ``ValueError`` naming the known ones

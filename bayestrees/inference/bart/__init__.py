@@ -80,10 +80,20 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
     return dict(task="classification", draws=data.classes[lab], proba=vals, class_names=data.classes)
 
 
+def convergence_draws(result) -> dict:
+    """The scalar draws of BART's convergence table, from the result (as its InferenceData holds
+    them: ``sigma`` for regression, ``sparse_alpha`` with the sparse prior, then ``lp``)."""
+    out = {} if result.sigma is None else {"sigma": result.sigma}
+    if result.sparse_alpha is not None:
+        out["sparse_alpha"] = result.sparse_alpha
+    out["lp"] = result.lp
+    return out
+
+
 FAMILY = Family(
     name=NAME,
     title="BART: Bayesian additive regression trees (sum of m trees, Bayesian backfitting MCMC; probit for two classes)",
     config=BARTConfig, fit=fit_bart, prepare_data=prepare_complete_data, to_inferencedata=bart_inferencedata,
-    values=values, predictive=predictive, mcmc=True, max_bins=100,
+    values=values, predictive=predictive, mcmc=True, max_bins=100, convergence_draws=convergence_draws,
     presets={"bart": ("BART: Bayesian additive regression trees (sum of trees; probit for two classes)", {})},
 )
