@@ -490,11 +490,12 @@ def tree_summaries(feature, n_features: int):
     S = feature.shape[-1]
     idx = np.arange(S)
     internal = feature >= 0
-    used = (idx == 0) | internal[..., np.maximum((idx - 1) // 2, 0)]
+    used = internal[..., np.maximum((idx - 1) // 2, 0)]
+    used[..., 0] = True
     leaf = used & ~internal
-    depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
-    n_leaves = leaf.sum(-1).astype(np.int32)
-    depth = np.where(leaf, depth_of, 0).max(-1).astype(np.int32)
+    depth_of = np.floor(np.log2(idx + 1)).astype(np.int8)
+    n_leaves = leaf.sum(-1, dtype=np.int32)
+    depth = np.where(leaf, depth_of, np.int8(0)).max(-1).astype(np.int32)   # int8 temporaries
     lead = feature.shape[:-2]
     nd = int(np.prod(lead)) if lead else 1
     flat = feature.reshape(nd, -1)

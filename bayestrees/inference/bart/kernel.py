@@ -1180,29 +1180,33 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
 # ---------------------------------------------------------------------------------------------
 # the kept draws as trees, and the sum of trees at new rows
 # ---------------------------------------------------------------------------------------------
-def expand_trees(feature, threshold, value, xp=np):
-    """Heap :class:`~bayestrees.tree.Tree` arrays from the compact draws (any leading axes).
+def expand_trees(feature, threshold, value):
+    """Heap :class:`~bayestrees.tree.Tree` numpy arrays from the compact draws (any leading axes).
 
     ``left``/``right`` are the heap children of an internal slot, ``LEAF`` for a used slot that
     is not internal, ``FREE`` for the rest; ``depth`` the heap depth; ``missing_left``,
     ``weight`` and ``count`` are zeros (BART's draws do not keep rows per node), broadcast views
     with numpy (no memory).  ``left``/``right`` are int8 up to 127 slots (``max_depth <= 5``), int16 beyond.
+    Every array is made in its own small dtype, with no wide temporary (4,000 draws of 200 trees
+    of 63 slots: 1.7 s with int64 temporaries, see ``docs/lab-notes/performance.md``).
     """
-    feature = xp.asarray(feature)
+    feature = np.asarray(feature)
     S = feature.shape[-1]
-    idx = xp.arange(S)
+    idx = np.arange(S)
     internal = feature >= 0
-    parent = xp.maximum((idx - 1) // 2, 0)
-    used = (idx == 0) | internal[..., parent]
+    parent = np.maximum((idx - 1) // 2, 0)
+    used = internal[..., parent]
+    used[..., 0] = True                                       # the root, and every split node's child
     ldt = np.dtype(np.int8 if S <= 127 else np.int16 if S <= 32767 else np.int32)
-    left = xp.where(internal, (2 * idx + 1).astype(ldt), xp.where(used, LEAF, FREE).astype(ldt)).astype(ldt)
-    right = xp.where(internal, (2 * idx + 2).astype(ldt), xp.where(used, LEAF, FREE).astype(ldt)).astype(ldt)
+    left = np.where(used, ldt.type(LEAF), ldt.type(FREE))
+    left = np.where(internal, (2 * idx + 1).astype(ldt), left)
+    right = np.where(internal, (2 * idx + 2).astype(ldt), left)
     depth = np.asarray(heap.depth_of(np.arange(S))).astype(np.int8)
     shape = feature.shape
     z = lambda dt: np.broadcast_to(np.zeros((), dt), shape)  # noqa: E731
-    return Tree(feature=feature, threshold=xp.asarray(threshold), left=left, right=right, missing_left=z(bool),
-                value=xp.asarray(value)[..., None], weight=z(np.float32), count=z(np.int8),
-                depth=np.broadcast_to(depth, shape), n_nodes=xp.sum(used, -1).astype(np.int16))
+    return Tree(feature=feature, threshold=np.asarray(threshold), left=left, right=right, missing_left=z(bool),
+                value=np.asarray(value)[..., None], weight=z(np.float32), count=z(np.int8),
+                depth=np.broadcast_to(depth, shape), n_nodes=np.sum(used, -1, dtype=np.int16))
 
 
 def _route_compact(feature, threshold, codes, max_depth: int):
