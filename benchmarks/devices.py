@@ -287,6 +287,16 @@ def safebayes(a):
     return r
 
 
+def _bartz_gbart(r: dict):
+    """bartz's ``mc_gbart``, or None with ``r["peer_missing"]`` said (bartz is a benchmark-only install)."""
+    try:
+        from bartz.BART import mc_gbart
+    except ImportError:
+        r["peer_missing"] = "bartz not installed (see benchmarks/bart_bartz.py)"
+        return None
+    return mc_gbart
+
+
 def bcart(a):
     import jax
 
@@ -303,10 +313,8 @@ def bcart(a):
         return est.chain_method if hasattr(est, "chain_method") else None
 
     r = {"ours": measure(ours, a.repeats), "n": n, "steps_per_chain": steps, "chains": chains}
-    try:
-        from bartz.BART import mc_gbart
-    except ImportError:
-        r["peer_missing"] = "bartz not installed (see benchmarks/bart_bartz.py)"
+    mc_gbart = _bartz_gbart(r)
+    if mc_gbart is None:
         return r
     import warnings
 
@@ -423,10 +431,8 @@ def treefn(a):
 
     r = {"ours": measure(ours, a.repeats), "n": n, "m": m, "steps_per_chain": tune + draws, "chains": chains,
          "value_name": "RMSE of the posterior mean against the true function"}
-    try:
-        from bartz.BART import mc_gbart
-    except ImportError:
-        r["peer_missing"] = "bartz not installed (see benchmarks/bart_bartz.py)"
+    mc_gbart = _bartz_gbart(r)
+    if mc_gbart is None:
         return r
 
     def peer():
