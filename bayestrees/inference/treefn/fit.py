@@ -202,7 +202,11 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     progressbar : bool, default False
         NumPyro's progress bar.
     chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
-        How the chains run (``jax.vmap`` over the chains by default).
+        How the chains run: ``jax.vmap`` over the chains (the default), one after another, or
+        NumPyro's "parallel", one chain per JAX device (``jax.pmap``; with one device NumPyro runs
+        them one after another).  The estimators' ``chain_method="parallel"``
+        (:func:`bayestrees.inference.loop.run_chains`) runs chains in threads, one per CPU core, which
+        NumPyro's driver does not offer.
     log_likelihood : bool, default True
         Write the observed sites' pointwise log density (``bt.compare``, ``az.loo``).
     jit_data : bool, default False
