@@ -366,3 +366,28 @@ def test_particles_run_on_the_conjugate_paths_and_are_refused_on_the_general_pat
     assert moves.conjugate_kinds == ("poisson",) and moves._fns[0].cfg.particles == 4
     auto = TreeMoves(model).prepare((X, y), {"leaf_prior": "loggamma"})
     assert auto._fns[0].cfg.particles == 10 and auto._fns[0].cfg.move_probs == (0.25, 0.25, 0.4, 0.1)
+
+
+def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
+    """``move_probs`` and ``local_moves`` set every tree function's kernel (default: grow and prune, one
+    move a step, for sums; the one-tree moves for one tree); bad values raise before anything runs."""
+    from bayestrees.inference.treefn.kernel import ONE_TREE_MOVE_COUNT, ONE_TREE_MOVES, TreeMoves
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2)).astype(np.float32)
+    y = rng.normal(size=30).astype(np.float32)
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=3, max_depth=2)
+        g = bt.tree_function("g", X, max_depth=2)
+        numpyro.sample("y", dist.Normal(f + g, 1.0), obs=y)
+
+    default = TreeMoves(model).prepare((X, y), {})
+    assert [(fn.cfg.move_probs, fn.cfg.local_moves) for fn in default._fns] == [
+        ((0.5, 0.5, 0.0, 0.0), 1), (ONE_TREE_MOVES, ONE_TREE_MOVE_COUNT)]
+    asked = TreeMoves(model, move_probs=(0.3, 0.3, 0.3, 0.1), local_moves=3).prepare((X, y), {})
+    assert all(fn.cfg.move_probs == (0.3, 0.3, 0.3, 0.1) and fn.cfg.local_moves == 3 for fn in asked._fns)
+    for kw, msg in [(dict(move_probs=(0.4, 0.2, 0.3, 0.1)), "grow = prune"), (dict(move_probs=(0.5, 0.5)), "4 prob"),
+                    (dict(move_probs=(0.0, 0.0, 1.0, 0.0)), "grow = prune > 0"), (dict(local_moves=0), "local_moves")]:
+        with pytest.raises(ValueError, match=msg):
+            bt.sample_model(model, X, y, draws=5, tune=5, chains=1, **kw)

@@ -56,7 +56,8 @@ class NumPyroModel:
     Notes
     -----
     ``bt.sample(draws, chains, random_seed, tune=..., conjugate=..., nuts_kwargs=...,
-    chain_method=..., jit_data=...)`` runs :func:`bayestrees.sample_model` (``jit_data=True``: a
+    chain_method=..., jit_data=..., particles=..., move_probs=..., local_moves=...,
+    leaf_refresh=...)`` runs :func:`bayestrees.sample_model` (``jit_data=True``: a
     sample after ``bt.set_data`` with new observed data of the same shapes reuses the compiled
     sampling programs): the tree sites by the library's tree
     moves, every other latent site by NUTS, in NumPyro's ``MCMC``; the InferenceData is
@@ -110,7 +111,8 @@ class NumPyroModel:
     def _fit(self, key, draws: int, chains: int, progressbar: bool, **run) -> az.InferenceData:
         from ..inference.treefn import sample_model
 
-        known = {"tune", "conjugate", "nuts_kwargs", "chain_method", "log_likelihood", "jit_data"}
+        known = {"tune", "conjugate", "nuts_kwargs", "chain_method", "log_likelihood", "jit_data", "particles",
+                 "move_probs", "local_moves", "leaf_refresh"}
         unknown = sorted(set(run) - known)
         if unknown:
             raise ValueError(f"unexpected sample() arguments for NumPyroModel: {unknown}; known: {sorted(known)}")

@@ -156,7 +156,8 @@ def load_model_fit(path, model) -> ModelFit:
 
 
 def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
-                 conjugate="auto", leaf_refresh: int = 0, particles="auto", nuts_kwargs=None,
+                 conjugate="auto", leaf_refresh: int = 0, particles="auto", move_probs=None, local_moves=None,
+                 nuts_kwargs=None,
                  progressbar: bool = False,
                  chain_method="vectorized",
                  log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
@@ -197,6 +198,12 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         (``m = 1``), 0 for sums of trees.  On the conjugate paths (Normal leaves with a likelihood
         quadratic in the function, log-gamma leaves with a Poisson-type one); the general path has
         none, and asking for particles there raises ``ValueError``.
+    move_probs : tuple of 4 floats, optional
+        The tree moves' probabilities of grow, prune, change and swap (grow = prune), for every tree
+        function: default grow and prune alone for sums of trees (as BART) and
+        ``(0.25, 0.25, 0.4, 0.1)`` for a function of one tree.  Change and swap run on every path.
+    local_moves : int >= 1, optional
+        Moves of every tree per step: default 1 for sums of trees, 50 for a function of one tree.
     nuts_kwargs : dict, optional
         Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
     progressbar : bool, default False
@@ -287,7 +294,8 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         run_model, run_args, run_kwargs = model, tuple(args), dict(kwargs)
     traced = run_model is not model
     blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
-                         traceable_args=traced, particles=particles).prepare(run_args, run_kwargs), trees)]
+                         traceable_args=traced, particles=particles, move_probs=move_probs,
+                         local_moves=local_moves).prepare(run_args, run_kwargs), trees)]
     if others:
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)

@@ -222,6 +222,12 @@ class TreeMoves(MCMCKernel):
         ``init`` by a numerical check, True asserts it.
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
+    move_probs : tuple of 4 floats, optional
+        The probabilities of grow, prune, change and swap in every move (grow = prune); default
+        :data:`ONE_TREE_MOVES` for a function of one tree, grow and prune alone for sums of trees.
+    local_moves : int >= 1, optional
+        Moves of every tree per step; default :data:`ONE_TREE_MOVE_COUNT` for a function of one
+        tree, 1 for sums of trees.
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
         (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate paths (Normal, and Gamma-Poisson
@@ -241,9 +247,21 @@ class TreeMoves(MCMCKernel):
     sample_field = "z"
 
     def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False,
-                 particles="auto"):
+                 particles="auto", move_probs=None, local_moves=None):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
+        if move_probs is not None:
+            mp = tuple(float(p) for p in move_probs)
+            if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12 or mp[0] == 0:
+                raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
+                                 f"grow = prune > 0, got {move_probs!r}")
+            move_probs = mp
+        if local_moves is not None and (isinstance(local_moves, bool) or not isinstance(local_moves, (int, np.integer))
+                                        or local_moves < 1):
+            raise ValueError(f"local_moves must be None (the default of each function) or an integer >= 1, got "
+                             f"{local_moves!r}")
+        self.move_probs = move_probs
+        self.local_moves = None if local_moves is None else int(local_moves)
         if particles != "auto" and (isinstance(particles, bool) or not isinstance(particles, (int, np.integer))
                                     or particles == 1 or particles < 0):
             raise ValueError(f"particles must be 'auto', 0 (no regrowth) or an integer >= 2, got {particles!r}")
@@ -422,13 +440,17 @@ class TreeMoves(MCMCKernel):
     def _with_kernel(self, fn: _Fn, conj: str) -> _Fn:
         """``fn`` with the tree kernel its path takes: for a function of one tree, the one-tree moves
         (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step; elsewhere one grow or
-        prune of every tree a step), and on the conjugate paths the particle Gibbs regrowth of
-        ``particles``."""
+        prune of every tree a step), or the ``move_probs`` and ``local_moves`` asked for, and on the
+        conjugate paths the particle Gibbs regrowth of ``particles``."""
         m = fn.dist.spec.m
         particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if m == 1:
             cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
+        if self.move_probs is not None:
+            cfg = dataclasses.replace(cfg, move_probs=self.move_probs)
+        if self.local_moves is not None:
+            cfg = dataclasses.replace(cfg, local_moves=self.local_moves)
         if not conj:
             if self.particles not in ("auto", 0):
                 raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
