@@ -242,3 +242,15 @@ def test_fit_reports_convergence_without_building_the_inferencedata(make):
     assert est._idata is None                        # not built by fit
     assert est.convergence_.table == check_convergence(est.idata_).table
     assert est.convergence_.message() == check_convergence(est.idata_).message()
+
+
+def test_a_response_beyond_float32_and_too_few_rows_are_said():
+    """``y`` of 1e200 fails before sampling, saying what to do; fewer rows than two leaves need warn that
+    every tree stays one leaf (the fit is still valid: a constant)."""
+    X, y = _reg_data(20)
+    with pytest.raises(ValueError, match="float32"):
+        bt.BARTRegressor(**KW).fit(X, y * 1e200)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bt.BARTRegressor(**{**KW, "draws": 5, "tune": 5}).fit(X[:3], y[:3])
+    assert any("no tree can split" in str(w.message) for w in caught)

@@ -391,3 +391,37 @@ def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
                     (dict(move_probs=(0.0, 0.0, 1.0, 0.0)), "grow = prune > 0"), (dict(local_moves=0), "local_moves")]:
         with pytest.raises(ValueError, match=msg):
             bt.sample_model(model, X, y, draws=5, tune=5, chains=1, **kw)
+
+
+def test_bad_data_is_named_before_sampling():
+    """Data that would give a wrong or frozen posterior fail before sampling, each with its own message:
+    an observed y of shape (n, 1) against a function of shape (n,) (it would broadcast to (n, n)),
+    negative Poisson counts, NaN in an observed site; and a fit's function at rows of the wrong width
+    or with NaN."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2))
+    y = rng.poisson(2.0, size=30).astype(np.float32)
+
+    def counts(X, y=None):
+        f = bt.bart_function("f", X, m=2, max_depth=2)
+        numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+
+    def gauss(X, y=None):
+        f = bt.bart_function("f", X, m=2, max_depth=2)
+        numpyro.sample("y", dist.Normal(f, 1.0), obs=y)
+
+    run = dict(draws=5, tune=5, chains=1)
+    for model, yy, msg in [(gauss, y[:, None], r"shape \(30, 1\).*broadcast to \(30, 30\)"),
+                           (counts, y - 5, "outside the support of Poisson"),
+                           (gauss, np.where(np.arange(30) == 3, np.nan, y), "NaN or infinite.*index \\(3,\\)")]:
+        with pytest.raises(ValueError, match=msg):
+            bt.sample_model(model, X, y=yy, **run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = bt.sample_model(gauss, X, y=y, **run)
+    with pytest.raises(ValueError, match=r"2 features.*\(4, 3\)"):
+        fit.function("f", rng.uniform(size=(4, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        fit.function("f", np.array([[np.nan, 0.5]]))
+    with pytest.raises(ValueError, match="no tree function 'g'"):
+        fit.function("g", X)

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -407,6 +408,14 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         raise ValueError("the rows of positive weight hold one class only; a two-class (probit) BART needs "
                          "rows of both classes with positive weight")
     pcodes = check_predict_codes(predict_codes, data.d)
+    big = float(np.max(np.abs(yr), initial=0.0))
+    if not probit and dtype == jnp.float32 and big > 1e30:
+        raise ValueError(f"y reaches {big:.3g}, beyond what the float32 sampler can scale and square; divide y by a "
+                         f"power of ten (and multiply the predictions back), or fit with dtype='float64' in JAX's 64-bit mode")
+    if data.n < 2 * int(config.min_leaf_rows):
+        warnings.warn(f"{data.n} training rows, fewer than 2 * min_leaf_rows = {2 * int(config.min_leaf_rows)}: no tree "
+                      f"can split, so every tree stays a single leaf (the fit is a constant); lower min_leaf_rows or "
+                      f"give more rows", UserWarning, stacklevel=3)
     if probit:
         shift, scale = 0.0, 1.0
         live = w_arr > 0

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 from numpyro import handlers
+from numpyro.distributions import constraints
 from numpyro.infer import MCMC, NUTS, Predictive
 from numpyro.infer.gibbs import Gibbs, prototype_trace
 from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
@@ -40,6 +41,35 @@ def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
     return dict(n_leaves=n_leaves, depth=depth, split_counts=counts[..., :F])
 
 
+#: supports that do not depend on a distribution's parameters: an observed value outside one is an
+#: error in the data, whatever the latent values (Poisson counts below 0, a label of 2 for Bernoulli)
+_FIXED_SUPPORTS = (constraints.real, constraints.positive, constraints.nonnegative, constraints.nonnegative_integer,
+                   constraints.positive_integer, constraints.boolean, constraints.unit_interval)
+
+
+def _check_observed_values(name: str, fn, v: np.ndarray) -> None:
+    """NaN or infinite observed values, and values outside a support that depends on no parameter (or
+    on data only: an integer interval such as Binomial's), fail before sampling, naming a row."""
+    if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+        i = np.argwhere(~np.isfinite(v))[0]
+        raise ValueError(f"observed site {name!r} holds NaN or infinite values (first at index {tuple(int(k) for k in i)}:"
+                         f" {v[tuple(i)]}); drop those rows before sampling")
+    base = fn
+    while hasattr(base, "base_dist"):   # Independent, Masked, Expanded: the elementwise support
+        base = base.base_dist
+    support = base.support
+    fixed = any(support is c for c in _FIXED_SUPPORTS) or (
+        isinstance(support, constraints.integer_interval) and not isinstance(support.upper_bound, jax.core.Tracer))
+    if not fixed:
+        return
+    ok = np.asarray(support.check(v))
+    if not np.all(ok):
+        i = np.argwhere(~np.broadcast_to(ok, v.shape))[0]
+        raise ValueError(f"observed site {name!r}: value {v[tuple(i)]} at index {tuple(int(k) for k in i)} is outside the "
+                         f"support of {type(base).__name__} ({support}); the chains would not move. Check the data "
+                         f"(counts must be non-negative integers, labels 0 or 1, ...)")
+
+
 def _check_model_data(tr):
     """Errors before sampling: a bad model fails early and says why."""
     for name, site in tr.items():
@@ -59,6 +89,13 @@ def _check_model_data(tr):
             if v.shape and fn.batch_shape and v.shape[:len(fn.batch_shape)] != tuple(fn.batch_shape):
                 raise ValueError(f"observed site {name!r}: data of shape {v.shape} does not match the distribution's "
                                  f"batch shape {tuple(fn.batch_shape)} (is the tree function's X the rows of the data?)")
+            full = tuple(fn.batch_shape) + tuple(fn.event_shape)
+            if tuple(np.broadcast_shapes(full, v.shape)) != v.shape:
+                raise ValueError(f"observed site {name!r}: data of shape {v.shape} against a distribution of shape "
+                                 f"{full} broadcast to {tuple(np.broadcast_shapes(full, v.shape))}, so every value "
+                                 f"would be scored against every row; give the data the distribution's shape "
+                                 f"(for example y.reshape({full}))")
+            _check_observed_values(name, fn, v)
         elif isinstance(fn, TreeEnsemble):
             continue
         elif fn.support.is_discrete and site["infer"].get("enumerate") != "parallel":
@@ -109,6 +146,17 @@ class ModelFit:
         k)`` for a function of ``k`` outputs."""
         from .site import function_values, trees_site_name
 
+        if name not in self.functions:
+            raise ValueError(f"no tree function {name!r} in this fit; its functions: {list(self.functions)}")
+        X = np.asarray(X, dtype=np.float64)
+        counts = None if self.idata is None else self.idata.posterior.get(f"{name}_split_counts")
+        d = None if counts is None else counts.shape[-1]
+        if X.ndim != 2 or (d is not None and X.shape[1] != d):
+            raise ValueError(f"X must be rows of the {d} features the function {name!r} was fitted on, shape (n, {d}); "
+                             f"got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"X holds NaN or infinite values (row {int(np.argwhere(~np.isfinite(X))[0][0])}); a tree "
+                             "function routes finite features only")
         t = np.asarray(self.samples[trees_site_name(name)])
         outputs = t.shape[2] if t.ndim == 6 else 0     # (chain, draw, [k,] m, S, 3)
         return np.stack([np.asarray(function_values(t[c], X, outputs)) for c in range(t.shape[0])])
