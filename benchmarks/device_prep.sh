@@ -17,5 +17,5 @@ cat <<'MSG'
 
 Device run (carry: [".whl", ".device-data"], timeout_s 540); California housing comes from the package:
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false && nvidia-smi -L; python3 benchmarks/devices.py --suite accelerator --data-dir .device-data --bartz-python python3 --out $OUT/devices_accelerator.jsonl 2>&1 | tee $OUT/log
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target .site .whl/*.whl && export PYTHONPATH=$PWD/.site:$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false && nvidia-smi -L; python3 benchmarks/devices.py --suite accelerator --data-dir .device-data --bartz-python python3 --out $OUT/devices_accelerator.jsonl 2>&1 | tee $OUT/log
 MSG
