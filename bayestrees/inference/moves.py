@@ -92,7 +92,7 @@ from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from . import heap
 from . import intervals
 from .loop import Kernel
-from .tempering import tempered
+from .tempering import check_temperatures, tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
            "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "choose_u", "log_var_prob", "collect", "root_tree"]
@@ -151,9 +151,7 @@ class MCMCConfig:
             raise ValueError(f"rules must be 'data' or 'intervals', got {self.rules!r}")
         if self.rules == "intervals" and not self.prior.rule_in_prior:
             raise ValueError("the interval rule prior needs a prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
-        t = tuple(float(b) for b in self.temperatures)
-        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
-            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
+        check_temperatures(self.temperatures)
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be 'moves' (one random move per step), 'sweep' (every node per step), "
                              f"'pgibbs' (the whole tree regrown by conditional SMC per step) or 'mixed' (local moves, "

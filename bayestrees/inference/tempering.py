@@ -31,7 +31,19 @@ import jax.numpy as jnp
 
 from .loop import Kernel
 
-__all__ = ["tempered", "TemperedInit", "TemperedStep"]
+__all__ = ["tempered", "TemperedInit", "TemperedStep", "check_temperatures"]
+
+
+def check_temperatures(temperatures) -> tuple:
+    """``temperatures`` as a tuple of floats ``1 = b_0 > b_1 > ... > 0`` (one entry: no tempering); a
+    ``ValueError`` otherwise.  The samplers' configs take their ladder through it."""
+    try:
+        t = tuple(float(b) for b in (temperatures if hasattr(temperatures, "__iter__") else (temperatures,)))
+    except (TypeError, ValueError):
+        t = ()
+    if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
+        raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {temperatures!r}")
+    return t
 
 
 def _cold_info(info, state, swap_accepted):

@@ -81,6 +81,7 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, check_
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
 from .. import moves
 from ..loop import check_chain_method, resolve_chain_method, run_chains
+from ..tempering import check_temperatures
 from . import kernel as bart_kernel
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
@@ -222,14 +223,7 @@ class BARTConfig:
         check_chain_method(self.chain_method)
         if not isinstance(self.keep_trees, (bool, np.bool_)):
             raise ValueError(f"keep_trees must be True or False, got {self.keep_trees!r}")
-        try:
-            t = tuple(float(b) for b in np.atleast_1d(self.temperatures))
-        except (TypeError, ValueError):
-            t = ()
-        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
-            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got "
-                             f"{self.temperatures!r}")
-        object.__setattr__(self, "temperatures", t)   # a hashable tuple of floats
+        object.__setattr__(self, "temperatures", check_temperatures(self.temperatures))   # hashable floats
 
     def sigma_mu(self, probit: bool = False) -> float:
         """The leaf prior sd on the scaled response (probit: on the latent scale)."""

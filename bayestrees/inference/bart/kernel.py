@@ -70,7 +70,7 @@ from .. import intervals
 from .. import moves
 from .. import regrow
 from ..loop import Kernel
-from ..tempering import tempered
+from ..tempering import check_temperatures, tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
@@ -165,10 +165,7 @@ class KernelConfig:
     temperatures: tuple = (1.0,)
 
     def __post_init__(self):
-        t = tuple(float(b) for b in self.temperatures)
-        if not t or t[0] != 1.0 or any(not (0.0 < b <= 1.0) for b in t) or any(a <= b for a, b in zip(t, t[1:])):
-            raise ValueError(f"temperatures must be inverse temperatures 1 = b_0 > b_1 > ... > 0, got {self.temperatures}")
-        if len(t) > 1 and self.probit:
+        if len(check_temperatures(self.temperatures)) > 1 and self.probit:
             raise ValueError("tempering takes a Normal likelihood (regression): the probit latents are not tempered")
         if not self.prior.rule_in_prior:
             raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
@@ -943,15 +940,13 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
         uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
         z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
         R = z - f
-    elif cfg.sample_sigma and cfg.tempered:   # p(sigma^2) p(y | f, sigma^2)^beta: IG((nu + beta n_+) / 2, ...)
-        live = (data.weight > 0) & (data.rows > 0)
-        a = 0.5 * (data.nu + state.beta * jnp.sum(live))
-        b = 0.5 * (data.nu_lam + state.beta * jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
-        sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
     elif cfg.sample_sigma:
         live = (data.weight > 0) & (data.rows > 0)
-        a = 0.5 * (data.nu + jnp.sum(live))
-        b = 0.5 * (data.nu_lam + jnp.sum(jnp.where(live, data.weight * R * R, 0.0)))
+        n_live, rss = jnp.sum(live), jnp.sum(jnp.where(live, data.weight * R * R, 0.0))
+        if cfg.tempered:   # p(sigma^2) p(y | f, sigma^2)^beta: IG((nu + beta n_+) / 2, (nu lambda + beta rss) / 2)
+            n_live, rss = state.beta * n_live, state.beta * rss
+        a = 0.5 * (data.nu + n_live)
+        b = 0.5 * (data.nu_lam + rss)
         sigma2 = (b / random_bits.gamma(k_last, a.astype(jnp.float32), dtype=dt)).astype(dt)
     log_s, alpha, lprior, avail = state.log_s, state.alpha, state.log_prior, state.avail
     if cfg.sparse:
