@@ -1,6 +1,6 @@
 """A function of one tree (``tree_function``, m = 1) against the exact posterior of every tree.
 
-The set-up of ``tests/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``
+The set-up of ``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``
 over more data and sampler seeds: 9 rows, 2 features of 4 levels, depth <= 2, a Normal likelihood
 with sigma known (0.7), the default prior, leaf sd and kernel, the default lengths (4 chains of
 1,000 + 1,000). Per (data seed, sampler seed): the total variation distance of the posterior of

@@ -22,7 +22,7 @@ codes:
 
 The trunk uses unit weights, so counts are exact integers and the regression score, computed in
 float64 about each node's mean, equals the engine's up to the engine's rounding: on data without
-near-ties the two trunks are the same tree (``tests/test_distributed.py`` checks it).
+near-ties the two trunks are the same tree (``tests/distributed/test_distributed.py`` checks it).
 """
 from __future__ import annotations
 

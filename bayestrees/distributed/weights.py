@@ -67,7 +67,7 @@ def exponential_at(key, index, dtype=jnp.float32) -> jax.Array:
     -----
     Reproduces ``jax.random.exponential`` under partitionable Threefry: the bits of element
     ``i`` are ``threefry2x32(key, (hi(i), lo(i)))`` xor-ed, the top mantissa bits make a
-    uniform ``u`` in ``[0, 1)`` and the draw is ``-log1p(-u)``.  ``tests/test_distributed.py``
+    uniform ``u`` in ``[0, 1)`` and the draw is ``-log1p(-u)``.  ``tests/distributed/test_distributed.py``
     checks it against ``jax.random.exponential``.
     """
     dtype = jnp.dtype(dtype)

@@ -54,7 +54,7 @@ _ESTIMATORS = [
 #: compiled programme for each data shape), so scikit-learn's full set on them repeats the Bayesian
 #: forests' checks at about 35 s of a test process each (2026-11-26, loaded): in the suite the API checks
 #: as for the MCMC families below, the full set with ``BAYESTREES_FULL_SKLEARN_CHECKS=1``
-#: (``tests/test_forest.py`` checks their blocks, weights and classes).
+#: (``tests/inference/forest/test_forest.py`` checks their blocks, weights and classes).
 _SUBSAMPLE = [
     bt.SubSampleForestRegressor(draws=4, n_blocks=2, random_state=0),
     bt.SubSampleForestClassifier(draws=4, n_blocks=2, random_state=0),
@@ -68,7 +68,7 @@ _SUBSAMPLE = [
 #: safe-Bayes 25 s), and the API checks on all ten estimators 195 s of CPU, against the suite's
 #: 10-minute budget on 2 cores.  The full set on all ten passed on 2026-11-25 (725 passed and 2
 #: expected failures with the forests, before BART; BART's 106 passed, 2 skipped); run it with
-#:     BAYESTREES_FULL_SKLEARN_CHECKS=1 .venv/bin/python -m pytest -q tests/test_sklearn_compat.py
+#:     BAYESTREES_FULL_SKLEARN_CHECKS=1 .venv/bin/python -m pytest -q tests/estimators/test_sklearn_compat.py
 _FULL = os.environ.get("BAYESTREES_FULL_SKLEARN_CHECKS", "0") not in ("", "0")
 _MCMC_ESTIMATORS = [
     bt.PCFGTreeRegressor(draws=5, max_bins=2, predict_with="posterior", random_state=0),

@@ -456,7 +456,7 @@ def test_float64_matches_brute_force_in_subprocess():
                prior=list(prior), log_phi=log_phi, queries=queries.tolist())
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
     res = subprocess.run([sys.executable, "-c", _X64_SCRIPT, json.dumps(inp)], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], env=env, timeout=900)
+                         cwd=Path(__file__).resolve().parents[3], env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-4000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
 

@@ -8,12 +8,12 @@
     probabilities and an independent NumPy target) on small trees.
 (a) runs for the random moves and particle Gibbs, (b) for the tempered random moves and for
 particle Gibbs.  The plain random moves' (b) is ``test_moves_match_the_exact_pcfg_posterior_tightly``
-in ``tests/test_sampler_exactness.py``: the same kernel, data, prior and leaf model, with more
+in ``tests/inference/test_sampler_exactness.py``: the same kernel, data, prior and leaf model, with more
 draws and tighter tolerances on the same two distributions (a planted error that passed the
 looser check here fails it: ``docs/lab-notes/bcart.md``, "Mutation check of the sampler tests"), so it is
 not run twice.  The sweep's and the mixed scheme's (a) and the mixed scheme's (b) run with
 ``BAYESTREES_FULL_TESTS=1`` (``full_only``): the sweep has its brute-force test in
-``tests/test_sampler_exactness.py``, and the mixed scheme composes the random moves and particle
+``tests/inference/test_sampler_exactness.py``, and the mixed scheme composes the random moves and particle
 Gibbs, each tested here.
 """
 from collections import Counter
@@ -160,7 +160,7 @@ def _exact_pcfg_chains(codes, y, log_phi, max_depth, scheme, temperatures):
 _EXACT_SCRIPT = """
 import json, sys
 import numpy as np
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/inference/bcart")
 from test_bcart_sampler import _exact_pcfg_chains
 a = json.loads(sys.argv[1])
 t = _exact_pcfg_chains(np.asarray(a["codes"]), np.asarray(a["y"], np.int32), a["log_phi"], a["max_depth"],
@@ -181,7 +181,7 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
     arg = dict(codes=codes.tolist(), y=y.tolist(), log_phi=log_phi, max_depth=max_depth, scheme=scheme,
                temperatures=list(temperatures), out=str(out))
     res = subprocess.run([sys.executable, "-c", _EXACT_SCRIPT, json.dumps(arg)], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], env=env, timeout=900)
+                         cwd=Path(__file__).resolve().parents[3], env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-4000:]
     with np.load(out) as z:
         return Tree(**{k: z[k] for k in Tree._fields})

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 N_SETS, N_ROWS, M, TUNE, THIN, DRAWS, BINS = 40, 30, 10, 50, 3, 19, 4
 S_BETA, S_SIGMA, MAX_DEPTH, MIN_ROWS = 1.0, 0.5, 4, 3

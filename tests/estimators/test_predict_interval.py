@@ -21,7 +21,7 @@ Classifiers return one interval per class, ``(n, n_classes, 2)``, of the drawn c
 The safe-Bayes regressor (``kind="mean"``) gives weighted quantiles of the trees' means with the
 tree weights: its ends are checked against the definition (the smallest tree mean whose cumulative
 weight reaches the level), computed from ``trees_`` and ``tree_weights``; its predictive kind is
-checked in ``tests/test_safebayes.py``.  PCFG has no ``predict_interval``.
+checked in ``tests/inference/safebayes/test_safebayes.py``.  PCFG has no ``predict_interval``.
 """
 from __future__ import annotations
 

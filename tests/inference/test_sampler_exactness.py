@@ -44,7 +44,7 @@ from bayestrees.leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPr
 from bayestrees.priors import ChipmanPrior, LeafCountPrior
 from bayestrees.tree import LEAF, grow_leaf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _data(codes, y, model):
@@ -54,7 +54,7 @@ def _data(codes, y, model):
 
 def _in_subprocess(name: str, kwargs: dict, out: Path, env) -> dict:
     """``name(**kwargs)`` of this module in a fresh process with environment ``env``; its dict of arrays."""
-    script = ("import json, sys\nimport numpy as np\nsys.path.insert(0, 'tests')\n"
+    script = ("import json, sys\nimport numpy as np\nsys.path.insert(0, 'tests/inference')\n"
               "import test_sampler_exactness as T\n"
               "a = json.loads(sys.argv[1])\nout = a.pop('out')\n"
               f"np.savez(out, **T.{name}(**a))\n")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bart_sbc.py"
+_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "bart_sbc.py"
 
 
 def _sbc_module():

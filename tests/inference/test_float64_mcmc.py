@@ -39,7 +39,7 @@ import pytest
 import bayestrees as bt
 from bayestrees.convergence import ConvergenceWarning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POINTS = [[0.0, 0.5], [0.75, 0.5]]          # one point on each side of the split at 0.5
 
 
@@ -60,7 +60,7 @@ _SCRIPT = r'''
 import json, sys, warnings
 import jax
 import numpy as np
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/inference")
 import test_float64_mcmc as T
 
 assert jax.config.jax_enable_x64, "the child process runs with JAX_ENABLE_X64=1"

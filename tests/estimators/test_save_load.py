@@ -27,7 +27,7 @@ import pytest
 import bayestrees as bt
 from bayestrees.convergence import ConvergenceWarning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _MCMC = dict(draws=40, tune=60, max_depth=2, max_bins=6, random_state=0)
 _BET = dict(max_trees=3, active_trees=3, init_trees=2, min_leaf_rows=3)
@@ -127,7 +127,7 @@ def test_loaded_model_predicts_exactly_as_the_original(saved, name):
 _LOAD_SCRIPT = r'''
 import json, sys
 import numpy as np
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/estimators")
 import bayestrees as bt
 import test_save_load as T
 
