@@ -11,6 +11,11 @@ are independent, each with its own random key).
 The axis is split only when its length is a multiple of the number of devices (otherwise it
 stays on the default device: choose ``chains`` or ``n_estimators`` as a multiple of the device
 count to use them all).  With one device every function here returns its input unchanged.
+
+The rows of one chain are split another way: a kernel that sums over rows runs under
+:func:`jax.shard_map` over a mesh of :func:`rows_mesh` (axis :data:`ROWS`), each device holding a
+contiguous block of rows, with its row sums added across the devices (``jax.lax.psum``).  BART
+does this with ``data_devices`` (:mod:`bayestrees.inference.bart.kernel`).
 """
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["batch_devices", "shard_batch"]
+__all__ = ["batch_devices", "shard_batch", "ROWS", "rows_mesh", "check_data_devices"]
 
 AXIS = "batch"
+#: the mesh axis of a chain's rows split across devices
+ROWS = "rows"
 
 
 @lru_cache(maxsize=None)
@@ -75,3 +82,19 @@ def shard_batch(tree, size: int | None = None):
         return jax.device_put(a, spec)
 
     return jax.tree_util.tree_map(put, tree)
+
+
+def check_data_devices(k) -> int:
+    """``k`` devices for the rows of a chain: an integer from 1 to the devices JAX sees."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"data_devices must be an integer >= 1, got {k!r}")
+    if k > jax.device_count():
+        raise ValueError(f"data_devices={k}, but JAX sees {jax.device_count()} device(s) ({jax.default_backend()}); on a "
+                         "CPU make more with jax.config.update('jax_num_cpu_devices', k) before JAX starts")
+    return int(k)
+
+
+@lru_cache(maxsize=None)
+def rows_mesh(k: int) -> Mesh:
+    """A one-axis mesh (:data:`ROWS`) over the first ``k`` devices."""
+    return Mesh(np.asarray(jax.devices()[:k], dtype=object), (ROWS,))

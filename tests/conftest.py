@@ -140,9 +140,10 @@ def rng():
     return np.random.default_rng(12345)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def default_xla_env():
-    """The environment for a subprocess compiled at XLA's defaults (without the suite's ``TEST_XLA_FLAGS``).
+    """The environment for a subprocess compiled at XLA's defaults (without the suite's ``TEST_XLA_FLAGS``;
+    a dict shared by the tests that ask for it: copy it before changing it).
 
     For checks whose time is spent running a compiled sampler rather than compiling it: there the
     default level is the faster one (the particle Gibbs exact-posterior check: 85 s -> 39 s).

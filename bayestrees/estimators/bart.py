@@ -98,14 +98,14 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
           random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho, keep_trees, slide,
-          local_moves, particles):
+          local_moves, particles, data_devices=1):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
     self.random_state, self.dtype, self.progressbar, self.chain_method = random_state, dtype, progressbar, chain_method
     self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = sparse, sparse_a, sparse_b, sparse_rho
     self.keep_trees, self.slide = keep_trees, slide
-    self.local_moves, self.particles = local_moves, particles
+    self.local_moves, self.particles, self.data_devices = local_moves, particles, data_devices
 
 
 class BARTRegressor(_BARTMixin, RegressorBase):
@@ -182,6 +182,13 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         likelihood to the power ``b_r``, adjacent replicas exchanging states every step), which can
         cross between modes that one chain holds to; the draws are the first replica's.  Each
         replica costs a chain.
+    data_devices : int, default 1
+        Devices the rows of each chain are split over: each holds a block of the rows, and the sums
+        over rows of a step are added across them (bartz's ``num_data_devices``), for data too large
+        or too slow for one device.  At most the devices JAX sees (several GPUs; on a CPU
+        ``jax.config.update("jax_num_cpu_devices", k)`` before JAX starts).  The draws follow the
+        same law as on one device, not the same numbers (sums in another order).  Not with
+        ``particles``.
 
     Attributes
     ----------
@@ -213,10 +220,10 @@ class BARTRegressor(_BARTMixin, RegressorBase):
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
                  max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
                  sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto",
-                 keep_trees=True, slide=0, local_moves=1, particles=0, temperatures=(1.0,)):
+                 keep_trees=True, slide=0, local_moves=1, particles=0, temperatures=(1.0,), data_devices=1):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide, local_moves, particles)
+              keep_trees, slide, local_moves, particles, data_devices)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
         self.temperatures = temperatures
 
@@ -267,10 +274,10 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
                  max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False,
                  sparse_a=0.5, sparse_b=1.0, sparse_rho=None, random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto", keep_trees=True, slide=0, local_moves=1, particles=0):
+                 chain_method="auto", keep_trees=True, slide=0, local_moves=1, particles=0, data_devices=1):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide, local_moves, particles)
+              keep_trees, slide, local_moves, particles, data_devices)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

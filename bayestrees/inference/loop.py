@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import random_bits
 from ..progress import Progress
-from ..sharding import shard_batch
+from ..sharding import shard_batch as _shard_batch
 
 __all__ = ["Kernel", "ChainResult", "run_chains", "CHAIN_METHODS", "check_chain_method", "resolve_chain_method"]
 
@@ -119,9 +119,9 @@ def _trace_once(fn, *example):
     return replay, shape
 
 
-@partial(jax.jit, static_argnames=("step", "collect", "size", "chains", "width"), donate_argnums=(1,))
+@partial(jax.jit, static_argnames=("step", "collect", "size", "chains", "width", "split"), donate_argnums=(1,))
 def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect, size: int, chains: int,
-           width: int | None = None):
+           width: int | None = None, split: bool = True):
     """``n_tune`` steps from step index ``t0``, then ``n_keep`` (<= ``size``) kept states ``thin`` steps apart.
 
     ``state`` holds chains ``first .. first + width - 1`` of a run of ``chains`` (default: all of
@@ -130,6 +130,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
     block and thinning lengths and ``first`` are traced: one compilation serves the whole run.
     """
     width = chains if width is None else width
+    shard_batch = _shard_batch if split else _whole
     vstep, vcollect = _batched(step, width, len(args)), _batched(collect, width, len(args))
     k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
     keys = partial(_step_keys, chains=chains, width=width, first=first)
@@ -185,8 +186,14 @@ def _concat(parts):
     return jax.tree_util.tree_map(lambda *a: _join(a, 1), *parts)
 
 
-@partial(jax.jit, static_argnames=("init", "chains"))
-def _init(key, args, *, init, chains: int):
+def _whole(tree, size=None):
+    """The chains on the devices the kernel puts them on (a kernel that splits each chain's rows)."""
+    return tree
+
+
+@partial(jax.jit, static_argnames=("init", "chains", "split"))
+def _init(key, args, *, init, chains: int, split: bool = True):
+    shard_batch = _shard_batch if split else _whole
     keys = shard_batch(jax.random.split(key, chains), chains)
     return shard_batch(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
 
@@ -278,7 +285,7 @@ def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
 
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
                thin: int = 1, collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
-               desc: str = "sampling", chain_method: str = "auto") -> ChainResult:
+               desc: str = "sampling", chain_method: str = "auto", split_chains: bool = True) -> ChainResult:
     """Run ``chains`` chains of ``kernel`` for ``tune`` discarded steps and ``draws`` kept ones.
 
     Parameters
@@ -299,6 +306,9 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
         per device where JAX sees several), which is faster on a multi-core CPU; ``"auto"``
         picks ``"parallel"`` for several chains on a CPU with several cores.  The draws are the
         same either way (up to floating-point rounding).
+    split_chains : bool  split the chains across the devices JAX sees (:mod:`bayestrees.sharding`;
+        default True); False for a kernel that places its work on the devices itself (BART's rows
+        across devices, ``data_devices``), whose chains then run vectorized
 
     Returns
     -------
@@ -307,11 +317,11 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     for name, v, lo in (("chains", chains, 1), ("draws", draws, 1), ("tune", tune, 0), ("thin", thin, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    method = resolve_chain_method(chain_method, chains)
+    method = resolve_chain_method(chain_method, chains) if split_chains else "vectorized"
     collect = collect if collect is not None else _identity
     args = tuple(args)
     k_init, k_run = jax.random.split(key)
-    state = _init(k_init, args, init=kernel.init, chains=chains)
+    state = _init(k_init, args, init=kernel.init, chains=chains, split=bool(split_chains))
     nb = blocks if blocks is not None else (20 if progressbar else 1)
     calls, size = _phases(tune, draws, thin, nb)
     if method == "parallel" and chains > 1:
@@ -320,6 +330,6 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
         samples, infos, state = _run_parallel(run, k_run, state, args, calls, thin, chains, prog)
     else:
         prog = Progress(tune + draws * thin, desc, progressbar)
-        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains)
+        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains, split=bool(split_chains))
         samples, infos, state = _run_calls(run, k_run, state, args, calls, thin, prog)
     return ChainResult(samples, infos, state)

@@ -79,6 +79,7 @@ from ...convert import predictive_group, to_inferencedata
 from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
+from ...sharding import check_data_devices
 from .. import moves
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..tempering import check_temperatures
@@ -148,6 +149,12 @@ class BARTConfig:
         temperature, replica ``r`` targeting ``p(y | f, sigma)^b_r`` times the priors, adjacent
         replicas exchanging states each step; the draws are the first replica's
         (:class:`~bayestrees.inference.bart.kernel.KernelConfig`); regression only
+    data_devices : int >= 1  devices the rows of each chain are split over (default 1): each device
+        holds a block of the rows, and the sums over rows that a step needs are added across them
+        (:func:`jax.shard_map`; bartz's ``num_data_devices``).  At most the devices JAX sees
+        (several GPUs; on a CPU ``jax.config.update("jax_num_cpu_devices", k)`` before JAX starts);
+        the rows are padded to a multiple with rows of no weight.  The draws follow the same law as
+        on one device, not the same numbers (sums in another order).  Not with ``particles``
     """
 
     m: int = 200
@@ -176,6 +183,7 @@ class BARTConfig:
     local_moves: int = 1
     particles: int = 0
     temperatures: tuple = (1.0,)
+    data_devices: int = 1
 
     def __post_init__(self):
         if not isinstance(self.prior, (ChipmanPrior, DepthDecayPrior)):
@@ -224,6 +232,10 @@ class BARTConfig:
         if not isinstance(self.keep_trees, (bool, np.bool_)):
             raise ValueError(f"keep_trees must be True or False, got {self.keep_trees!r}")
         object.__setattr__(self, "temperatures", check_temperatures(self.temperatures))   # hashable floats
+        check_int("data_devices", self.data_devices, 1)
+        if self.data_devices > 1 and self.particles:
+            raise ValueError("the particle Gibbs regrowth (particles > 0) runs on one device: data_devices > 1 takes "
+                             "particles=0")
 
     def sigma_mu(self, probit: bool = False) -> float:
         """The leaf prior sd on the scaled response (probit: on the latent scale)."""
@@ -433,7 +445,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
-    width = config.chains if resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
+    width = config.chains if config.data_devices > 1 or resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
     if probit and len(config.temperatures) > 1:
         raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for two classes (probit) is not "
                          "tempered")
@@ -445,12 +457,17 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                     slide=int(config.slide), temperatures=config.temperatures,
                                     particles=int(config.particles),
                                     n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
-                                    local_moves=int(config.local_moves))
+                                    local_moves=int(config.local_moves),
+                                    data_devices=check_data_devices(config.data_devices))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
     kernel = bart_kernel.build_kernel(kcfg, dtype)
     code_lo, code_hi = bart_kernel.data_intervals(data.codes)
-    bdata = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(np.asarray(data.codes).T)),
-                                 y=jnp.asarray(ys, dtype), weight=jnp.asarray(w_arr, dtype), rows=jnp.ones(data.n, dtype),
+    pad = -data.n % int(config.data_devices)   # rows of no weight, so that every device holds as many
+    padded = (lambda a: np.concatenate([np.asarray(a), np.zeros((pad,) + np.shape(a)[1:], np.asarray(a).dtype)])) \
+        if pad else np.asarray
+    bdata = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(padded(data.codes).T)),
+                                 y=jnp.asarray(padded(ys), dtype), weight=jnp.asarray(padded(w_arr), dtype),
+                                 rows=jnp.asarray(padded(np.ones(data.n)), dtype),
                                  nu=jnp.asarray(config.nu, dtype), nu_lam=jnp.asarray(config.nu * lam, dtype),
                                  sigma2=jnp.asarray(sigma2, dtype), offset=jnp.asarray(offset, dtype),
                                  prior=traced_params(config.prior, dtype), code_lo=jnp.asarray(code_lo),
@@ -463,8 +480,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=col, progressbar=config.progressbar, desc="BART",
-                     chain_method=config.chain_method)
+                     chain_method=config.chain_method, split_chains=config.data_devices == 1)
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
+    if pad:   # the padding rows' fit
+        draws = draws._replace(fit=draws.fit[..., :data.n])
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
     assert draws.feature is None or draws.feature.shape[-1] == S

@@ -60,10 +60,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
+from jax.sharding import PartitionSpec
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
 from ...leaves import KnownVarianceNormalLeaves
+from ...sharding import ROWS, rows_mesh
 from ...tree import FREE, LEAF, Tree
 from .. import heap
 from .. import intervals
@@ -163,6 +165,7 @@ class KernelConfig:
     n_codes: int = 0
     local_moves: int = 1
     temperatures: tuple = (1.0,)
+    data_devices: int = 1
 
     def __post_init__(self):
         if len(check_temperatures(self.temperatures)) > 1 and self.probit:
@@ -180,6 +183,10 @@ class KernelConfig:
             raise ValueError(f"local_moves must be an integer >= 1, got {self.local_moves!r}")
         if self.particles and self.sparse:
             raise ValueError("the particle Gibbs regrowth does not take the sparse split-variable prior yet")
+        if isinstance(self.data_devices, bool) or not isinstance(self.data_devices, int) or self.data_devices < 1:
+            raise ValueError(f"data_devices must be an integer >= 1, got {self.data_devices!r}")
+        if self.data_devices > 1 and self.particles:
+            raise ValueError("the particle Gibbs regrowth runs on one device: data_devices > 1 takes particles=0")
         if self.particles and self.n_codes < 1:
             raise ValueError("the particle Gibbs regrowth needs n_codes, a static bound on the feature codes")
 
@@ -189,9 +196,24 @@ class KernelConfig:
         return heap.capacity(self.max_depth)
 
     @property
+    def row_axis(self):
+        """The name of the mesh axis the rows are split over (None: one device holds them all)."""
+        return ROWS if self.data_devices > 1 else None
+
+    @property
     def tempered(self) -> bool:
         """A ladder of several temperatures (the State then holds ``beta`` and ``log_lik``)."""
         return len(self.temperatures) > 1
+
+
+def rows_total(x, axis):
+    """``x``, a sum over this device's rows, summed over the devices of mesh axis ``axis`` (None: as it is)."""
+    return x if axis is None else jax.lax.psum(x, axis)
+
+
+def rows_key(key, axis):
+    """``key`` for draws of one value per row: each device's rows their own (None: as it is)."""
+    return key if axis is None else random_bits.fold_in(key, jax.lax.axis_index(axis))
 
 
 def leaf_dtype(capacity: int):
@@ -324,7 +346,7 @@ class _Init:
         n = data.y.shape[0]
         y = jnp.asarray(data.y, dt)
         if self.cfg.probit:  # z from its conditional given f = 0
-            u = random_bits.open_uniform(key, y.shape).astype(dt)
+            u = random_bits.open_uniform(rows_key(key, self.cfg.row_axis), y.shape).astype(dt)
             eta = jnp.broadcast_to(jnp.asarray(data.offset, dt), y.shape)
             z = _probit_z(u, eta, data.y, data.weight) - data.offset
         else:
@@ -336,19 +358,21 @@ class _Init:
         alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
         lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
         sigma2 = jnp.asarray(data.sigma2, dt)
-        tempered = dict(beta=jnp.ones((), dt), log_lik=_tempered_factor(z, sigma2, data)) if self.cfg.tempered else {}
+        ax = self.cfg.row_axis
+        tempered = dict(beta=jnp.ones((), dt), log_lik=_tempered_factor(z, sigma2, data, ax)) if self.cfg.tempered else {}
         return State(feature=feature, threshold=threshold, value=jnp.zeros((m, S), dt),
-                     leaf=jnp.zeros((m, n), leaf_dtype(S)), count=root.set(jnp.sum(data.rows).astype(dt)),
-                     wsum=root.set(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)).astype(dt)), log_prior=lp,
+                     leaf=jnp.zeros((m, n), leaf_dtype(S)), count=root.set(rows_total(jnp.sum(data.rows), ax).astype(dt)),
+                     wsum=root.set(rows_total(jnp.sum(jnp.where(data.rows > 0, data.weight, 0.0)), ax).astype(dt)),
+                     log_prior=lp,
                      avail=avail.astype(dt), resid=z, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, **tempered)
 
 
-def _tempered_factor(R, sigma2, data: BARTData):
+def _tempered_factor(R, sigma2, data: BARTData, axis=None):
     """``log p(y | f, sigma)`` of a residual ``R``, less the terms that every replica shares
     (``sum_i log(w_i / 2 pi) / 2``): ``-n_+ log(sigma^2) / 2 - sum_i w_i R_i^2 / (2 sigma^2)``."""
     live = (data.weight > 0) & (data.rows > 0)
-    return (-0.5 * jnp.sum(live) * jnp.log(sigma2)
-            - 0.5 * jnp.sum(jnp.where(live, data.weight * R * R, 0.0)) / sigma2).astype(R.dtype)
+    return (-0.5 * rows_total(jnp.sum(live), axis) * jnp.log(sigma2)
+            - 0.5 * rows_total(jnp.sum(jnp.where(live, data.weight * R * R, 0.0)), axis) / sigma2).astype(R.dtype)
 
 
 def tempered_log_lik(state: State):
@@ -623,11 +647,13 @@ def _grow_prune_sums(qf, s, real_grow, grow):
     return jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged)
 
 
-def _left_rows(left, data: BARTData, dt):
-    """Rows (``BARTData.rows``) and row weight among the rows ``left``."""
-    c_l = jnp.sum(jnp.where(left, data.rows, 0.0)).astype(dt)
-    w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0)).astype(dt)
-    return c_l, w_l
+def _left_rows(left, data: BARTData, dt, axis=None):
+    """Rows (``BARTData.rows``) and row weight among the rows ``left`` (over the devices of ``axis``)."""
+    c_l = jnp.sum(jnp.where(left, data.rows, 0.0))
+    w_l = jnp.sum(jnp.where(left & (data.rows > 0), data.weight, 0.0))
+    if axis is not None:
+        c_l, w_l = rows_total(jnp.stack([c_l, w_l]), axis)
+    return c_l.astype(dt), w_l.astype(dt)
 
 
 def _split_join(a, x_l, s, grow):
@@ -662,7 +688,7 @@ def _slide_sums(qf, s, S: int):
     return q_old, q_new
 
 
-def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int) -> _Moved:
+def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, axis=None) -> _Moved:
     """A grow or a prune at ``pr.node``: one scatter of ``w r`` into the finer tree's leaves.
 
     The finer tree (T' after a grow, T after a prune) gives both trees' sums: the coarser tree's
@@ -675,21 +701,24 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int) -
     at = leaf == s
     grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
     real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
-    qf = cell_sums(jnp.where(real_grow, grown, leaf), wr, S)
+    qf = rows_total(cell_sums(jnp.where(real_grow, grown, leaf), wr, S), axis)
     q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
-    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype)
+    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
     valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
     leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
     return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
                   wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), q_old=q_old, q_new=q_new, valid=valid)
 
 
-def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int) -> _Moved:
+def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int,
+                   axis=None) -> _Moved:
     """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
     new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     q_old = cell_sums(leaf, wr, S)
+    if axis is not None:
+        st, q_old = rows_total((st, q_old), axis)
     valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= min_rows, True))
     return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), q_old=q_old,
                   q_new=st[:, 2], valid=valid)
@@ -797,6 +826,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     if cfg.slide and not normal:
         raise ValueError("slide moves take the Normal leaf model of the visit only")
     local = normal and not changes   # the grow/prune visit of Normal leaves, its terms computed first
+    ax = cfg.row_axis
     # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
     # large data: in the visit, where the node's rows are in cache
     batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
@@ -828,7 +858,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     if batch_left:   # and T''s
         def left_rows(pr, leaf8, wsum, zv):
             col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-            c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt)
+            c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt, ax)
             return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
 
         cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
@@ -850,18 +880,24 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
             slide = pr.kind == 2
             cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-            qf = cell_sums(cell, w * r, S + 2)
+            qf = rows_total(cell_sums(cell, w * r, S + 2), ax)
             q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
             qs_old, qs_new = _slide_sums(qf, s, S)
             q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
             finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
+        elif ax is not None and not batch_left:   # one sum across the devices: the leaves' and the left child's
+            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+            both = rows_total(jnp.concatenate([cell_sums(finer, w * r, S), jnp.stack([c_l, w_l])]), ax)
+            qf, c_l, w_l = both[:S], both[S], both[S + 1]
+            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
         else:
-            qf = cell_sums(finer, w * r, S)   # leaf slots: every cell < S
+            qf = rows_total(cell_sums(finer, w * r, S), ax)   # leaf slots: every cell < S
             q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
         if batch_left:
             c_l, w_l = cw_j[0], cw_j[1]
         else:
-            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+            if ax is None or cfg.slide:
+                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt, ax)
             tn = terms(totals(wsum, w_l, pr), zv, s)
         valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
         if cfg.slide:
@@ -891,9 +927,9 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         leaf = leaf8.astype(jnp.int32)
         r = R + take(v, leaf)
         wr = leaves.row_values(r)
-        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S) if not changes else jax.lax.cond(
-            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, mc.max_depth),
-            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S), None)
+        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not changes else jax.lax.cond(
+            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, mc.max_depth, ax),
+            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
         lm_old = leaves.log_marginal(wsum, mv.q_old)
         lm_new = leaves.log_marginal(mv.wsum, mv.q_new)
         ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
@@ -937,12 +973,12 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
     R, sigma2, z = state.resid, state.sigma2, state.z
     if cfg.probit:
         f = state.z - R
-        uz = random_bits.open_uniform(k_last, R.shape).astype(dt)
+        uz = random_bits.open_uniform(rows_key(k_last, cfg.row_axis), R.shape).astype(dt)
         z = _probit_z(uz, f + data.offset, data.y, data.weight) - data.offset
         R = z - f
     elif cfg.sample_sigma:
         live = (data.weight > 0) & (data.rows > 0)
-        n_live, rss = jnp.sum(live), jnp.sum(jnp.where(live, data.weight * R * R, 0.0))
+        n_live, rss = rows_total((jnp.sum(live), jnp.sum(jnp.where(live, data.weight * R * R, 0.0))), cfg.row_axis)
         if cfg.tempered:   # p(sigma^2) p(y | f, sigma^2)^beta: IG((nu + beta n_+) / 2, (nu lambda + beta rss) / 2)
             n_live, rss = state.beta * n_live, state.beta * rss
         a = 0.5 * (data.nu + n_live)
@@ -952,7 +988,7 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
     if cfg.sparse:
         log_s, alpha, lprior, avail = _sparse_update(k_sparse, state.feature, state.threshold, lprior, avail, log_s,
                                                      alpha, data, cfg, dt)
-    log_lik = _tempered_factor(R, sigma2, data) if cfg.tempered else None
+    log_lik = _tempered_factor(R, sigma2, data, cfg.row_axis) if cfg.tempered else None
     return state._replace(resid=R, sigma2=sigma2, z=z, log_s=log_s, alpha=alpha, log_prior=lprior, avail=avail,
                           log_lik=log_lik)
 
@@ -1158,6 +1194,45 @@ def tree_summaries(feature, n_features: int):
     return n_leaves, depth, splits
 
 
+def _specs(x, rows: dict):
+    """Partition specs of the NamedTuple ``x`` for :func:`jax.shard_map`: the fields named in ``rows``
+    split over their last axis (``rows[name]`` dimensions in all), every other array whole."""
+    whole = jax.tree_util.tree_map(lambda _: PartitionSpec(), x)
+    return whole._replace(**{k: PartitionSpec(*([None] * (nd - 1)), ROWS) for k, nd in rows.items()})
+
+
+_DATA_ROWS = dict(codes=2, y=1, weight=1, rows=1)
+_STATE_ROWS = dict(leaf=2, resid=1, z=1)
+
+
+@dataclass(frozen=True)
+class _OverRows:
+    """``init(key, data)`` or ``step(key, state, data)`` with the rows split over ``cfg.data_devices``
+    devices (:func:`jax.shard_map` on :func:`bayestrees.sharding.rows_mesh`): each device holds a block
+    of the rows (their codes, response, weights, leaves, residual), the trees, leaf values and
+    ``sigma^2`` are the same on every device, and every sum over rows (the leaves' statistics, the
+    grown child's rows, ``sum w R^2``) is added across the devices (:func:`rows_total`).  The number
+    of rows must be a multiple of the devices (:func:`bayestrees.inference.bart.fit.fit_bart` pads
+    with rows of ``BARTData.rows = 0``)."""
+
+    fn: Any
+    cfg: KernelConfig
+
+    def __call__(self, key, *args):
+        mesh = rows_mesh(self.cfg.data_devices)
+        if len(args) == 1:   # init(key, data) -> State
+            (data,) = args
+            whole = PartitionSpec()
+            fields = {f: whole for f in State._fields if self.cfg.tempered or f not in ("beta", "log_lik")}
+            in_specs = (whole, _specs(data, _DATA_ROWS))
+            out_specs = _specs(State(**fields), _STATE_ROWS)
+        else:                # step(key, state, data) -> (State, Info)
+            state, data = args
+            in_specs = (PartitionSpec(), _specs(state, _STATE_ROWS), _specs(data, _DATA_ROWS))
+            out_specs = (_specs(state, _STATE_ROWS), PartitionSpec())
+        return jax.shard_map(self.fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs)(key, *args)
+
+
 def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     """The BART ``init``/``step`` pair for one chain (hashable by ``cfg``).
 
@@ -1167,6 +1242,8 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     """
     moves.check_move_probs(cfg)
     base = Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
+    if cfg.data_devices > 1:
+        base = Kernel(_OverRows(base.init, cfg), _OverRows(base.step, cfg))
     if cfg.tempered:
         return tempered(base, cfg.temperatures, tempered_log_lik, None, dtype)
     return base

@@ -394,7 +394,7 @@ def _two_stumps_run(codes, y, chains, draws, **kernel):
         return st.feature[..., 0], st.threshold[..., 0], st.sigma2
 
     res = run_chains(jax.random.key(0), K.build_kernel(kcfg), args=(data,), chains=chains, draws=draws,
-                     tune=200, collect=pair_of)
+                     tune=200, collect=pair_of, split_chains=kcfg.data_devices == 1)
     return tuple(np.asarray(a) for a in res.samples)
 
 
