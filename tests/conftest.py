@@ -105,6 +105,7 @@ LONG_FILES = (  # longest first, so that two processes end together; seconds per
               "test_treefn_api.py",  # about 61 s
               "test_cli.py",  # about 57 s
               "test_doc_examples.py",  # about 54 s
+              "test_bart_rows.py",  # about 47 s (one subprocess with four CPU devices)
               "test_sampler_exactness.py",  # about 42 s
               "test_safebayes.py",  # about 41 s
               "test_contract.py",  # about 38 s
