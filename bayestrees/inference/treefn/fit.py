@@ -23,6 +23,7 @@ from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
 from ...convergence import check_convergence, warn_convergence
 from ...convert import TREE_GROUP, model_inferencedata
 from ...keys import make_key
+from ...sharding import check_data_devices
 from ..bart.fit import tree_summaries
 from ...data import check_int
 from .kernel import TreeMoves, tree_sites
@@ -205,7 +206,7 @@ def load_model_fit(path, model) -> ModelFit:
 
 def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
                  conjugate="auto", leaf_refresh: int = 0, particles="auto", move_probs=None, local_moves=None,
-                 nuts_kwargs=None,
+                 data_devices: int = 1, nuts_kwargs=None,
                  progressbar: bool = False,
                  chain_method="vectorized",
                  log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
@@ -252,6 +253,13 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         ``(0.25, 0.25, 0.4, 0.1)`` for a function of one tree.  Change and swap run on every path.
     local_moves : int >= 1, optional
         Moves of every tree per step: default 1 for sums of trees, 50 for a function of one tree.
+    data_devices : int, default 1
+        Devices the rows of every tree function's step are split over (BART's ``data_devices``: each
+        device holds a block of the rows, the sums over rows are added across them), on the
+        conjugate Normal path (a likelihood quadratic in the function) only; the rows must be a
+        multiple of it, and ``particles="auto"`` then means no regrowth.  The other sites' updates
+        are left to JAX's partitioner.  Chains run with ``chain_method="vectorized"`` or
+        ``"sequential"``.
     nuts_kwargs : dict, optional
         Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
     progressbar : bool, default False
@@ -319,6 +327,10 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     (20, 3)
     """
     draws = check_int("draws", draws, 1)
+    data_devices = check_data_devices(data_devices)
+    if data_devices > 1 and chain_method == "parallel":
+        raise ValueError("data_devices > 1 puts every chain's rows on the devices: chain_method='parallel' (a chain "
+                         "per device) cannot run beside it; use 'vectorized' or 'sequential'")
     tune = check_int("tune", tune, 0)
     chains = check_int("chains", chains, 1)
     key = make_key(random_seed)
@@ -343,7 +355,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     traced = run_model is not model
     blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
                          traceable_args=traced, particles=particles, move_probs=move_probs,
-                         local_moves=local_moves).prepare(run_args, run_kwargs), trees)]
+                         local_moves=local_moves, data_devices=data_devices).prepare(run_args, run_kwargs), trees)]
     if others:
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)

@@ -85,6 +85,7 @@ from ...batching import cell_sums, scatter_add, take
 from ...leaves import GammaPoissonLeaves, gamma_poisson_log_marginal
 from . import leaf_priors
 from ...priors import canonical, traced_params
+from ...sharding import check_data_devices
 from ..bart import kernel as bart_kernel
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
@@ -233,7 +234,10 @@ class TreeMoves(MCMCKernel):
         (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate paths (Normal, and Gamma-Poisson
         for log-gamma leaves); the general path has none.
         "auto": 10 for a function of one tree (``m = 1``), whose grow and prune alone change the
-        root only through the single leaf, 0 for sums of trees.
+        root only through the single leaf, 0 for sums of trees (and with ``data_devices > 1``).
+    data_devices : int >= 1
+        Devices the rows of each function's step are split over (the conjugate Normal path only:
+        :class:`bayestrees.inference.bart.kernel.KernelConfig`'s ``data_devices``).
     traceable_args : bool, default False
         The model's arguments are arrays that may be traced (its tree features are not among them:
         :func:`~bayestrees.inference.treefn.fit.sample_model` closes them over): the conjugacy
@@ -247,7 +251,7 @@ class TreeMoves(MCMCKernel):
     sample_field = "z"
 
     def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False,
-                 particles="auto", move_probs=None, local_moves=None):
+                 particles="auto", move_probs=None, local_moves=None, data_devices: int = 1):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
         if move_probs is not None:
@@ -266,6 +270,7 @@ class TreeMoves(MCMCKernel):
                                     or particles == 1 or particles < 0):
             raise ValueError(f"particles must be 'auto', 0 (no regrowth) or an integer >= 2, got {particles!r}")
         self.particles = particles
+        self.data_devices = check_data_devices(data_devices)
         self._model = model
         self.conjugate = conjugate
         self.leaf_refresh = int(leaf_refresh)
@@ -443,8 +448,19 @@ class TreeMoves(MCMCKernel):
         prune of every tree a step), or the ``move_probs`` and ``local_moves`` asked for, and on the
         conjugate paths the particle Gibbs regrowth of ``particles``."""
         m = fn.dist.spec.m
-        particles = (REGROW_PARTICLES if m == 1 else 0) if self.particles == "auto" else int(self.particles)
+        k = self.data_devices
+        particles = (REGROW_PARTICLES if m == 1 and k == 1 else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
+        if k > 1:
+            if conj != "normal":
+                raise ValueError(f"data_devices={k}: the rows are split across devices on the conjugate Normal path "
+                                 f"only (a likelihood quadratic in the function, Normal leaves), and {fn.site!r} takes "
+                                 f"the {'Gamma-Poisson' if conj else 'general'} path")
+            n = fn.dist.X.shape[0]
+            if n % k:
+                raise ValueError(f"data_devices={k}: {fn.site!r} has {n} rows, not a multiple of {k}; pad the rows "
+                                 f"(e.g. with rows of zero weight in the likelihood) or choose another count")
+            cfg = dataclasses.replace(cfg, data_devices=k)
         if m == 1:
             cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
         if self.move_probs is not None:

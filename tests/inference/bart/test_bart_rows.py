@@ -6,6 +6,8 @@ The checks run in one subprocess that JAX starts with four CPU devices
 * the two-stump case of ``test_bart_sampler.py`` (8 rows, 2 trees of depth 1, all four moves, the leaf
   values and ``sigma^2`` sampled) on 4 devices, 2 rows each, against the exact enumeration of the pair of
   stumps and ``E[sigma^2]``, the thresholds of the one-device test;
+* the same for a sum of two stumps in a NumPyro model (``sample_model(..., data_devices=4)``, the
+  tree functions' conjugate Normal path) against its exact posterior;
 * the estimators with rows that do not divide among the devices (padding): the draws' shapes hold the
   rows of the data, the regression's predictions and ``sigma`` follow the one-device fit's from the same
   seed (the same keys, sums in another order), and probit BART (whose latent draws differ per device)
@@ -40,6 +42,16 @@ for k in (4,):
     out[f"stumps{k}"] = dict(tv=T._pairs_tv(T._unordered_pairs(f, t), exact), s2=float(s2.mean()),
                              mcse=T._mcse(s2), exact_s2=float(exact_s2))
 
+sys.path.insert(0, sys.argv[2])
+import test_treefn_exact as TE
+warnings.simplefilter("ignore")
+out["treefn4"] = TE._two_stumps_function_tv(True, data_devices=4)[0]
+try:
+    TE._two_stumps_function_tv(False, data_devices=4)
+    out["treefn_general"] = None
+except ValueError as e:
+    out["treefn_general"] = str(e)
+
 rng = np.random.default_rng(3)
 X = rng.uniform(size=(101, 3))
 y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.2 * rng.normal(size=101)
@@ -68,7 +80,8 @@ print("RESULT " + json.dumps(out))
 def four_devices():
     env = dict(os.environ)   # the suite's XLA flags (compiling is most of the time here) and compilation cache
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
-    res = subprocess.run([sys.executable, "-c", _SCRIPT, str(HERE)], capture_output=True, text=True, cwd=ROOT,
+    res = subprocess.run([sys.executable, "-c", _SCRIPT, str(HERE), str(HERE.parent / "treefn")], capture_output=True,
+                         text=True, cwd=ROOT,
                          env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-4000:]
     line = [s for s in res.stdout.splitlines() if s.startswith("RESULT ")][-1]
@@ -84,6 +97,17 @@ def test_rows_on_several_devices_match_the_exact_two_stump_posterior(four_device
     r = four_devices[f"stumps{k}"]
     assert r["tv"] < 0.03, r
     assert abs(r["s2"] - r["exact_s2"]) < 4 * r["mcse"], r
+
+
+@pytest.mark.slow
+def test_a_tree_function_with_rows_on_four_devices_matches_the_exact_posterior(four_devices):
+    """``sample_model(..., data_devices=4)``: a sum of two stumps in a Normal model with sigma fixed (the
+    conjugate path, BART's step with its rows split), 8 rows, 2 a device, change and swap among the
+    moves: the unordered pair of stumps against the exact posterior, the threshold of
+    ``test_a_sum_of_two_stumps_with_change_and_swap_matches_enumeration``.  The general path, which
+    does not split rows, says so."""
+    assert four_devices["treefn4"] < 0.03, four_devices["treefn4"]
+    assert four_devices["treefn_general"] is not None and "conjugate Normal path" in four_devices["treefn_general"]
 
 
 @pytest.mark.slow
