@@ -445,7 +445,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
-    width = config.chains if config.data_devices > 1 or resolve_chain_method(config.chain_method, config.chains) == "vectorized" else 1
+    vectorized = config.data_devices > 1 or resolve_chain_method(config.chain_method, config.chains) == "vectorized"
+    width = config.chains if vectorized else 1
     if probit and len(config.temperatures) > 1:
         raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for two classes (probit) is not "
                          "tempered")

@@ -67,6 +67,12 @@ for k in (1, 2, 4):
                               proba_mcse=[T._mcse(clf.predict_draws(X[i:i + 1])[:, 0, 1].reshape(4, 300))
                                           for i in range(20)],
                               proba_shape=list(clf.idata_.posterior["mu"].shape))
+import bayestrees.inference.bart.kernel as K
+K._BATCH_ROWS = 0   # every grow's left child summed in its visit (with several devices: one sum with the leaves')
+for k in (1, 2):   # m = 12: a kernel setting not compiled above, so traced again with _BATCH_ROWS = 0
+    reg = bt.BARTRegressor(m=12, chains=2, tune=5, draws=5, random_state=0, data_devices=k).fit(X, y)
+    out[f"unbatched{k}"] = dict(predict=reg.predict(X[:7]).tolist(),
+                                sigma=reg.idata_.posterior["sigma"].values.ravel().tolist())
 try:
     bt.BARTRegressor(m=10, chains=1, tune=1, draws=1, data_devices=8).fit(X, y)
     out["too_many"] = None
@@ -114,7 +120,8 @@ def test_a_tree_function_with_rows_on_four_devices_matches_the_exact_posterior(f
 def test_estimators_split_rows_that_do_not_divide_and_follow_one_device(four_devices):
     """101 rows on 2 and 4 devices (padded with rows of no weight): the draws hold 101 rows; the
     regression from one seed follows the one-device chain (the same keys; sums in another order move
-    float rounding only in 5 + 5 steps); probit BART on 2 devices (its latents drawn per device) agrees
+    float rounding only in 5 + 5 steps), also where each visit sums the grown node's rows itself (large
+    data: one sum across the devices with the leaves'); probit BART on 2 devices (its latents drawn per device) agrees
     with one device in the posterior mean probabilities at 20 rows (4 x 300 draws each: within 4.5 Monte Carlo
     standard errors of the difference)."""
     one = four_devices["fit1"]
@@ -123,6 +130,9 @@ def test_estimators_split_rows_that_do_not_divide_and_follow_one_device(four_dev
         assert r["mu_shape"] == one["mu_shape"] == [2, 5, 101]
         np.testing.assert_allclose(r["predict"], one["predict"], rtol=1e-3, atol=1e-3)
         np.testing.assert_allclose(r["sigma"], one["sigma"], rtol=1e-3)
+    u1, u2 = four_devices["unbatched1"], four_devices["unbatched2"]   # the visit's own pass over the grown node
+    np.testing.assert_allclose(u2["predict"], u1["predict"], rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(u2["sigma"], u1["sigma"], rtol=1e-3)
     for k in (2,):
         r = four_devices[f"fit{k}"]
         assert r["proba_shape"] == one["proba_shape"] == [4, 300, 101, 2]
