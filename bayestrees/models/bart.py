@@ -62,7 +62,7 @@ class BART(TreeRV):
         The fields of :class:`~bayestrees.inference.bart.fit.BARTConfig` (``m``, ``prior``, ``k``,
         ``nu``, ``q``, ``sigma_hat``, ``fixed_sigma``, ``max_depth``, ``move_probs``, ``slide``, ``sparse`` and its
         ``sparse_a``, ``sparse_b``, ``sparse_rho``, ``dtype``, ``keep_trees``, ``local_moves``, ``particles``,
-        ``temperatures``), as for
+        ``temperatures``, ``data_devices``), as for
         :class:`bayestrees.BARTRegressor` / :class:`bayestrees.BARTClassifier`; ``max_bins``
         (default 100); and ``X_predict`` (array, DataFrame or ``bt.Data``, ``(n_new, n_features)``):
         rows at which every draw's function is computed during sampling, written to the
