@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import random_bits
 from ..progress import Progress
-from ..sharding import shard_batch as _shard_batch
+from ..sharding import shard_batch
 
 __all__ = ["Kernel", "ChainResult", "run_chains", "CHAIN_METHODS", "check_chain_method", "resolve_chain_method"]
 
@@ -130,7 +130,7 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
     block and thinning lengths and ``first`` are traced: one compilation serves the whole run.
     """
     width = chains if width is None else width
-    shard_batch = _shard_batch if split else _whole
+    place = shard_batch if split else _whole
     vstep, vcollect = _batched(step, width, len(args)), _batched(collect, width, len(args))
     k_collect = jax.random.fold_in(key, 2**31 - 1)  # step indices stay below this
     keys = partial(_step_keys, chains=chains, width=width, first=first)
@@ -138,11 +138,11 @@ def _block(key, state, args, t0, n_tune, n_keep, thin, first=0, *, step, collect
     # the step and the collection are traced once each: their output shapes come from that trace, and
     # the program replays it (tracing them again for the shapes alone, with jax.eval_shape, was about a
     # second of every first fit of an MCMC family; the program is the same)
-    vstep, (_, info_shape) = _trace_once(lambda k, st: vstep(k, st, *args), shard_batch(keys(key, t0), width), state)
+    vstep, (_, info_shape) = _trace_once(lambda k, st: vstep(k, st, *args), place(keys(key, t0), width), state)
 
     def one(t, carry):
         st, _ = carry
-        return shard_batch(vstep(shard_batch(keys(key, t), width), st), width)
+        return place(vstep(place(keys(key, t), width), st), width)
 
     zero_info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
     t1 = t0 + n_tune
@@ -193,9 +193,9 @@ def _whole(tree, size=None):
 
 @partial(jax.jit, static_argnames=("init", "chains", "split"))
 def _init(key, args, *, init, chains: int, split: bool = True):
-    shard_batch = _shard_batch if split else _whole
-    keys = shard_batch(jax.random.split(key, chains), chains)
-    return shard_batch(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
+    place = shard_batch if split else _whole
+    keys = place(jax.random.split(key, chains), chains)
+    return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
 
 
 def _cores() -> int:
