@@ -41,19 +41,34 @@ def depth_of(slot):
 
 
 def descend(tree: Tree, codes, start, levels):
-    """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put).
+    """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put):
+    :func:`descend_rules` with the tree's rules (-1 as the feature of a slot that is not internal)."""
+    return descend_rules(jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold, codes, start, levels)
 
-    Per step: one gather of the node's (feature, threshold), -1 as the feature of a leaf, and one
-    of the row's code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).
+
+def descend_rules(feature, threshold, codes, start, levels, *, features_first: bool = False):
+    """The one descent of heap trees: rows' slots after ``levels`` steps from the slots ``start``.
+
+    ``feature`` (S,) is a slot's split variable, -1 where the slot does not split (a leaf stays
+    put); a row goes to ``2k + 1`` when its code is at most ``threshold[k]``, else to ``2k + 2``.
+    ``codes`` is ``(n, d)``, or ``(d, n)`` with ``features_first`` (BART's layout: a variable's
+    codes contiguous).  Per step: one gather of the node's (feature, threshold) and one of the row's
+    code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).
     """
-    n, d = codes.shape
-    rows_d = jnp.arange(n, dtype=jnp.int32) * d
+    rule = jnp.stack([feature, threshold], -1)  # (S, 2)
     flat = codes.reshape(-1)
-    rule = jnp.stack([jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold], -1)  # (S, 2)
+    if features_first:
+        n = codes.shape[1]
+        cols = jnp.arange(n, dtype=jnp.int32)
+        code_at = lambda j: take(flat, j * n + cols).astype(jnp.int32)  # noqa: E731
+    else:
+        n, d = codes.shape
+        rows_d = jnp.arange(n, dtype=jnp.int32) * d
+        code_at = lambda j: take(flat, rows_d + j)  # noqa: E731
 
     def body(_, node):
         r = take(rule, node)
-        c = take(flat, rows_d + jnp.maximum(r[:, 0], 0))
+        c = code_at(jnp.maximum(r[:, 0], 0))
         return jnp.where(r[:, 0] >= 0, 2 * node + 1 + (c > r[:, 1]).astype(jnp.int32), node)
 
     return jax.lax.fori_loop(0, levels, body, start)

@@ -260,7 +260,7 @@ class BARTResult:
     split_prob, sparse_alpha : (chains, draws, d) and (chains, draws) the sparse prior's draws (None without it)
     n_leaves, depth : int16 / int8 (chains, draws, m) leaves and deepest leaf of every tree, and
     split_counts : int32 (chains, draws, d) internal nodes per feature over the trees: kept when the
-        trees are not (``keep_trees=False``; None otherwise: :func:`tree_summaries` of the trees)
+        trees are not (``keep_trees=False``; None otherwise: :func:`~bayestrees.inference.bart.kernel.tree_summaries` of the trees)
     predict_codes : (n_new, d) the coded rows named when fitting (None: none)
     predict_fit : float32 (chains, draws, n_new) the sum of trees there (scaled / latent units, as ``fit``)
     """
@@ -507,26 +507,6 @@ def acceptance_rates(info) -> dict:
     return out
 
 
-def tree_summaries(feature, n_features: int):
-    """Leaves and depth of every tree ``(..., m)`` and splits per feature summed over the trees ``(..., d)``."""
-    feature = np.asarray(feature)
-    S = feature.shape[-1]
-    idx = np.arange(S)
-    internal = feature >= 0
-    used = internal[..., np.maximum((idx - 1) // 2, 0)]
-    used[..., 0] = True
-    leaf = used & ~internal
-    depth_of = np.floor(np.log2(idx + 1)).astype(np.int8)
-    n_leaves = leaf.sum(-1, dtype=np.int32)
-    depth = np.where(leaf, depth_of, np.int8(0)).max(-1).astype(np.int32)   # int8 temporaries
-    lead = feature.shape[:-2]
-    nd = int(np.prod(lead)) if lead else 1
-    flat = feature.reshape(nd, -1)
-    rows, pos = np.nonzero(flat >= 0)
-    counts = np.bincount(rows * n_features + flat[rows, pos].astype(np.int64), minlength=nd * n_features)
-    return n_leaves, depth, counts.reshape(lead + (n_features,)).astype(np.int32)
-
-
 def _log_likelihood(result: BARTResult, data: TrainingData) -> np.ndarray:
     """Pointwise ``log p(y_i | draw)`` (response units; 0 for a row of weight 0)."""
     w = np.ones(data.n) if result.weights is None else np.asarray(result.weights)
@@ -569,7 +549,7 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     if result.trees_kept:
         value = result.value * np.float32(result.y_scale) if reg else result.value
         trees = bart_kernel.expand_trees(result.feature, result.threshold, value)
-        n_leaves, depth, splits = tree_summaries(result.feature, data.d)
+        n_leaves, depth, splits = bart_kernel.host_tree_summaries(result.feature, data.d)
     else:
         trees = None
         n_leaves, depth, splits = (np.asarray(a, np.int32) for a in (result.n_leaves, result.depth,

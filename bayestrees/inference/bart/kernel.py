@@ -75,9 +75,9 @@ from ..loop import Kernel
 from ..tempering import check_temperatures, tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
-           "expand_trees", "sum_of_trees", "tree_summaries", "leaf_dtype", "tree_log_priors", "leaf_slots", "data_intervals", "N_UNIFORMS", "propose",
-           "grow_or_prune", "leaf_marginal", "move_trees", "NormalRows",
-           "change_or_swap"]
+           "expand_trees", "sum_of_trees", "tree_summaries", "host_tree_summaries", "leaf_dtype", "tree_log_priors",
+           "leaf_slots", "data_intervals", "N_UNIFORMS", "propose", "grow_or_prune", "leaf_marginal", "move_trees",
+           "NormalRows", "change_or_swap"]
 
 
 class BARTData(NamedTuple):
@@ -613,17 +613,8 @@ def _inside(leaf, node):
 
 def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
     """The rows' leaves after a change of the tree below ``node``: its rows descend again from it."""
-    n = codes.shape[1]
-    flat = codes.reshape(-1)
-    cols = jnp.arange(n, dtype=jnp.int32)
-    rule = jnp.stack([feature, threshold], -1)
-
-    def level(_, x):
-        r = take(rule, x)
-        c = take(flat, jnp.maximum(r[:, 0], 0) * n + cols).astype(jnp.int32)
-        return jnp.where(r[:, 0] >= 0, 2 * x + 1 + (c > r[:, 1]).astype(jnp.int32), x)
-
-    return jax.lax.fori_loop(0, max_depth - heap.depth_of(node), level, jnp.where(_inside(leaf, node), node, leaf))
+    return heap.descend_rules(feature, threshold, codes, jnp.where(_inside(leaf, node), node, leaf),
+                              max_depth - heap.depth_of(node), features_first=True)
 
 
 class _Moved(NamedTuple):
@@ -1178,20 +1169,33 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
 
 
 def tree_summaries(feature, n_features: int):
-    """Leaves and depth of every tree ``(m,)`` and internal nodes per split variable over the trees
-    ``(n_features,)``, int32, from heap trees' split variables ``feature`` ``(m, S)`` (-1 where a
-    slot is not internal); in JAX, the numbers of :func:`bayestrees.inference.bart.fit.tree_summaries`."""
+    """Leaves and depth of every tree ``(..., m)`` and internal nodes per split variable summed over
+    the trees ``(..., n_features)``, int32, from heap trees' split variables ``feature`` ``(..., m, S)``
+    (-1 where a slot is not internal; any leading axes).  The one tree summary of the sums of trees:
+    in the sampler's ``collect`` (trees not kept) and on the kept draws (:func:`host_tree_summaries`)."""
     S = feature.shape[-1]
     idx = np.arange(S)
     internal = feature >= 0
-    used = (idx == 0) | internal[:, np.maximum((idx - 1) // 2, 0)]
+    used = (idx == 0) | internal[..., np.maximum((idx - 1) // 2, 0)]
     leaf = used & ~internal
     depth_of = np.floor(np.log2(idx + 1)).astype(np.int32)
     n_leaves = jnp.sum(leaf, -1).astype(jnp.int32)
     depth = jnp.max(jnp.where(leaf, depth_of, 0), -1).astype(jnp.int32)
-    which = jnp.where(internal, feature, n_features).reshape(-1).astype(jnp.int32)  # out of range: dropped
-    splits = scatter_add(jnp.zeros(n_features, jnp.int32), which, jnp.ones(which.shape, jnp.int32))
-    return n_leaves, depth, splits
+    lead = feature.shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    # one cell per (draw, feature) and one more per draw for the slots that do not split
+    which = jnp.where(internal, feature.astype(jnp.int32), n_features).reshape(B, -1)
+    which = which + jnp.arange(B, dtype=jnp.int32)[:, None] * (n_features + 1)
+    splits = scatter_add(jnp.zeros(B * (n_features + 1), jnp.int32), which.reshape(-1), jnp.ones(which.size, jnp.int32))
+    return n_leaves, depth, splits.reshape(lead + (n_features + 1,))[..., :n_features]
+
+
+_host_summaries = jax.jit(tree_summaries, static_argnums=1)
+
+
+def host_tree_summaries(feature, n_features: int):
+    """:func:`tree_summaries` of kept draws, as numpy arrays (one compiled program per shape)."""
+    return tuple(np.asarray(a) for a in _host_summaries(np.asarray(feature), int(n_features)))
 
 
 def _specs(x, rows: dict):
@@ -1281,13 +1285,6 @@ def expand_trees(feature, threshold, value):
                 depth=np.broadcast_to(depth, shape), n_nodes=np.sum(used, -1, dtype=np.int16))
 
 
-def _route_compact(feature, threshold, codes, max_depth: int):
-    tree = Tree(feature=feature.astype(jnp.int32), threshold=threshold.astype(jnp.int32),
-                left=jnp.where(feature >= 0, 0, LEAF), right=None, missing_left=None, value=None, weight=None,
-                count=None, depth=None, n_nodes=None)
-    return heap.route(tree, codes, max_depth)
-
-
 def _sum_draw(f, t, v, codes, max_depth: int):
     """``sum_j v_j[leaf_j(x)]`` of one draw's trees ``(m, S)`` at codes ``(n, d)``: float32 ``(n,)``,
     added tree by tree in order (the sampler's kept predictions and :func:`sum_of_trees` both use it,
@@ -1295,7 +1292,9 @@ def _sum_draw(f, t, v, codes, max_depth: int):
 
     def add(acc, tree):
         fj, tj, vj = tree
-        return acc + take(vj, _route_compact(fj, tj, codes, max_depth)), None
+        leaf = heap.descend_rules(fj.astype(jnp.int32), tj.astype(jnp.int32), codes, jnp.zeros(codes.shape[0], jnp.int32),
+                                  max_depth)
+        return acc + take(vj, leaf), None
 
     acc, _ = jax.lax.scan(add, jnp.zeros(codes.shape[0], jnp.float32), (f, t, v))
     return acc

@@ -24,7 +24,7 @@ from ...convergence import check_convergence, warn_convergence
 from ...convert import TREE_GROUP, model_inferencedata
 from ...keys import make_key
 from ...sharding import check_data_devices
-from ..bart.fit import tree_summaries
+from ..bart.kernel import host_tree_summaries
 from ...data import check_int
 from .kernel import TreeMoves, tree_sites
 from .site import TreeEnsemble, TreeValues, stump_initialisation
@@ -34,11 +34,11 @@ __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
 
 def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
     """``n_leaves`` and ``depth`` per tree ``(..., m)`` and ``split_counts`` per feature ``(..., F)``
-    of packed tree draws ``(..., m, S, 3)`` (the BART family's :func:`~bayestrees.inference.bart.fit.tree_summaries`;
+    of packed tree draws ``(..., m, S, 3)`` (the BART family's :func:`~bayestrees.inference.bart.kernel.tree_summaries`;
     ``F`` is ``n_features``, by default the largest feature index + 1)."""
     feature = np.asarray(trees)[..., 0].astype(np.int64)
     F = int(feature.max(initial=-1)) + 1 if n_features is None else int(n_features)
-    n_leaves, depth, counts = tree_summaries(feature, max(F, 1))
+    n_leaves, depth, counts = host_tree_summaries(feature, max(F, 1))
     return dict(n_leaves=n_leaves, depth=depth, split_counts=counts[..., :F])
 
 

@@ -63,22 +63,41 @@ def test_the_draws_are_the_same_without_trees(fits):
     assert lean.idata_.posterior.attrs["keep_trees"] == 0 and full.idata_.posterior.attrs["keep_trees"] == 1
 
 
-def test_the_summaries_in_jax_are_numpys_also_under_vmap(fits):
-    """The summaries computed in the compiled block (vmapped over chains there) are the NumPy ones of
-    the kept trees, per draw and for a batch of draws."""
+def _summaries_by_walking(feature, n_features):
+    """Leaves, depth and splits per feature of one draw's heap trees ``(m, S)``, walking every tree from its root."""
+    leaves, depths, splits = [], [], np.zeros(n_features, np.int64)
+    for f in feature:
+        n, deepest, stack = 0, 0, [(0, 0)]
+        while stack:
+            s, d = stack.pop()
+            if f[s] >= 0:
+                splits[f[s]] += 1
+                stack += [(2 * s + 1, d + 1), (2 * s + 2, d + 1)]
+            else:
+                n, deepest = n + 1, max(deepest, d)
+        leaves.append(n)
+        depths.append(deepest)
+    return np.array(leaves), np.array(depths), splits
+
+
+def test_the_tree_summaries_are_those_of_walking_the_trees(fits):
+    """The one tree summary (``bart.kernel.tree_summaries``): per draw in the compiled block (vmapped over
+    chains there), for a batch of draws, and on the host's kept draws, the numbers of walking every tree."""
     import jax
 
-    from bayestrees.inference.bart import fit as F
     from bayestrees.inference.bart import kernel as K
 
     plain = fits[0]
     feature = plain.result_.feature.reshape((-1,) + plain.result_.feature.shape[2:]).astype(np.int32)
-    want = F.tree_summaries(feature, 3)
+    want = [np.stack(a) for a in zip(*(_summaries_by_walking(f, 3) for f in feature))]
     got = jax.vmap(lambda f: K.tree_summaries(f, 3))(feature)
     one = K.tree_summaries(feature[3], 3)
-    for w, g, o in zip(want, got, one):
+    host = K.host_tree_summaries(plain.result_.feature, 3)
+    for w, g, o, h in zip(want, got, one, host):
         np.testing.assert_array_equal(np.asarray(g), w)
         np.testing.assert_array_equal(np.asarray(o), w[3])
+        assert h.dtype == np.int32
+        np.testing.assert_array_equal(h, w.reshape(h.shape))
 
 
 def test_predictions_at_the_named_rows_are_bit_identical(fits):

@@ -36,7 +36,8 @@ from bayestrees.inference import heap as H
 from bayestrees.inference import moves as M
 from bayestrees.inference import regrow as RG
 from bayestrees.inference.bart import kernel as K
-from bayestrees.inference.bart.fit import BARTConfig, fit_bart, tree_summaries
+from bayestrees.inference.bart.fit import BARTConfig, fit_bart
+from bayestrees.inference.bart.kernel import host_tree_summaries as tree_summaries
 from bayestrees.inference.bcart.fit import BCARTConfig, fit_bcart
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import KnownVarianceNormalLeaves, leaf_stats
