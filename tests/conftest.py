@@ -1,3 +1,4 @@
+import contextlib
 import os
 import shutil
 import tempfile
@@ -84,6 +85,7 @@ FULL_TESTS = os.environ.get("BAYESTREES_FULL_TESTS", "0") not in ("", "0")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "full_only: runs only with BAYESTREES_FULL_TESTS=1 (slow variants)")
+    config.addinivalue_line("markers", "long_chains: a module of long chains, compiled at LLVM level 1 (conftest.LONG_CHAINS_LLVM_LEVEL)")
     if getattr(config.option, "loadscopereorder", None):  # pytest-xdist: keep the order of LONG_FILES
         config.option.loadscopereorder = False
 
@@ -91,6 +93,7 @@ def pytest_configure(config):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("full_only") is not None and not FULL_TESTS:
         pytest.skip("a slow variant: set BAYESTREES_FULL_TESTS=1 to run it")
+
 
 
 LONG_FILES = (  # longest first, so that two processes end together; seconds per file from the
@@ -187,3 +190,61 @@ def _release_compiled_programs():
         import jax
 
         jax.clear_caches()
+
+
+
+#: LLVM's optimisation level for the programs compiled by the test modules marked ``long_chains``
+#: (``pytestmark``).  Those run long chains of small samplers, so their time goes to running compiled
+#: programs more than to compiling them: at level 1 a one-tree function's fit at the default lengths
+#: ran in 4.1-4.5 s against 7.0-7.4 s at level 0, for somewhat more compile time
+#: (``docs/lab-notes/performance.md``).  The whole suite at level 1 was much slower (its thousands
+#: of short programs compile longer), and so were files that compile more than they run, so the
+#: level is raised for the marked modules alone; ``BAYESTREES_TEST_LONG_CHAINS_LLVM=0`` keeps them
+#: at the suite's level.
+LONG_CHAINS_LLVM_LEVEL = int(os.environ.get("BAYESTREES_TEST_LONG_CHAINS_LLVM", "1"))
+
+
+@contextlib.contextmanager
+def llvm_level(level: int):
+    """Programs compiled inside the block at LLVM optimisation ``level`` (the other XLA flags kept).
+
+    XLA's debug options are set per compilation (``xla_backend_optimization_level`` is one of them,
+    and part of the persistent cache's key); JAX builds them in ``jax._src.compiler.get_compile_options``,
+    which this wraps for the block.  Where that function is not there (another JAX), the block runs
+    as it is.  JAX's in-memory caches are cleared on entry and on exit, so that no program compiled
+    at one level runs at the other: the bit-identity guard (``test_results_unchanged.py``) compares
+    against a record made at the suite's level.
+    """
+    import jax
+
+    try:
+        from jax._src import compiler
+        original = compiler.get_compile_options
+    except (ImportError, AttributeError):
+        yield
+        return
+
+    def options(*args, **kwargs):
+        opts = original(*args, **kwargs)
+        opts.executable_build_options.debug_options.xla_backend_optimization_level = level
+        return opts
+
+    jax.clear_caches()
+    compiler.get_compile_options = options
+    try:
+        yield
+    finally:
+        compiler.get_compile_options = original
+        jax.clear_caches()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _long_chains_optimised(request):
+    """A module marked ``long_chains`` compiles at :data:`LONG_CHAINS_LLVM_LEVEL` when the suite runs at
+    LLVM level 0."""
+    if (request.node.get_closest_marker("long_chains") is None or LONG_CHAINS_LLVM_LEVEL <= 0
+            or "--xla_backend_optimization_level=0" not in os.environ.get("XLA_FLAGS", "").split()):
+        yield
+        return
+    with llvm_level(LONG_CHAINS_LLVM_LEVEL):
+        yield

@@ -35,6 +35,9 @@ from bayestrees.inference.treefn import TreeEnsemble, bart_function, sample_mode
 from bayestrees.inference.treefn.site import TreeSpec
 from bayestrees.priors import ChipmanPrior
 
+#: long chains of small programs: compiled at LLVM level 1 (tests/conftest.py)
+pytestmark = pytest.mark.long_chains
+
 ALPHA, BETA, MAX_DEPTH, Q = 0.95, 1.0, 2, 1
 #: draws per chain of the one-tree checks: a function of one tree takes 50 moves and a regrowth (conjugate
 #: Normal path) or 50 grows or prunes (other paths) a step, so 3,000 of its draws say more than the 15,000
@@ -119,6 +122,7 @@ def test_the_enumeration_is_the_prior():
     assert _tv(got, want) < 0.015, (got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leaf_refresh", [0, 1], ids=["moves", "moves+refresh"])
 def test_poisson_tree_matches_enumeration_with_quadrature(leaf_refresh, seed=0):
     """(b): one tree, Poisson counts with a log link, Normal prior on the leaf log-rates; also with a
@@ -163,6 +167,7 @@ def test_poisson_tree_matches_enumeration_with_quadrature(leaf_refresh, seed=0):
         assert abs(f[..., i].mean() - f_exact[i]) < 4.5 * _mcse(f[..., i]), (i, f[..., i].mean(), f_exact[i])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conjugate", [False, True], ids=["general", "conjugate"])
 def test_normal_tree_with_sigma_fixed_matches_enumeration(conjugate, seed=0):
     """(a): Normal likelihood with sigma fixed, m = 1: the general path and the conjugate path both
@@ -191,6 +196,7 @@ def test_normal_tree_with_sigma_fixed_matches_enumeration(conjugate, seed=0):
     assert tv < 0.03, (tv, got, want)
 
 
+@pytest.mark.slow
 def test_two_output_function_matches_enumeration_per_output(seed=0):
     """A function of two outputs (``outputs=2``: one tree each, independent under the prior) with a
     Normal likelihood on output 0 (sigma fixed) and a Poisson one on output 1: the posterior factors
@@ -250,6 +256,7 @@ def _loggamma_c_d(sd):
     return c, float(np.exp(psi(c)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conjugate", ["auto", False], ids=["conjugate", "general"])
 def test_poisson_tree_with_loggamma_leaves_matches_enumeration(conjugate, seed=0):
     """Log-gamma leaves (``leaf_prior="loggamma"``, log-linear BART) with a Poisson likelihood: the
