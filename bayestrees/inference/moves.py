@@ -92,6 +92,7 @@ from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from . import heap
 from . import intervals
 from .loop import Kernel
+from .metropolis import accept
 from .tempering import check_temperatures, tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
@@ -482,7 +483,7 @@ def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
     lp_new = beta * new_ev.log_lik + new_ev.log_prior
     lp_old = beta * state.ev.log_lik + state.ev.log_prior
     log_a = jnp.where(ok & new_ev.valid, lp_new - lp_old + log_ratio, -jnp.inf)
-    acc = jnp.log(u).astype(lp_new.dtype) < log_a
+    acc = accept(jnp.log(u).astype(lp_new.dtype), log_a)
     tree = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_tree, state.tree)
     ev = jax.tree_util.tree_map(lambda a, b: jnp.where(acc, a, b), new_ev, state.ev)
     return tree, ev, acc, log_a

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .loop import Kernel
+from .metropolis import accept
 
 __all__ = ["tempered", "TemperedInit", "TemperedStep", "check_temperatures"]
 
@@ -84,7 +85,7 @@ class TemperedStep:
         i = jax.random.randint(k_pair, (), 0, R - 1, dtype=jnp.int32)
         ll = jax.vmap(self.log_lik)(st)
         log_a = (st.beta[i] - st.beta[i + 1]) * (ll[i + 1] - ll[i])
-        acc = jnp.log(jax.random.uniform(k_acc, dtype=ll.dtype)) < log_a
+        acc = accept(jnp.log(jax.random.uniform(k_acc, dtype=ll.dtype)), log_a)
         perm = jnp.arange(R)
         perm = jnp.where(acc, perm.at[i].set(i + 1).at[i + 1].set(i), perm)
         swapped = st._replace(**{f: jax.tree_util.tree_map(lambda a: a[perm], getattr(st, f))

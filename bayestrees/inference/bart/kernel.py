@@ -72,6 +72,7 @@ from .. import intervals
 from .. import moves
 from .. import regrow
 from ..loop import Kernel
+from ..metropolis import accept
 from ..tempering import check_temperatures, tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
@@ -902,7 +903,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
         if cfg.slide:
             ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
-        acc = lu < jnp.where(ok & valid, ll + pr.log_ratio, -jnp.inf)
+        acc = accept(lu, ll + pr.log_ratio, ok & valid)
         # the leaf draw (draw's operations, with the terms computed before)
         var = jnp.where(acc, var_new, var_old)
         value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
@@ -924,7 +925,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         lm_old = leaves.log_marginal(wsum, mv.q_old)
         lm_new = leaves.log_marginal(mv.wsum, mv.q_new)
         ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
-        acc = lu < jnp.where(pr.ok & mv.valid, ll + pr.log_ratio, -jnp.inf)
+        acc = accept(lu, ll + pr.log_ratio, pr.ok & mv.valid)
         wsum = jnp.where(acc, mv.wsum, wsum)
         value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.q_new, mv.q_old),
                             zv).astype(dt)
@@ -1084,13 +1085,13 @@ def _sparse_update(key, feature, threshold, lprior, avail, log_s, alpha, data: B
     _, _, _, _, log_w_old = tree_log_priors(feature, threshold, data, cfg, dtype, log_s)
     lp_new, _, _, _, log_w_new = tree_log_priors(feature, threshold, data, cfg, dtype, log_s_new)
     log_ratio = jnp.sum(jnp.where(internal, log_w_old - log_w_new, 0.0))
-    acc = jnp.log(random_bits.open_uniform(k_acc, ())) < log_ratio
+    acc = accept(jnp.log(random_bits.open_uniform(k_acc, ())), log_ratio)
     log_s = jnp.where(acc, log_s_new, log_s)
     lprior = jnp.where(acc, lp_new, lprior)
     z = random_bits.normal(k_a, (), dtype)
     alpha_new = alpha * jnp.exp(0.5 * z)
     log_a = _log_alpha_density(alpha_new, log_s, a, b, rho) - _log_alpha_density(alpha, log_s, a, b, rho)
-    alpha = jnp.where(jnp.log(random_bits.open_uniform(k_aacc, ())) < log_a, alpha_new, alpha)
+    alpha = jnp.where(accept(jnp.log(random_bits.open_uniform(k_aacc, ())), log_a), alpha_new, alpha)
     return log_s, alpha, lprior, avail
 
 

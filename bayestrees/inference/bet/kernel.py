@@ -94,6 +94,7 @@ from ...tree import Tree
 from .. import moves
 from .. import heap
 from ..loop import Kernel
+from ..metropolis import accept
 
 __all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel",
            "xi_proposal_log_ratio", "slice_step", "v_given_z", "z_given_w", "stick_weights", "tree_step", "collect",
@@ -350,7 +351,7 @@ class _Step:
         prop = jax.random.dirichlet(k_xi, 1.0 + counts, dtype=dt)
         prop = jnp.maximum(prop, jnp.finfo(dt).tiny)
         log_a = jax.vmap(xi_proposal_log_ratio)(t_a, ev_a, state.xi[idx], prop[idx])
-        acc_a = jnp.log(jax.random.uniform(k_xa, (A,), dt)) < log_a
+        acc_a = accept(jnp.log(jax.random.uniform(k_xa, (A,), dt)), log_a)
         acc = jnp.zeros(J, bool).at[idx].set(acc_a)
         if cfg.update_xi:
             xi = jnp.where(_bcast(acc | fresh, state.xi), prop, state.xi)

@@ -87,6 +87,7 @@ from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
 from ..bart import kernel as bart_kernel
+from ..metropolis import accept
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", "REGROW_PARTICLES"]
@@ -734,7 +735,7 @@ class TreeMoves(MCMCKernel):
             lp_leaves = (jnp.sum(jnp.where(is_leaf_p, log_prior_leaf(mu), 0.0))
                          - jnp.sum(jnp.where(is_leaf_old, log_prior_leaf(v), 0.0)))
             log_a = L1 - Lf + lp_leaves + jnp.where(ok, pr.log_ratio, 0.0) + lq_rev - lq_fwd
-            acc = lu < jnp.where(jnp.isfinite(log_a), log_a, -jnp.inf)
+            acc = accept(lu, log_a, jnp.isfinite(log_a))
             moved = acc & ok
             out = (jnp.where(moved, pr.feature, ft), jnp.where(moved, pr.threshold, tt),
                    jnp.where(acc, mu, v).astype(v.dtype), jnp.where(moved, mv.leaf, leaf).astype(leaf8.dtype),
