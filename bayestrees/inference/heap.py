@@ -159,25 +159,25 @@ def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     return descend(tree, codes, start, jnp.minimum(levels, max_depth))
 
 
-def collapse(tree: Tree, count, q) -> Tree:
-    """The largest sub-tree from the root in which every internal node's children hold ``>= q`` rows.
+def collapse(tree: Tree, count, min_rows) -> Tree:
+    """The largest sub-tree from the root in which every internal node's children hold ``>= min_rows`` rows.
 
     Parameters
     ----------
     tree : Tree, one heap tree (capacity S)
     count : float (S,)  row weight per node
-    q : minimum rows per child
+    min_rows : minimum rows per child
 
     Returns
     -------
-    Tree: a node stays internal when it is internal, both its children hold ``>= q`` rows and
+    Tree: a node stays internal when it is internal, both its children hold ``>= min_rows`` rows and
     its parent stays internal (the root has no parent); a node whose parent stays internal but
     which does not is a leaf; everything below is freed.
     """
     S = tree.feature.shape[-1]
     idx = jnp.arange(S)
     lc, rc = jnp.clip(2 * idx + 1, 0, S - 1), jnp.clip(2 * idx + 2, 0, S - 1)
-    kept = tree.is_internal() & (count[lc] >= q) & (count[rc] >= q)
+    kept = tree.is_internal() & (count[lc] >= min_rows) & (count[rc] >= min_rows)
     depth = S.bit_length() - 1  # S = 2^(D+1) - 1
     for level in range(1, depth + 1):
         a, b = 2 ** level - 1, 2 ** (level + 1) - 1

@@ -624,19 +624,19 @@ class _Moved(NamedTuple):
     leaf: jax.Array      # int32 (n,): the rows' leaves in T'
     count: jax.Array     # (S,): rows per leaf of T'
     wsum: jax.Array      # (S,): row weight per leaf of T'
-    q_old: jax.Array     # (S,): sum w_i r_i per leaf of T
-    q_new: jax.Array     # (S,): per leaf of T'
+    rsum_old: jax.Array     # (S,): sum w_i r_i per leaf of T
+    rsum_new: jax.Array     # (S,): per leaf of T'
     valid: jax.Array     # every leaf of T' holds min_leaf_rows rows
 
 
-def _grow_prune_sums(qf, s, real_grow, grow):
-    """``(q_old, q_new)``: per leaf of ``T`` and of ``T'`` the sums ``qf`` scattered into the finer
+def _grow_prune_sums(rsum, s, real_grow, grow):
+    """``(rsum_old, rsum_new)``: per leaf of ``T`` and of ``T'`` the sums ``rsum`` scattered into the finer
     tree's leaves (``T'`` after a grow that can happen, else ``T``): the coarser tree's leaf at the
     node ``s`` holds its two children's."""
     lc, rc = 2 * s + 1, 2 * s + 2
-    idx = jnp.arange(qf.shape[0])   # one elementwise pass (not three updates in place): the same values
-    merged = jnp.where(idx == s, qf[lc] + qf[rc], jnp.where((idx == lc) | (idx == rc), 0.0, qf))
-    return jnp.where(real_grow, merged, qf), jnp.where(grow, qf, merged)
+    idx = jnp.arange(rsum.shape[0])   # one elementwise pass (not three updates in place): the same values
+    merged = jnp.where(idx == s, rsum[lc] + rsum[rc], jnp.where((idx == lc) | (idx == rc), 0.0, rsum))
+    return jnp.where(real_grow, merged, rsum), jnp.where(grow, rsum, merged)
 
 
 def _left_rows(left, data: BARTData, dt, axis=None):
@@ -668,16 +668,16 @@ def _moved_totals(a, x_l, s, kind):
     return jnp.where(kind == 2, slid, _split_join(a, x_l, s, kind == 0)).astype(a.dtype)
 
 
-def _slide_sums(qf, s, S: int):
-    """``(q_old, q_new)`` of a slide at ``s`` from sums scattered into ``S + 2`` cells: the rows that
+def _slide_sums(rsum, s, S: int):
+    """``(rsum_old, rsum_new)`` of a slide at ``s`` from sums scattered into ``S + 2`` cells: the rows that
     stay in their child in the child's slot, those that move from the left child to the right in
     cell ``S``, from the right to the left in cell ``S + 1``."""
     lc, rc = 2 * s + 1, 2 * s + 2
     idx = jnp.arange(S)
-    base = qf[:S]
-    q_old = base + jnp.where(idx == lc, qf[S], 0.0) + jnp.where(idx == rc, qf[S + 1], 0.0)
-    q_new = base + jnp.where(idx == lc, qf[S + 1], 0.0) + jnp.where(idx == rc, qf[S], 0.0)
-    return q_old, q_new
+    base = rsum[:S]
+    rsum_old = base + jnp.where(idx == lc, rsum[S], 0.0) + jnp.where(idx == rc, rsum[S + 1], 0.0)
+    rsum_new = base + jnp.where(idx == lc, rsum[S + 1], 0.0) + jnp.where(idx == rc, rsum[S], 0.0)
+    return rsum_old, rsum_new
 
 
 def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, axis=None) -> _Moved:
@@ -693,13 +693,13 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, a
     at = leaf == s
     grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
     real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
-    qf = rows_total(cell_sums(jnp.where(real_grow, grown, leaf), wr, S), axis)
-    q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+    rsum = rows_total(cell_sums(jnp.where(real_grow, grown, leaf), wr, S), axis)
+    rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
     c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
     valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
     leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
     return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
-                  wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), q_old=q_old, q_new=q_new, valid=valid)
+                  wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), rsum_old=rsum_old, rsum_new=rsum_new, valid=valid)
 
 
 def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int,
@@ -708,12 +708,12 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, 
     new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
-    q_old = cell_sums(leaf, wr, S)
+    rsum_old = cell_sums(leaf, wr, S)
     if axis is not None:
-        st, q_old = rows_total((st, q_old), axis)
+        st, rsum_old = rows_total((st, rsum_old), axis)
     valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= min_rows, True))
-    return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), q_old=q_old,
-                  q_new=st[:, 2], valid=valid)
+    return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), rsum_old=rsum_old,
+                  rsum_new=st[:, 2], valid=valid)
 
 
 def leaf_marginal(P, Q, tau2):
@@ -752,8 +752,8 @@ class NormalRows(NamedTuple):
 
     Every leaf model of the visit gives the same four things.  The visit keeps per leaf ``wsum``,
     the sum of a per-row quantity that no visit changes (here ``w_i``: ``BARTData.weight``), and
-    scatters ``q``, the sum of :meth:`row_values` of the partial residual ``r`` (every tree but the
-    visited one); :meth:`log_marginal` is the leaf's log marginal likelihood from ``(wsum, q)``, up
+    scatters ``rsum``, the sum of :meth:`row_values` of the partial residual ``r`` (every tree but the
+    visited one); :meth:`log_marginal` is the leaf's log marginal likelihood from ``(wsum, rsum)``, up
     to terms that are the same for every tree; :meth:`noise` draws the leaf draws' randomness for
     all ``m`` visits at once and :meth:`draw` turns one visit's share into leaf values from their
     conditional.  :class:`bayestrees.inference.treefn.kernel.GammaPoissonRows` is the other one.
@@ -766,16 +766,16 @@ class NormalRows(NamedTuple):
     def row_values(self, r):
         return self.w * r
 
-    def log_marginal(self, wsum, q):
-        return leaf_marginal(wsum * self.inv_s2, q * self.inv_s2, self.tau2)
+    def log_marginal(self, wsum, rsum):
+        return leaf_marginal(wsum * self.inv_s2, rsum * self.inv_s2, self.tau2)
 
     @staticmethod
     def noise(key, m: int, S: int, dtype):
         return random_bits.normal(key, (m, S), dtype)
 
-    def draw(self, is_leaf, wsum, q, noise):
+    def draw(self, is_leaf, wsum, rsum, noise):
         var = 1.0 / (wsum * self.inv_s2 + 1.0 / self.tau2)
-        return jnp.where(is_leaf, var * q * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
+        return jnp.where(is_leaf, var * rsum * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
 
     def regrow_rows(self, r):
         """The rows' statistics of the regrowth's leaf model (``KnownVarianceNormalLeaves(1, tau2)``):
@@ -786,7 +786,7 @@ class NormalRows(NamedTuple):
         return jnp.stack([p, p * r, zero, zero], -1)
 
     def regrown_sums(self, stats):
-        """``(wsum, q)`` per slot from the regrown tree's summed :meth:`regrow_rows`."""
+        """``(wsum, rsum)`` per slot from the regrown tree's summed :meth:`regrow_rows`."""
         return stats[:, 0] / self.inv_s2, stats[:, 1] / self.inv_s2
 
 
@@ -872,19 +872,19 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
             slide = pr.kind == 2
             cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-            qf = rows_total(cell_sums(cell, w * r, S + 2), ax)
-            q_old, q_new = _grow_prune_sums(qf[:S], s, real_grow, grow)
-            qs_old, qs_new = _slide_sums(qf, s, S)
-            q_old, q_new = jnp.where(slide, qs_old, q_old), jnp.where(slide, qs_new, q_new)
+            rsum = rows_total(cell_sums(cell, w * r, S + 2), ax)
+            rsum_old, rsum_new = _grow_prune_sums(rsum[:S], s, real_grow, grow)
+            qs_old, qs_new = _slide_sums(rsum, s, S)
+            rsum_old, rsum_new = jnp.where(slide, qs_old, rsum_old), jnp.where(slide, qs_new, rsum_new)
             finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
         elif ax is not None and not batch_left:   # one sum across the devices: the leaves' and the left child's
             c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
             both = rows_total(jnp.concatenate([cell_sums(finer, w * r, S), jnp.stack([c_l, w_l])]), ax)
-            qf, c_l, w_l = both[:S], both[S], both[S + 1]
-            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+            rsum, c_l, w_l = both[:S], both[S], both[S + 1]
+            rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
         else:
-            qf = rows_total(cell_sums(finer, w * r, S), ax)   # leaf slots: every cell < S
-            q_old, q_new = _grow_prune_sums(qf, s, real_grow, grow)
+            rsum = rows_total(cell_sums(finer, w * r, S), ax)   # leaf slots: every cell < S
+            rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
         if batch_left:
             c_l, w_l = cw_j[0], cw_j[1]
         else:
@@ -896,7 +896,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
             valid = jnp.where(pr.kind == 2, (c_l >= min_rows) & (count[lc] + count[rc] - c_l >= min_rows), valid)
         (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
         three = jnp.stack([s, lc, rc])
-        Qo, Qn = q_old[three] * inv_s2, q_new[three] * inv_s2
+        Qo, Qn = rsum_old[three] * inv_s2, rsum_new[three] * inv_s2
         lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
         lm_new = a_new + 0.5 * Qn * Qn / d_new
         # the log marginal likelihood ratio: the leaves other than s and its children are the same
@@ -907,7 +907,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         # the leaf draw (draw's operations, with the terms computed before)
         var = jnp.where(acc, var_new, var_old)
         value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
-                          var * jnp.where(acc, q_new, q_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
+                          var * jnp.where(acc, rsum_new, rsum_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
         pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
         kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
         R = r - take(_stored(value), kept)
@@ -922,12 +922,12 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
         mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not changes else jax.lax.cond(
             pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, mc.max_depth, ax),
             lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
-        lm_old = leaves.log_marginal(wsum, mv.q_old)
-        lm_new = leaves.log_marginal(mv.wsum, mv.q_new)
+        lm_old = leaves.log_marginal(wsum, mv.rsum_old)
+        lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
         ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
         acc = accept(lu, ll + pr.log_ratio, pr.ok & mv.valid)
         wsum = jnp.where(acc, mv.wsum, wsum)
-        value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.q_new, mv.q_old),
+        value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.rsum_new, mv.rsum_old),
                             zv).astype(dt)
         leaf = jnp.where(acc, mv.leaf, leaf)
         # Normal leaves: the stored table (:func:`_stored`); other leaf models read the draw as computed
@@ -1012,8 +1012,8 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
         new = regrow.regrow_tree(k, f, t, leaves.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi, prior,
                                  rcfg)
         is_leaf = leaf_slots(new.feature)
-        wsum, q = leaves.regrown_sums(new.stats)
-        value = leaves.draw(is_leaf, wsum, q, zv).astype(dt)
+        wsum, rsum = leaves.regrown_sums(new.stats)
+        value = leaves.draw(is_leaf, wsum, rsum, zv).astype(dt)
         R = r - take(_stored(value) if normal else value, new.leaf)
         count = jnp.where(is_leaf, new.count, 0.0).astype(dt)
         return R, (new.feature, new.threshold, value, new.leaf.astype(leaf8.dtype), count,

@@ -130,8 +130,8 @@ class GammaPoissonRows(NamedTuple):
     """The leaf model of BART's visit (:class:`bayestrees.inference.bart.kernel.NormalRows` says
     what it gives) for Poisson rows of rate ``B_i exp(f_i)`` and log-gamma leaves ``exp(theta) ~
     Gamma(c, d)``.  The visit's residual is ``-f``, so its partial residual is ``r = -f_-j``: per
-    leaf ``wsum = sum y_i`` and ``q = sum B_i exp(-r_i)``, the Gamma-Poisson marginal, and
-    ``exp(theta)`` drawn from ``Gamma(c + wsum, d + q)`` (exact Gamma draws from Marsaglia-Tsang
+    leaf ``wsum = sum y_i`` and ``rsum = sum B_i exp(-r_i)``, the Gamma-Poisson marginal, and
+    ``exp(theta)`` drawn from ``Gamma(c + wsum, d + rsum)`` (exact Gamma draws from Marsaglia-Tsang
     candidates drawn for all visits before the scan: :func:`bayestrees.random_bits.log_gamma_given`;
     a rejection loop in every visit cost more than half of the step)."""
 
@@ -143,8 +143,8 @@ class GammaPoissonRows(NamedTuple):
     def row_values(self, r):
         return self.B * jnp.exp(-r)
 
-    def log_marginal(self, wsum, q):
-        return gamma_poisson_log_marginal(wsum, q, self.c, self.d)
+    def log_marginal(self, wsum, rsum):
+        return gamma_poisson_log_marginal(wsum, rsum, self.c, self.d)
 
     @staticmethod
     def noise(key, m: int, S: int, dtype):
@@ -159,10 +159,10 @@ class GammaPoissonRows(NamedTuple):
     def regrown_sums(stats):
         return stats[:, 0], stats[:, 1]
 
-    def draw(self, is_leaf, wsum, q, noise):
+    def draw(self, is_leaf, wsum, rsum, noise):
         k, z, ug = noise
         shape = jnp.where(is_leaf, self.c + wsum, 1.0).astype(wsum.dtype)
-        return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.d + q), 0.0)
+        return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.d + rsum), 0.0)
 
 
 def _traced(model_args, model_kwargs) -> bool:

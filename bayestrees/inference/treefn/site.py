@@ -318,16 +318,16 @@ class TreeEnsemble(Distribution):
         spec = self.spec
         f, t, v = _draw_trees(keys, jnp.asarray(self.codes.astype(np.int32)), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
-                              max_depth=int(spec.max_depth), q=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
+                              max_depth=int(spec.max_depth), min_rows=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
                               leaf_prior=spec.leaf_prior)
         return self.pack(f, t, v).reshape(tuple(sample_shape) + self._lead + (self.spec.m, S, 3))
 
 
-@partial(jax.jit, static_argnames=("max_depth", "q", "leaf_sd", "leaf_prior"))
-def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, q: int, leaf_sd: float, leaf_prior: str = "normal"):
-    """Trees from the prior, one per key, each truncated to ``q`` rows per node by rejection
+@partial(jax.jit, static_argnames=("max_depth", "min_rows", "leaf_sd", "leaf_prior"))
+def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal"):
+    """Trees from the prior, one per key, each truncated to ``min_rows`` rows per node by rejection
     (codes ``(n, d)`` of the rows; compiled once per shape and setting)."""
-    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, q, leaf_sd, leaf_prior))(keys)
+    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, min_rows, leaf_sd, leaf_prior))(keys)
 
 
 def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
@@ -338,8 +338,8 @@ def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
     return jax.random.loggamma(key, c, (S,)) - math.log(d)   # (log of gamma(c) underflows for small c)
 
 
-def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float, leaf_prior: str = "normal"):
-    """One tree from the prior (module docstring), by rejection until every leaf holds ``q`` rows."""
+def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal"):
+    """One tree from the prior (module docstring), by rejection until every leaf holds ``min_rows`` rows."""
     S = 2 ** (D + 1) - 1
     d = lo0.shape[0]
 
@@ -383,10 +383,10 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, q: int, leaf_sd: float, leaf
             c = jnp.take_along_axis(codes, jnp.maximum(fj, 0)[:, None], 1)[:, 0]
             node = jnp.where(fj >= 0, 2 * node + 1 + (c > t[node]).astype(jnp.int32), node)
         counts = jnp.zeros(S, jnp.int32).at[node].add(1)
-        return jnp.all(jnp.where(leaf, counts >= q, True))
+        return jnp.all(jnp.where(leaf, counts >= min_rows, True))
 
     f0, t0, v0, leaf0 = draw(key)
-    if q <= 0:
+    if min_rows <= 0:
         return f0, t0, v0
 
     def body(c):
