@@ -54,6 +54,7 @@ per leaf the marginal is ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -790,20 +791,159 @@ class NormalRows(NamedTuple):
         return stats[:, 0] / self.inv_s2, stats[:, 1] / self.inv_s2
 
 
+class _Visit(NamedTuple):
+    """What the visits of one move phase share (:func:`move_trees`): the data, the kernel's settings,
+    the visit's leaf model, and the values every visit reads."""
+
+    data: Any
+    cfg: Any
+    leaves: Any          # the visit leaf model (NormalRows or another)
+    inv_s2: Any          # 1 / sigma^2 (times the replica's beta when tempered)
+    tau2: Any
+    min_rows: Any
+    w: Any               # (n,) row weights, 0 for padding rows
+    dt: Any              # the residual's dtype
+    ldt: Any             # dtype of the rows' leaf slots
+    normal: bool         # the Normal leaf model (its stored leaf table, _stored)
+    batch_left: bool     # the grown children's rows summed for all trees before the visits
+
+
+def _terms(vs: _Visit, wsum, zv, s):
+    """What does not involve the residual: at the node ``s`` and its children the marginal's
+    ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
+    the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
+    variance and its noise (the operations of the leaf draw, in its order)."""
+    P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * vs.inv_s2
+    var = 1.0 / (wsum * vs.inv_s2 + 1.0 / vs.tau2)
+    return -0.5 * jnp.log1p(vs.tau2 * P), P + 1.0 / vs.tau2, var, jnp.sqrt(var) * zv
+
+
+def _node_rows(vs: _Visit, pr, leaf):
+    """The rows a move re-splits: the node's (a grow), or its two children's (a slide)."""
+    at = leaf == pr.node
+    if vs.cfg.slide:
+        at = jnp.where(pr.kind == 2, (leaf == 2 * pr.node + 1) | (leaf == 2 * pr.node + 2), at)
+    return at
+
+
+def _totals(vs: _Visit, a, x_l, pr):
+    """Per-leaf totals of T made T''s (:func:`_split_join`; with slides :func:`_moved_totals`)."""
+    if vs.cfg.slide:
+        return _moved_totals(a, x_l, pr.node, pr.kind)
+    return _split_join(a, x_l, pr.node, pr.kind == 0)
+
+
+def _left_rows_and_terms(vs: _Visit, pr, leaf8, wsum, zv):
+    """A tree's grown left child's rows and weight and T''s :func:`_terms` (the batched pass)."""
+    col = jax.lax.dynamic_index_in_dim(vs.data.codes, pr.var, 0, keepdims=False)
+    at = _node_rows(vs, pr, leaf8.astype(jnp.int32))
+    c_l, w_l = _left_rows(at & (col <= pr.thr), vs.data, vs.dt, vs.cfg.row_axis)
+    return jnp.stack([c_l, w_l]), _terms(vs, _totals(vs, wsum, w_l, pr), zv, pr.node)
+
+
+def _visit_local(vs: _Visit, R, xs):
+    """One tree's grow, prune (or slide) and leaf draw, Normal leaves: a grow or prune at s: one
+    scatter of w r into the finer tree's leaves (T' after a grow that can happen, else T) gives both
+    trees' sums; the grown children's rows and weights by one masked pass (or from the batched
+    pass), the rest from the cached counts."""
+    data, cfg, inv_s2, min_rows, w, ax = vs.data, vs.cfg, vs.inv_s2, vs.min_rows, vs.w, vs.cfg.row_axis
+    S, dt = cfg.capacity, vs.dt
+    pr, v, leaf8, count, wsum, lu, zv, to, cw_j, tn = xs
+    s, ok, grow = pr.node, pr.ok, pr.kind == 0
+    lc, rc = 2 * s + 1, 2 * s + 2
+    leaf = leaf8.astype(jnp.int32)
+    r = R + take(v, leaf)
+    real_grow = grow & ok   # a grow that cannot happen moves no row
+    col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+    at = _node_rows(vs, pr, leaf)
+    side = lc + (col > pr.thr).astype(jnp.int32)
+    finer = jnp.where(real_grow & at, side, leaf)
+    if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
+        slide = pr.kind == 2
+        cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
+        rsum = rows_total(cell_sums(cell, w * r, S + 2), ax)
+        rsum_old, rsum_new = _grow_prune_sums(rsum[:S], s, real_grow, grow)
+        qs_old, qs_new = _slide_sums(rsum, s, S)
+        rsum_old, rsum_new = jnp.where(slide, qs_old, rsum_old), jnp.where(slide, qs_new, rsum_new)
+        finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
+    elif ax is not None and not vs.batch_left:   # one sum across the devices: the leaves' and the left child's
+        c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+        both = rows_total(jnp.concatenate([cell_sums(finer, w * r, S), jnp.stack([c_l, w_l])]), ax)
+        rsum, c_l, w_l = both[:S], both[S], both[S + 1]
+        rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
+    else:
+        rsum = rows_total(cell_sums(finer, w * r, S), ax)   # leaf slots: every cell < S
+        rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
+    if vs.batch_left:
+        c_l, w_l = cw_j[0], cw_j[1]
+    else:
+        if ax is None or cfg.slide:
+            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt, ax)
+        tn = _terms(vs, _totals(vs, wsum, w_l, pr), zv, s)
+    valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
+    if cfg.slide:
+        valid = jnp.where(pr.kind == 2, (c_l >= min_rows) & (count[lc] + count[rc] - c_l >= min_rows), valid)
+    (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
+    three = jnp.stack([s, lc, rc])
+    Qo, Qn = rsum_old[three] * inv_s2, rsum_new[three] * inv_s2
+    lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
+    lm_new = a_new + 0.5 * Qn * Qn / d_new
+    # the log marginal likelihood ratio: the leaves other than s and its children are the same
+    ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
+    if cfg.slide:
+        ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
+    acc = accept(lu, ll + pr.log_ratio, ok & valid)
+    # the leaf draw (draw's operations, with the terms computed before)
+    var = jnp.where(acc, var_new, var_old)
+    value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
+                      var * jnp.where(acc, rsum_new, rsum_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
+    pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
+    kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
+    R = r - take(_stored(value), kept)
+    # the kept counts follow after the scan from the left child's (c_l, w_l)
+    return R, (value, kept.astype(vs.ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
+
+
+def _visit(vs: _Visit, R, xs):
+    """One tree's move of any kind and leaf draw, any visit leaf model: the rows it moves
+    (:func:`grow_or_prune`, :func:`change_or_swap`), the leaves' log marginals, the acceptance."""
+    data, cfg, leaves, min_rows, ax = vs.data, vs.cfg, vs.leaves, vs.min_rows, vs.cfg.row_axis
+    S = cfg.capacity
+    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
+    pr, v, leaf8, count, wsum, lu, zv = xs
+    leaf = leaf8.astype(jnp.int32)
+    r = R + take(v, leaf)
+    wr = leaves.row_values(r)
+    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not changes else jax.lax.cond(
+        pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
+        lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
+    lm_old = leaves.log_marginal(wsum, mv.rsum_old)
+    lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
+    ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
+    acc = accept(lu, ll + pr.log_ratio, pr.ok & mv.valid)
+    wsum = jnp.where(acc, mv.wsum, wsum)
+    value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.rsum_new, mv.rsum_old),
+                        zv).astype(vs.dt)
+    leaf = jnp.where(acc, mv.leaf, leaf)
+    # Normal leaves: the stored table (:func:`_stored`); other leaf models read the draw as computed
+    # (the stored table would move the Gamma-Poisson path's float rounding under -O0, not its draws' law)
+    R = r - take(_stored(value) if vs.normal else value, leaf)
+    return R, (value, leaf.astype(vs.ldt), acc, jnp.where(acc, mv.count, count), wsum)
+
+
 def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=None):
     """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
     not) and its leaf values from their conditional, the residual carried (the module docstring's
-    steps 1-2).  ``keys``: the proposals', the acceptances' and the leaf draws' randomness;
-    ``leaves``: the visit's leaf model (:class:`NormalRows`, the default, or another with its
-    methods; ``state.wsum`` then holds its per-leaf sums).
-    Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
+    steps 1-2): :func:`_visit_local` (grow and prune of Normal leaves, their terms computed for all
+    trees first) or :func:`_visit` (every move, any visit leaf model).  ``keys``: the proposals',
+    the acceptances' and the leaf draws' randomness; ``leaves``: the visit's leaf model
+    (:class:`NormalRows`, the default, or another with its methods; ``state.wsum`` then holds its
+    per-leaf sums).  Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
     k_prop, k_acc, k_val = keys
-    mc = cfg
-    S, m = mc.capacity, cfg.m
+    S, m = cfg.capacity, cfg.m
     dt = state.resid.dtype
-    ldt = state.leaf.dtype
-    tau2 = jnp.asarray(mc.tau2, dt)
-    min_rows = jnp.asarray(mc.min_leaf_rows, dt)
+    tau2 = jnp.asarray(cfg.tau2, dt)
+    min_rows = jnp.asarray(cfg.min_leaf_rows, dt)
     u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
     w_var = _weights(cfg, state.log_s)
     prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
@@ -814,137 +954,29 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = _precision(state)
     leaves = NormalRows(w, inv_s2, tau2) if normal else leaves
-    changes = cfg.slide == 0 and mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees to route again
+    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
     if cfg.slide and not normal:
         raise ValueError("slide moves take the Normal leaf model of the visit only")
     local = normal and not changes   # the grow/prune visit of Normal leaves, its terms computed first
-    ax = cfg.row_axis
     # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
     # large data: in the visit, where the node's rows are in cache
     batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
-
-    def terms(wsum, zv, s):
-        """What does not involve the residual: at the node ``s`` and its children the marginal's
-        ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
-        the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
-        variance and its noise (the operations of the leaf draw, in its order)."""
-        P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * inv_s2
-        var = 1.0 / (wsum * inv_s2 + 1.0 / tau2)
-        return -0.5 * jnp.log1p(tau2 * P), P + 1.0 / tau2, var, jnp.sqrt(var) * zv
-
-    def node_rows(pr, leaf):
-        """The rows a move re-splits: the node's (a grow), or its two children's (a slide)."""
-        at = leaf == pr.node
-        if cfg.slide:
-            at = jnp.where(pr.kind == 2, (leaf == 2 * pr.node + 1) | (leaf == 2 * pr.node + 2), at)
-        return at
-
-    def totals(a, x_l, pr):
-        """Per-leaf totals of T made T''s (:func:`_split_join`; with slides :func:`_moved_totals`)."""
-        if cfg.slide:
-            return _moved_totals(a, x_l, pr.node, pr.kind)
-        return _split_join(a, x_l, pr.node, pr.kind == 0)
-
+    vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=inv_s2, tau2=tau2, min_rows=min_rows, w=w,
+                dt=dt, ldt=state.leaf.dtype, normal=normal, batch_left=batch_left)
     cw = t_new = None
-    t_old = jax.vmap(terms)(state.wsum, zval, prop.node) if local else None   # T's terms, all trees at once
+    t_old = jax.vmap(partial(_terms, vs))(state.wsum, zval, prop.node) if local else None   # T's terms, all trees
     if batch_left:   # and T''s
-        def left_rows(pr, leaf8, wsum, zv):
-            col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-            c_l, w_l = _left_rows(node_rows(pr, leaf8.astype(jnp.int32)) & (col <= pr.thr), data, dt, ax)
-            return jnp.stack([c_l, w_l]), terms(totals(wsum, w_l, pr), zv, pr.node)
-
-        cw, t_new = jax.vmap(left_rows)(prop, state.leaf, state.wsum, zval)
-
-    def visit_local(R, xs):
-        # a grow or prune at s: one scatter of w r into the finer tree's leaves (T' after a grow
-        # that can happen, else T) gives both trees' sums; the grown children's rows and weights
-        # by one masked pass (or from the batched pass), the rest from the cached counts
-        pr, v, leaf8, count, wsum, lu, zv, to, cw_j, tn = xs
-        s, ok, grow = pr.node, pr.ok, pr.kind == 0
-        lc, rc = 2 * s + 1, 2 * s + 2
-        leaf = leaf8.astype(jnp.int32)
-        r = R + take(v, leaf)
-        real_grow = grow & ok   # a grow that cannot happen moves no row
-        col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-        at = node_rows(pr, leaf)
-        side = lc + (col > pr.thr).astype(jnp.int32)
-        finer = jnp.where(real_grow & at, side, leaf)
-        if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
-            slide = pr.kind == 2
-            cell = jnp.where(ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
-            rsum = rows_total(cell_sums(cell, w * r, S + 2), ax)
-            rsum_old, rsum_new = _grow_prune_sums(rsum[:S], s, real_grow, grow)
-            qs_old, qs_new = _slide_sums(rsum, s, S)
-            rsum_old, rsum_new = jnp.where(slide, qs_old, rsum_old), jnp.where(slide, qs_new, rsum_new)
-            finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
-        elif ax is not None and not batch_left:   # one sum across the devices: the leaves' and the left child's
-            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
-            both = rows_total(jnp.concatenate([cell_sums(finer, w * r, S), jnp.stack([c_l, w_l])]), ax)
-            rsum, c_l, w_l = both[:S], both[S], both[S + 1]
-            rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
-        else:
-            rsum = rows_total(cell_sums(finer, w * r, S), ax)   # leaf slots: every cell < S
-            rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
-        if batch_left:
-            c_l, w_l = cw_j[0], cw_j[1]
-        else:
-            if ax is None or cfg.slide:
-                c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt, ax)
-            tn = terms(totals(wsum, w_l, pr), zv, s)
-        valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
-        if cfg.slide:
-            valid = jnp.where(pr.kind == 2, (c_l >= min_rows) & (count[lc] + count[rc] - c_l >= min_rows), valid)
-        (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
-        three = jnp.stack([s, lc, rc])
-        Qo, Qn = rsum_old[three] * inv_s2, rsum_new[three] * inv_s2
-        lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
-        lm_new = a_new + 0.5 * Qn * Qn / d_new
-        # the log marginal likelihood ratio: the leaves other than s and its children are the same
-        ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
-        if cfg.slide:
-            ll = jnp.where(pr.kind == 2, lm_new[1] + lm_new[2] - lm_old[1] - lm_old[2], ll)
-        acc = accept(lu, ll + pr.log_ratio, ok & valid)
-        # the leaf draw (draw's operations, with the terms computed before)
-        var = jnp.where(acc, var_new, var_old)
-        value = jnp.where(jnp.where(acc, pr.leaf_new, pr.leaf_old),
-                          var * jnp.where(acc, rsum_new, rsum_old) * inv_s2 + jnp.where(acc, z_new, z_old), 0.0).astype(dt)
-        pruned = jnp.where((leaf == lc) | (leaf == rc), s, leaf)   # s's children are leaves
-        kept = jnp.where(acc, jnp.where(grow | (pr.kind == 2), finer, pruned), leaf)
-        R = r - take(_stored(value), kept)
-        # the kept counts follow after the scan from the left child's (c_l, w_l)
-        return R, (value, kept.astype(ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
-
-    def visit(R, xs):
-        pr, v, leaf8, count, wsum, lu, zv = xs
-        leaf = leaf8.astype(jnp.int32)
-        r = R + take(v, leaf)
-        wr = leaves.row_values(r)
-        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not changes else jax.lax.cond(
-            pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, mc.max_depth, ax),
-            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
-        lm_old = leaves.log_marginal(wsum, mv.rsum_old)
-        lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
-        ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
-        acc = accept(lu, ll + pr.log_ratio, pr.ok & mv.valid)
-        wsum = jnp.where(acc, mv.wsum, wsum)
-        value = leaves.draw(jnp.where(acc, pr.leaf_new, pr.leaf_old), wsum, jnp.where(acc, mv.rsum_new, mv.rsum_old),
-                            zv).astype(dt)
-        leaf = jnp.where(acc, mv.leaf, leaf)
-        # Normal leaves: the stored table (:func:`_stored`); other leaf models read the draw as computed
-        # (the stored table would move the Gamma-Poisson path's float rounding under -O0, not its draws' law)
-        R = r - take(_stored(value) if normal else value, leaf)
-        return R, (value, leaf.astype(ldt), acc, jnp.where(acc, mv.count, count), wsum)
-
+        cw, t_new = jax.vmap(partial(_left_rows_and_terms, vs))(prop, state.leaf, state.wsum, zval)
     xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
     if local:
-        R, (value, leaf, acw) = jax.lax.scan(visit_local, state.resid, xs + (t_old, cw, t_new))
+        R, (value, leaf, acw) = jax.lax.scan(partial(_visit_local, vs), state.resid, xs + (t_old, cw, t_new))
         acc = acw[:, 0] > 0
         a2 = acc[:, None]
-        moved = jax.vmap(totals)   # the visits' rule for the kept counts, for all trees at once
+        moved = jax.vmap(partial(_totals, vs))   # the visits' rule for the kept counts, for all trees at once
         count = jnp.where(a2, moved(state.count, acw[:, 1].astype(state.count.dtype), prop), state.count)
         wsum = jnp.where(a2, moved(state.wsum, acw[:, 2].astype(state.wsum.dtype), prop), state.wsum)
     else:
-        R, (value, leaf, acc, count, wsum) = jax.lax.scan(visit, state.resid, xs)
+        R, (value, leaf, acc, count, wsum) = jax.lax.scan(partial(_visit, vs), state.resid, xs)
         a2 = acc[:, None]
     feature = jnp.where(a2, prop.feature, state.feature)
     threshold = jnp.where(a2, prop.threshold, state.threshold)
