@@ -192,7 +192,6 @@ def _release_compiled_programs():
         jax.clear_caches()
 
 
-
 #: LLVM's optimisation level for the programs compiled by the test modules marked ``long_chains``
 #: (``pytestmark``).  Those run long chains of small samplers, so their time goes to running compiled
 #: programs more than to compiling them: at level 1 a one-tree function's fit at the default lengths
