@@ -139,6 +139,12 @@ def rule_counts(lo, hi):
     return jnp.sum(nthr > 0, -1).astype(jnp.int32), nthr
 
 
+def in_subtree(slot, node):
+    """Whether heap slots ``slot`` lie in the subtree of the slot ``node`` (``node`` itself included)."""
+    dn, ds = depth_of(node), depth_of(slot)
+    return (ds >= dn) & (jnp.right_shift(slot + 1, jnp.maximum(ds - dn, 0)) == node + 1)
+
+
 def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     """Leaf slots after a change of ``tree`` below ``node``, from the slots ``leaf`` before it.
 
@@ -149,13 +155,10 @@ def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     """
     S = tree.left.shape[0]
     dn = depth_of(node)
-    dl = depth_of(leaf)
-    inside = (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
     slots = jnp.arange(S, dtype=jnp.int32)
-    ds = depth_of(slots)
-    below = tree.is_used() & (ds >= dn) & (jnp.right_shift(slots + 1, jnp.maximum(ds - dn, 0)) == node + 1)
-    levels = jnp.max(jnp.where(below, ds, dn)) - dn
-    start = jnp.where(inside, node, leaf).astype(jnp.int32)
+    below = tree.is_used() & in_subtree(slots, node)
+    levels = jnp.max(jnp.where(below, depth_of(slots), dn)) - dn
+    start = jnp.where(in_subtree(leaf, node), node, leaf).astype(jnp.int32)
     return descend(tree, codes, start, jnp.minimum(levels, max_depth))
 
 

@@ -607,15 +607,9 @@ def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None
                      log_prior=lp_new.astype(dtype), avail=avail_new.astype(dtype))
 
 
-def _inside(leaf, node):
-    """Rows whose leaf lies in the subtree of heap slot ``node``."""
-    dn, dl = heap.depth_of(node), heap.depth_of(leaf)
-    return (dl >= dn) & (jnp.right_shift(leaf + 1, jnp.maximum(dl - dn, 0)) == node + 1)
-
-
 def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
     """The rows' leaves after a change of the tree below ``node``: its rows descend again from it."""
-    return heap.descend_rules(feature, threshold, codes, jnp.where(_inside(leaf, node), node, leaf),
+    return heap.descend_rules(feature, threshold, codes, jnp.where(heap.in_subtree(leaf, node), node, leaf),
                               max_depth - heap.depth_of(node), features_first=True)
 
 
@@ -698,7 +692,7 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, a
     rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
     c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
     valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
-    leaf_new = jnp.where(grow, grown, jnp.where(_inside(leaf, s), s, leaf))
+    leaf_new = jnp.where(grow, grown, jnp.where(heap.in_subtree(leaf, s), s, leaf))
     return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
                   wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), rsum_old=rsum_old, rsum_new=rsum_new, valid=valid)
 
@@ -805,6 +799,7 @@ class _Visit(NamedTuple):
     dt: Any              # the residual's dtype
     ldt: Any             # dtype of the rows' leaf slots
     normal: bool         # the Normal leaf model (its stored leaf table, _stored)
+    changes: bool        # change or swap among the moves: subtrees routed again
     batch_left: bool     # the grown children's rows summed for all trees before the visits
 
 
@@ -909,12 +904,11 @@ def _visit(vs: _Visit, R, xs):
     (:func:`grow_or_prune`, :func:`change_or_swap`), the leaves' log marginals, the acceptance."""
     data, cfg, leaves, min_rows, ax = vs.data, vs.cfg, vs.leaves, vs.min_rows, vs.cfg.row_axis
     S = cfg.capacity
-    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
     pr, v, leaf8, count, wsum, lu, zv = xs
     leaf = leaf8.astype(jnp.int32)
     r = R + take(v, leaf)
     wr = leaves.row_values(r)
-    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not changes else jax.lax.cond(
+    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not vs.changes else jax.lax.cond(
         pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
         lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
     lm_old = leaves.log_marginal(wsum, mv.rsum_old)
@@ -962,7 +956,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     # large data: in the visit, where the node's rows are in cache
     batch_left = local and cfg.batch_width * m * state.leaf.shape[1] <= _BATCH_ROWS
     vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=inv_s2, tau2=tau2, min_rows=min_rows, w=w,
-                dt=dt, ldt=state.leaf.dtype, normal=normal, batch_left=batch_left)
+                dt=dt, ldt=state.leaf.dtype, normal=normal, changes=changes, batch_left=batch_left)
     cw = t_new = None
     t_old = jax.vmap(partial(_terms, vs))(state.wsum, zval, prop.node) if local else None   # T's terms, all trees
     if batch_left:   # and T''s
