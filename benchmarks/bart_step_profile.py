@@ -25,6 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bayestrees import random_bits  # noqa: E402
+from bayestrees.inference import proposals  # noqa: E402
 from bayestrees.inference.bart import kernel as K  # noqa: E402
 
 
@@ -62,8 +63,8 @@ def main():
 
         @jax.jit
         def propose(key, st, cfg=cfg):
-            u = random_bits.open_uniform(key, (cfg.m, K.N_UNIFORMS))
-            return jax.vmap(lambda *a: K.propose(*a, data, cfg, jnp.float32))(u, st.feature, st.threshold,
+            u = random_bits.open_uniform(key, (cfg.m, proposals.N_UNIFORMS))
+            return jax.vmap(lambda *a: proposals.propose(*a, data, cfg, jnp.float32))(u, st.feature, st.threshold,
                                                                                 st.log_prior, st.avail)
 
         print(f"n = {n}, {name}: step {best_ms(lambda k: step(k, state, data), jax.random.key(5)):.2f} ms, "

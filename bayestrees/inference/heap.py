@@ -21,17 +21,35 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
-__all__ = ["capacity", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
+__all__ = ["capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
            "grow_leaves", "with_heap_depths", "truncate", "collapse"]
 
 
 def capacity(max_depth: int) -> int:
     """Slots of a heap tree of depth ``max_depth``: ``2^(max_depth + 1) - 1``."""
     return 2 ** (int(max_depth) + 1) - 1
+
+
+def slot_tables(S: int):
+    """Static (NumPy) tables of a heap of ``S`` slots: each slot's left child, right child (both
+    clamped to ``S - 1`` on the last level), parent (0 for the root) and depth."""
+    idx = np.arange(S)
+    return (np.minimum(2 * idx + 1, S - 1), np.minimum(2 * idx + 2, S - 1), np.maximum((idx - 1) // 2, 0),
+            np.floor(np.log2(idx + 1)).astype(np.int32))
+
+
+def leaf_slots(feature):
+    """Which heap slots of compact trees ``feature`` (``(..., S)``; ``-1`` at a leaf and at an unused
+    slot) are leaves: not split, and the root or a split node's child."""
+    S = feature.shape[-1]
+    internal = feature >= 0
+    par = np.maximum((np.arange(S) - 1) // 2, 0)
+    return ~internal & ((np.arange(S) == 0) | internal[..., par])
 
 
 def depth_of(slot):

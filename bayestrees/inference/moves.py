@@ -47,22 +47,9 @@ growable leaf, a stump to prune, ...) are masked no-ops with ``Info.ok = False``
 
 Notes
 -----
-Proposal ratios (``G(T)``: growable leaves, ``N(T)``: internal nodes whose
-children are both leaves, ``I(T)``: internal nodes, ``P(T)``: internal
-parent-child pairs, ``nvar(s)``, ``nthr(s, j)``: valid variables and thresholds
-at node ``s``; the move-type probabilities of grow and prune are equal and
-cancel):
-
-* grow leaf ``s`` with rule ``(j, t)``: ``q(T'|T) = 1/|G(T)| * 1/nvar(s) * 1/nthr(s, j)``;
-  the reverse prune picks ``s`` among ``N(T')``: ``q(T|T') = 1/|N(T')|``.
-* prune ``s``: ``q(T'|T) = 1/|N(T)|``; reverse: ``1/|G(T')| * 1/nvar'(s) * 1/nthr'(s, j_old)``
-  (the rows of ``s``, hence its ranges, are the same in ``T`` and ``T'``).
-* change the rule of internal ``s`` from ``(j, t)`` to ``(j', t')``: ``s``'s rows do
-  not change, so ``q(T|T')/q(T'|T) = nthr(s, j') / nthr(s, j)``.
-* swap the rules of an internal parent ``p`` and internal child ``c`` (and of
-  ``c``'s sibling too when it holds the same rule as ``c``): the shape does not
-  change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
-  reverse would not return (the sibling already holds ``p``'s rule) is refused.
+The proposals and their ratios are those of :mod:`bayestrees.inference.proposals` (its Notes), with
+the node's ranges from its rows; a prune's reverse grow sees the same ranges at ``s`` in ``T`` and
+``T'`` (its rows do not change), and so does a change.
 
 The systematic sweep (:func:`sweep`) visits the slots in order, updating every
 slot that holds a node when it is reached (nodes grown earlier in the same sweep
@@ -91,12 +78,13 @@ from ..leaves import LeafDraw, leaf_stats
 from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
 from . import heap
 from . import intervals
+from . import proposals
 from .loop import Kernel
 from .metropolis import accept
 from .tempering import check_temperatures, tempered
 
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
-           "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "choose_u", "log_var_prob", "collect", "root_tree"]
+           "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "node_masks", "log_var_prob", "collect", "root_tree"]
 
 #: move types, in the order of ``move_probs`` and ``Info.move``
 MOVES = ("grow", "prune", "change", "swap")
@@ -307,34 +295,24 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
         lsplit = prior.log_split(depth).astype(stats.dtype)
         lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(stats.dtype))
         log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
-    return Eval(leaf, stats, lo, hi, cnt, log_lik.astype(stats.dtype), jnp.asarray(log_prior, stats.dtype), valid)
+    return Eval(leaf=leaf, stats=stats, lo=lo, hi=hi, count=cnt, log_lik=log_lik.astype(stats.dtype),
+                log_prior=jnp.asarray(log_prior, stats.dtype), valid=valid)
 
 
 # ---------------------------------------------------------------------------------------------
 # proposals
 # ---------------------------------------------------------------------------------------------
-def choose_u(u, mask):
-    """A uniform index among ``mask`` (and how many there were), from uniforms ``u`` of ``mask``'s shape."""
-    k = jnp.sum(mask)
-    return jnp.argmax(jnp.where(mask, random_bits.gumbel(u), -jnp.inf)).astype(jnp.int32), k
-
-
-def _choose(key, mask):
-    """A uniform index among ``mask`` (and how many there were); index 0 when none."""
-    return choose_u(random_bits.open_uniform(key, mask.shape), mask)
+def node_masks(tree: Tree, ev: Eval, cfg: MCMCConfig):
+    """The nodes each move applies to under the data-dependent ranges (:func:`bayestrees.inference.proposals.node_masks`):
+    growable leaves, internal nodes whose children are leaves, internal nodes, internal parent-child pairs."""
+    depth = heap.depth_of(jnp.arange(cfg.capacity))
+    nvar, _ = heap.rule_counts(ev.lo, ev.hi)
+    return proposals.node_masks(tree.is_internal(), tree.is_leaf(), (depth < cfg.max_depth) & (nvar > 0))
 
 
 def growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
-    depth = heap.depth_of(jnp.arange(cfg.capacity))
-    nvar, _ = heap.rule_counts(ev.lo, ev.hi)
-    return tree.is_leaf() & (depth < cfg.max_depth) & (nvar > 0)
-
-
-def _nog(tree: Tree, cfg: MCMCConfig):
-    S = cfg.capacity
-    idx = jnp.arange(S)
-    lc, rc = jnp.clip(2 * idx + 1, 0, S - 1), jnp.clip(2 * idx + 2, 0, S - 1)
-    return tree.is_internal() & (tree.left[lc] == LEAF) & (tree.left[rc] == LEAF)
+    """bool (S,): the leaves a grow may split."""
+    return node_masks(tree, ev, cfg)[0]
 
 
 def log_var_prob(nthr, j, var_weight):
@@ -345,19 +323,12 @@ def log_var_prob(nthr, j, var_weight):
     return jnp.log(jnp.maximum(xj, 1e-30)) - jnp.log(jnp.maximum(tot, 1e-30))
 
 
-def _draw_rule_u(u_var, u_thr, ev: Eval, node, var_weight=None):
-    """A rule at ``node`` from uniforms: variable uniform among the valid ones (or with probability
-    ``xi_j / sum_valid xi`` given ``var_weight``), threshold uniform among its valid codes; ``u_var``
-    (d,) picks the variable, ``u_thr`` () the threshold."""
-    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
-    if var_weight is None:
-        j, _ = choose_u(u_var, nthr > 0)
-    else:  # the same Gumbel draw as _choose, shifted by log xi: with equal xi the same variable
-        g = random_bits.gumbel(u_var) + jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
-        j = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf)).astype(jnp.int32)
-    m = jnp.maximum(nthr[j], 1)
-    t = ev.lo[node, j] + jnp.minimum(jnp.floor(u_thr * m).astype(jnp.int32), m - 1)
-    return j, t.astype(jnp.int32)
+def _draw_rule(u_var, u_thr, ev: Eval, node, var_weight=None):
+    """A rule at ``node`` from its ranges (:func:`bayestrees.inference.proposals.draw_rule`; the
+    variable with probability ``xi_j / sum_valid xi`` given ``var_weight``): ``(j, t)``."""
+    log_w = None if var_weight is None else jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
+    j, t, _ = proposals.draw_rule(u_var, u_thr, ev.lo[node], ev.hi[node], log_w)
+    return j, t
 
 
 def _log_rule_q(ev: Eval, node, j, var_weight=None):
@@ -374,77 +345,51 @@ def _set_rule(tree: Tree, node, j, t):
 
 
 def _propose(u, state: State, move, cfg: MCMCConfig):
-    """The proposal of move type ``move``: ``(tree', ok, node, log_q_fwd, extra)``.
+    """The proposal of move type ``move`` (:mod:`bayestrees.inference.proposals`):
+    ``(tree', ok, node, log_q_fwd, j_old)``, ``j_old`` the node's variable before the move.
 
     ``u``: uniforms, ``S`` to choose the node, then one for the threshold and ``d`` for the variable.
-    ``extra`` holds what the reverse proposal needs: the old rule (prune, change).
     """
     tree, ev = state.tree, state.ev
     S = cfg.capacity
-    u_node, u_thr, u_var = u[:S], u[S], u[S + 1:]
     dt = ev.stats.dtype
+    masks = node_masks(tree, ev, cfg)
+    log_k = lambda k: -jnp.log(jnp.maximum(k, 1).astype(dt))  # noqa: E731
 
     def grow(_):
-        mask = growable(tree, ev, cfg)
-        s, k = choose_u(u_node, mask)
-        j, t = _draw_rule_u(u_var, u_thr, ev, s)
+        s, k = proposals.pick(u[:S], masks[0])
+        j, t = _draw_rule(u[S + 1:], u[S], ev, s)
         new, ok = grow_leaf(tree, s, j, t, heap=True)
-        lq = -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(ev, s, j)
-        return new, ok & (k > 0), s, lq, jnp.stack([j, t])
+        return new, ok & (k > 0), s, log_k(k) + _log_rule_q(ev, s, j), tree.feature[s]
 
     def prune(_):
-        mask = _nog(tree, cfg)
-        s, k = choose_u(u_node, mask)
+        s, k = proposals.pick(u[:S], masks[1])
         new, ok = prune_node(tree, s)
-        lq = -jnp.log(jnp.maximum(k, 1).astype(dt))
-        return new, ok & (k > 0), s, lq, jnp.stack([tree.feature[s], tree.threshold[s]])
+        return new, ok & (k > 0), s, log_k(k), tree.feature[s]
 
-    def change(_):
-        mask = tree.is_internal()
-        s, k = choose_u(u_node, mask)
-        j, t = _draw_rule_u(u_var, u_thr, ev, s)
-        new = _set_rule(tree, s, j, t)
-        j_old = tree.feature[s]
-        nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
-        # log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j)
-        lq = -jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[j_old], 1).astype(dt))
-        return new, k > 0, s, lq, jnp.stack([j_old, tree.threshold[s]])
+    def change_or_swap(move):
+        def step(_):
+            s, k = proposals.pick(u[:S], masks[move])
+            j, t = _draw_rule(u[S + 1:], u[S], ev, s)
+            _, f, thr, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
+            j_old = tree.feature[s]
+            nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
+            # a change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j); a swap: 0
+            lq = (-jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[j_old], 1).astype(dt))
+                  if move == 2 else jnp.zeros((), dt))
+            return tree._replace(feature=f, threshold=thr), (k > 0) & ~bad_swap, s, lq, j_old
+        return step
 
-    def swap(_):
-        S = cfg.capacity
-        idx = jnp.arange(S)
-        par = jnp.maximum((idx - 1) // 2, 0)
-        pair = tree.is_internal() & (idx > 0) & tree.is_internal()[par]
-        c, k = choose_u(u_node, pair)
-        p = (c - 1) // 2
-        sib = jnp.where(c % 2 == 1, c + 1, c - 1)
-        rule = lambda i: (tree.feature[i], tree.threshold[i])  # noqa: E731
-        (pf, pt), (cf, ct), (sf, st) = rule(p), rule(c), rule(sib)
-        sib_int = tree.is_internal()[sib]
-        same = sib_int & (sf == cf) & (st == ct)
-        bad = sib_int & ~same & (sf == pf) & (st == pt)
-        new = _set_rule(_set_rule(tree, p, cf, ct), c, pf, pt)
-        new = jax.tree_util.tree_map(lambda a, b: jnp.where(same, a, b), _set_rule(new, sib, pf, pt), new)
-        return new, (k > 0) & ~bad & ~((pf == cf) & (pt == ct)), c, jnp.zeros((), dt), jnp.stack([pf, pt])
-
-    return jax.lax.switch(move, [grow, prune, change, swap], None)
+    return jax.lax.switch(move, [grow, prune, change_or_swap(2), change_or_swap(3)], None)
 
 
-def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, extra, cfg: MCMCConfig):
+def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, j_old, cfg: MCMCConfig):
     """``log q(T | T')`` for grow and prune (change and swap fold their ratio into the forward term)."""
     dt = new_ev.stats.dtype
-
-    def grow_rev(_):
-        return -jnp.log(jnp.maximum(jnp.sum(_nog(new_tree, cfg)), 1).astype(dt))
-
-    def prune_rev(_):
-        k = jnp.sum(growable(new_tree, new_ev, cfg))
-        return -jnp.log(jnp.maximum(k, 1).astype(dt)) + _log_rule_q(new_ev, node, extra[0])
-
-    def zero(_):
-        return jnp.zeros((), dt)
-
-    return jax.lax.switch(move, [grow_rev, prune_rev, zero, zero], None)
+    growable_new, nog_new, _, _ = node_masks(new_tree, new_ev, cfg)
+    grow_rev = -jnp.log(jnp.maximum(jnp.sum(nog_new), 1).astype(dt))
+    prune_rev = -jnp.log(jnp.maximum(jnp.sum(growable_new), 1).astype(dt)) + _log_rule_q(new_ev, node, j_old)
+    return jnp.stack([grow_rev, prune_rev, jnp.zeros((), dt), jnp.zeros((), dt)])[move]
 
 
 def _at_max_depth(tree: Tree, ev: Eval, cfg: MCMCConfig):
@@ -462,7 +407,7 @@ def draw_leaves(key, tree: Tree, ev: Eval, data: MCMCData, cfg: MCMCConfig) -> D
     out = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
                         count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
     ll = cfg.leaf_model.log_likelihood(data.y, ev.leaf, LeafDraw(value, sigma))
-    return Draw(out, sigma, ev.leaf, ll.astype(value.dtype), ev.log_lik + ev.log_prior)
+    return Draw(tree=out, sigma=sigma, leaf=ev.leaf, log_lik=ll.astype(value.dtype), lp=ev.log_lik + ev.log_prior)
 
 
 @dataclass(frozen=True)
@@ -507,14 +452,15 @@ class RootInit:
 
     def __call__(self, key, data: MCMCData) -> State:
         tree = root_tree(self.cfg, self.dtype)
-        return State(tree, evaluate(tree, data, self.cfg), jnp.ones((), self.dtype))
+        return State(tree=tree, ev=evaluate(tree, data, self.cfg), beta=jnp.ones((), self.dtype))
 
 
 def whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
     """The Info of a step that updates the whole tree (a sweep, a particle Gibbs update)."""
     ev = new.ev
-    return Info(jnp.int32(STEP_KINDS.index(kind)), jnp.array(True), accepted, jnp.zeros((), ev.log_lik.dtype),
-                ev.log_lik + ev.log_prior, _at_max_depth(new.tree, ev, cfg), jnp.array(False))
+    return Info(move=jnp.int32(STEP_KINDS.index(kind)), ok=jnp.array(True), accepted=accepted,
+                log_ratio=jnp.zeros((), ev.log_lik.dtype), lp=ev.log_lik + ev.log_prior,
+                at_max_depth=_at_max_depth(new.tree, ev, cfg), swap_accepted=jnp.array(False))
 
 
 @dataclass(frozen=True)
@@ -528,15 +474,15 @@ class MoveStep:
         u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
         move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
-        new_tree, ok, node, lq_fwd, extra = _propose(u[5:], state, move, cfg)
+        new_tree, ok, node, lq_fwd, j_old = _propose(u[5:], state, move, cfg)
         # a swap changes the parent of the chosen node too: re-route from the parent
         top = jnp.where(move == MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
         new_ev = evaluate(new_tree, data, cfg, state.ev.leaf, top)
-        lq_rev = _log_q_reverse(move, new_tree, new_ev, node, extra, cfg)
+        lq_rev = _log_q_reverse(move, new_tree, new_ev, node, j_old, cfg)
         tree, ev, acc, log_a = _accept_u(u[4], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
-        info = Info(move, ok, acc, log_a, ev.log_lik + ev.log_prior, _at_max_depth(tree, ev, cfg),
-                    jnp.array(False))
-        return State(tree, ev, state.beta), info
+        info = Info(move=move, ok=ok, accepted=acc, log_ratio=log_a, lp=ev.log_lik + ev.log_prior,
+                    at_max_depth=_at_max_depth(tree, ev, cfg), swap_accepted=jnp.array(False))
+        return State(tree=tree, ev=ev, beta=state.beta), info
 
 
 @dataclass(frozen=True)
@@ -617,16 +563,15 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
         sc = jnp.minimum(s, S - 1)
         u = random_bits.open_uniform(random_bits.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
         is_leaf = tree.left[sc] == LEAF
-        nog = _nog(tree, cfg)[sc]
+        can_grow, nog, _, _ = (m[sc] for m in node_masks(tree, ev, cfg))
         to_leaf = nog & (u[0] < 0.5)
-        j, t = _draw_rule_u(u[3:], u[2], ev, sc, data.var_weight)
+        j, t = _draw_rule(u[3:], u[2], ev, sc, data.var_weight)
         grown, ok_g = grow_leaf(tree, sc, j, t, heap=True)
         pruned, ok_p = prune_node(tree, sc)
         changed = _set_rule(tree, sc, j, t)
         kind = jnp.where(is_leaf, 0, jnp.where(to_leaf, 1, 2))  # grow, prune, change
         new = jax.tree_util.tree_map(lambda a, b, c: jnp.where(kind == 0, a, jnp.where(kind == 1, b, c)),
                                      grown, pruned, changed)
-        can_grow = growable(tree, ev, cfg)[sc]
         ok = (s < S) & jnp.where(kind == 0, ok_g & can_grow, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
         new_ev = evaluate(new, data, cfg, ev.leaf, sc)
         half = jnp.log(jnp.asarray(0.5, dt))
@@ -640,7 +585,7 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
             lr_change = (_log_rule_q(ev, sc, jnp.maximum(j_old, 0), data.var_weight)
                          - _log_rule_q(ev, sc, j, data.var_weight))
         log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
-        tree2, ev2, acc, _ = _accept_u(u[1], State(tree, ev, state.beta), new, new_ev, ok, log_ratio)
+        tree2, ev2, acc, _ = _accept_u(u[1], State(tree=tree, ev=ev, beta=state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)
 
     def visit(c):
@@ -652,4 +597,4 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
 
     c0 = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state.tree, state.ev, jnp.zeros((), jnp.int32))
     _, _, tree, ev, n_acc = jax.lax.while_loop(lambda c: c[0] < S, visit, c0)
-    return State(tree, ev, state.beta), n_acc
+    return State(tree=tree, ev=ev, beta=state.beta), n_acc

@@ -270,7 +270,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     internal = ref.is_internal()
     changed = jnp.any(tree.left != ref.left) | jnp.any(internal & ((tree.feature != ref.feature)
                                                                    | (tree.threshold != ref.threshold)))
-    return State(tree, ev, state.beta), changed
+    return State(tree=tree, ev=ev, beta=state.beta), changed
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_r
     """The single-tree sampler settings of one tree of a sum (static: part of the compiled program);
     ``leaf_model``: :class:`~bayestrees.leaves.KnownVarianceNormalLeaves` ``(1, tau2)`` for Normal rows,
     or :class:`~bayestrees.leaves.GammaPoissonLeaves`."""
-    return MCMCConfig(prior, leaf_model, int(max_depth), int(n_features), scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
+    return MCMCConfig(prior=prior, leaf_model=leaf_model, max_depth=int(max_depth), n_features=int(n_features),
+                      scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
                       n_codes=int(n_codes), rules="intervals")
 
 
@@ -90,9 +91,10 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     Regrown
     """
     dt = stats.dtype
-    data = MCMCData(codes, stats[:, 1], stats, rows.astype(dt), prior=prior, code_lo=code_lo, code_hi=code_hi)
+    data = MCMCData(codes=codes, y=stats[:, 1], row_stats=stats, weight=rows.astype(dt), prior=prior, code_lo=code_lo,
+                    code_hi=code_hi)
     tree = compact_to_tree(feature, threshold, dt)
-    new, changed = pgibbs(key, State(tree, evaluate(tree, data, cfg), jnp.ones((), dt)), data, cfg)
+    new, changed = pgibbs(key, State(tree=tree, ev=evaluate(tree, data, cfg), beta=jnp.ones((), dt)), data, cfg)
     internal = new.tree.is_internal()
     return Regrown(jnp.where(internal, new.tree.feature, -1).astype(jnp.int32),
                    jnp.where(internal, new.tree.threshold, 0).astype(jnp.int32), new.ev.leaf.astype(jnp.int32),

@@ -23,7 +23,7 @@ One step (Bayesian backfitting, CGM 2010 section 3)
 ---------------------------------------------------
 1. For every tree at once (``vmap``; nothing here reads the residual): a Metropolis-Hastings
    proposal ``T_j'`` of one move (grow, prune, change or swap, types drawn with ``move_probs``:
-   the moves and proposal ratios of :mod:`bayestrees.inference.moves`, the node chosen
+   the moves and proposal ratios of :mod:`bayestrees.inference.proposals`, the node chosen
    uniformly among those the move applies to, the rule from the interval rule prior), with the
    part of its log acceptance ratio that does not involve the data: ``log p(T') - log p(T) +
    log q(T | T') - log q(T' | T)``.  Tree ``j``'s proposal depends only on ``T_j``, which no
@@ -71,6 +71,7 @@ from ...tree import FREE, LEAF, Tree
 from .. import heap
 from .. import intervals
 from .. import moves
+from .. import proposals
 from .. import regrow
 from ..loop import Kernel
 from ..metropolis import accept
@@ -78,7 +79,7 @@ from ..tempering import check_temperatures, tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "host_tree_summaries", "leaf_dtype", "tree_log_priors",
-           "leaf_slots", "data_intervals", "N_UNIFORMS", "propose", "grow_or_prune", "leaf_marginal", "move_trees",
+           "data_intervals", "grow_or_prune", "leaf_marginal", "move_trees",
            "NormalRows", "change_or_swap"]
 
 
@@ -137,7 +138,7 @@ class KernelConfig:
         are leaves keeps its split variable and moves its threshold by ``1 .. slide`` codes either
         way (uniformly; a threshold outside the node's interval is rejected).  The proposal is
         symmetric, and the rows move only between the two children, so it costs what a grow costs
-        (:func:`propose`, :func:`_slide_sums`)
+        (:func:`bayestrees.inference.proposals.propose`, :func:`_slide_sums`)
     particles : int  0, or the particles (at least 2) of a particle Gibbs regrowth of every tree
         after its move in each step (:mod:`bayestrees.inference.regrow`: a conditional SMC update of
         the tree given the others, then its leaf values from their conditional)
@@ -387,85 +388,6 @@ def _precision(state: State):
     return 1.0 / state.sigma2 if state.beta is None else state.beta / state.sigma2
 
 
-def _tables(S: int):
-    idx = np.arange(S)
-    return (np.minimum(2 * idx + 1, S - 1), np.minimum(2 * idx + 2, S - 1), np.maximum((idx - 1) // 2, 0),
-            np.floor(np.log2(idx + 1)).astype(np.int32))
-
-
-class _Proposal(NamedTuple):
-    """One tree's proposal (step 1 of the module docstring)."""
-
-    kind: jax.Array        # int32: 0 grow, 1 prune, 2 change or swap (how the rows move)
-    move: jax.Array        # int32: index into moves.MOVES
-    ok: jax.Array          # the move is possible and the proposed tree has prior mass
-    node: jax.Array        # int32: the grown / pruned node, or the top of the changed subtree
-    var: jax.Array         # int32: the grown rule's variable
-    thr: jax.Array         # int32: the grown rule's threshold
-    feature: jax.Array     # int32 (S,): T'
-    threshold: jax.Array   # int32 (S,)
-    leaf_old: jax.Array    # bool (S,): leaves of T
-    leaf_new: jax.Array    # bool (S,): leaves of T'
-    log_ratio: jax.Array   # log p(T') - log p(T) + log q(T | T') - log q(T' | T)
-    log_prior: jax.Array   # log p(T')
-    avail: jax.Array       # (S,): T''s available variables per slot
-
-
-def leaf_slots(feature):
-    """Which heap slots of compact trees ``feature`` (``(..., S)``; ``-1`` at a leaf and at an unused
-    slot) are leaves: not split, and the root or a split node's child."""
-    S = feature.shape[-1]
-    internal = feature >= 0
-    par = np.maximum((np.arange(S) - 1) // 2, 0)
-    return ~internal & ((np.arange(S) == 0) | internal[..., par])
-
-
-#: masks longer than this are searched by :func:`_pick` as 32-bit words (below, a cumulative sum is cheaper)
-_PICK_WORDS_FROM = 32
-
-
-def _pick(u, mask):
-    """A uniform index among ``mask`` from one uniform ``u`` (the ``floor(u k)``-th of the ``k`` set
-    entries) and ``k``; index 0 when none is set.
-
-    A long mask is packed into 32-bit words: the word that holds the entry is found from the words'
-    bit counts, and the entry within it by halving the word five times, counting the set bits of
-    the lower half.  XLA's cumulative sum on the CPU (a reduce-window) cost about 4x as much for the
-    100 features and 63 slots of a BART proposal (:func:`propose`, vmapped over 200 trees); the
-    index is the same.
-    """
-    L = mask.shape[0]
-    if L <= _PICK_WORDS_FROM:
-        c = jnp.cumsum(mask.astype(jnp.int32))
-        k = c[-1]
-        target = jnp.minimum(jnp.floor(u * k).astype(jnp.int32), jnp.maximum(k - 1, 0))
-        return jnp.argmax(c > target).astype(jnp.int32), k
-    n_words = -(-L // 32)
-    bits = jnp.pad(mask, (0, 32 * n_words - L)).reshape(n_words, 32).astype(jnp.uint32)
-    words = jnp.sum(bits << jnp.arange(32, dtype=jnp.uint32), axis=1, dtype=jnp.uint32)
-    per_word = jax.lax.population_count(words).astype(jnp.int32)
-    c = jnp.cumsum(per_word)
-    k = c[-1]
-    target = jnp.minimum(jnp.floor(u * k).astype(jnp.int32), jnp.maximum(k - 1, 0))
-    wi = jnp.argmax(c > target).astype(jnp.int32)
-    rank = target - (c[wi] - per_word[wi])          # the entry's rank among its word's set bits
-    word, pos = words[wi], jnp.zeros((), jnp.int32)
-    for width in (16, 8, 4, 2, 1):
-        low = jax.lax.population_count((word >> pos.astype(jnp.uint32)) & jnp.uint32((1 << width) - 1))
-        low = low.astype(jnp.int32)
-        up = rank >= low                             # the entry lies above the lower `width` bits
-        pos, rank = jnp.where(up, pos + width, pos), jnp.where(up, rank - low, rank)
-    return jnp.where(k > 0, 32 * wi + pos, 0).astype(jnp.int32), k
-
-
-def _pick_weighted(u, mask, w):
-    """An index among ``mask`` with probability ``w_j / sum_mask w`` from one uniform ``u``."""
-    c = jnp.cumsum(jnp.where(mask, w, 0.0))
-    hit = c > u * c[-1]
-    last = jnp.argmax(jnp.where(mask, jnp.arange(mask.shape[0]), -1))
-    return jnp.where(jnp.any(hit), jnp.argmax(hit), last).astype(jnp.int32)
-
-
 def _weights(cfg: KernelConfig, log_s):
     """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior,
     None (uniform among the available variables) otherwise."""
@@ -477,8 +399,6 @@ def _weights(cfg: KernelConfig, log_s):
 #: (the batched pass would stream ``m n`` values through memory)
 _BATCH_ROWS = 2 ** 20
 
-#: uniforms per tree and step: move type, threshold, node, variable
-N_UNIFORMS = 4
 
 def _stored(table):
     """``table`` (1-d) as the output of a scatter of it into zeros: the same values (``0 + x``; a
@@ -488,123 +408,6 @@ def _stored(table):
     (``r - value[kept]``) did that with the leaf draw's operations: one chain's BART step at
     ``n = 1,024`` took 1.10 ms without this and 0.98 with it, 4 vectorised chains 13.9 and 6.4 ms."""
     return scatter_add(jnp.zeros_like(table), jnp.arange(table.shape[0], dtype=jnp.int32), table)
-
-
-def propose(u, f, t, lp, avail, data: BARTData, cfg: KernelConfig, dtype, w=None) -> _Proposal:
-    """The proposal for one tree ``(f, t)`` (log prior ``lp``, available variables ``avail``) from
-    ``N_UNIFORMS`` uniforms ``u``; ``w`` the split-variable log probabilities (sparse prior) or None."""
-    mc = cfg
-    S, D = mc.capacity, mc.max_depth
-    lc, rc, par, depth = _tables(S)
-    prior = mc.prior if data.prior is None else data.prior
-    lo0, hi0 = data.code_lo, data.code_hi
-    internal = f >= 0
-    is_leaf = leaf_slots(f)
-    growable = is_leaf & (depth < D) & (avail > 0)
-    nog = internal & ~internal[lc] & ~internal[rc]
-    pair = internal & (np.arange(S) > 0) & internal[par]
-    cum = np.cumsum(mc.move_probs)
-    move = jnp.sum(u[0] >= jnp.asarray(cum[:-1], jnp.float32)).astype(jnp.int32)  # never a type of probability 0
-    move = jnp.where(jnp.asarray(mc.move_probs)[move] > 0, move, jnp.argmax(jnp.asarray(mc.move_probs) > 0))
-    slide = cfg.slide > 0
-    mask = jnp.stack([growable, nog, nog if slide else internal, pair])[move]
-    s, k = _pick(u[2], mask)
-    # the rule: variable uniform among those with a cut point left, threshold uniform among them
-    lo_s, hi_s = intervals.node_interval(f, t, lo0, hi0, s, D)
-    nthr = jnp.maximum(hi_s - lo_s, 0)
-    if w is None:
-        j, _ = _pick(u[3], nthr > 0)
-        a_here = jnp.sum(nthr > 0).astype(dtype)                  # = avail[s] at a node
-        log_avail = jnp.log(jnp.where(a_here > 0, a_here, 1.0))
-        log_w = lambda v: jnp.zeros((), dtype)  # noqa: E731
-    else:  # log-space weights: a sparse Dirichlet draw's tiny s_j neither underflow nor cancel
-        x = jnp.where(nthr > 0, w, -jnp.inf)
-        mx = jnp.max(x)
-        j = _pick_weighted(u[3], nthr > 0, jnp.exp(jnp.where(nthr > 0, x - jnp.where(jnp.isfinite(mx), mx, 0.0), -jnp.inf)))
-        log_avail = jnp.where(jnp.any(nthr > 0), intervals.log_available_weight(lo_s, hi_s, w.astype(dtype)), 0.0)
-        log_w = lambda v: w[v].astype(dtype)  # noqa: E731
-    cnt = jnp.maximum(nthr[j], 1)
-    tn = (lo_s[j] + jnp.minimum(jnp.floor(u[1] * cnt).astype(jnp.int32), cnt - 1)).astype(jnp.int32)
-    in_range = jnp.array(True)
-    if slide:   # a slide keeps s's variable and moves its threshold by 1 .. K codes either way
-        K = int(cfg.slide)
-        is_slide = move == 2
-        step = jnp.minimum(jnp.floor(u[1] * (2 * K)).astype(jnp.int32), 2 * K - 1)
-        j = jnp.where(is_slide, jnp.maximum(f[s], 0), j).astype(jnp.int32)
-        t_slide = t[s] + jnp.where(step < K, step - K, step - K + 1)
-        tn = jnp.where(is_slide, t_slide, tn).astype(jnp.int32)
-        in_range = ~is_slide | ((t_slide >= lo_s[j]) & (t_slide < hi_s[j]))
-    # minus the log of the rule's probability given the node, up to log avail: log nthr_v - log w_v
-    log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype)) - log_w(v)  # noqa: E731
-    # the proposed tree: up to three slots set (the swap's parent, child and the child's twin sibling)
-    c, p = s, jnp.maximum((s - 1) // 2, 0)
-    sib = jnp.where(s % 2 == 1, s + 1, s - 1)
-    sib_int = internal[jnp.clip(sib, 0, S - 1)] & (s > 0)
-    same = sib_int & (f[sib] == f[c]) & (t[sib] == t[c])
-    is_swap, is_prune = move == 3, move == 1
-    slot0 = jnp.where(is_swap, p, s)
-    f0 = jnp.where(is_swap, f[c], jnp.where(is_prune, -1, j))
-    t0 = jnp.where(is_swap, t[c], jnp.where(is_prune, 0, tn))
-    slots = jnp.stack([slot0, jnp.where(is_swap, c, S), jnp.where(is_swap & same, sib, S)])
-    fn = f.at[slots].set(jnp.stack([f0, f[p], f[p]]), mode="drop")
-    tn_ = t.at[slots].set(jnp.stack([t0, t[p], t[p]]), mode="drop")
-    # T''s prior, available variables and leaves.  A grow or a prune changes them only at the node
-    # and its children: the children's available variables are the node's, less the split variable
-    # where its side of the cut has no cut point left (O(d) from the node's interval)
-    ds = jnp.asarray(depth)[s]
-    a_s = avail[s]
-    ic, jc = jnp.minimum(2 * s + 1, S - 1), jnp.minimum(2 * s + 2, S - 1)
-    lstop = lambda dd, av: jnp.where((dd >= D) | (av <= 0), 0.0, prior.log_stop(dd)).astype(dtype)  # noqa: E731
-    log_rule = lambda v: (prior.log_split(ds).astype(dtype) - jnp.log(jnp.where(a_s > 0, a_s, 1.0))  # noqa: E731
-                          - log_nthr(v))
-    had = (nthr[j] > 0).astype(dtype)
-    a_l = a_s - had + (tn - lo_s[j] > 0).astype(dtype)
-    a_r = a_s - had + (hi_s[j] - tn - 1 > 0).astype(dtype)
-    jo = jnp.maximum(f[s], 0)
-    lp_grow = lp - lstop(ds, a_s) + log_rule(j) + lstop(ds + 1, a_l) + lstop(ds + 1, a_r)
-    lp_prune = lp + lstop(ds, a_s) - log_rule(jo) - lstop(ds + 1, avail[ic]) - lstop(ds + 1, avail[jc])
-    kids = jnp.stack([2 * s + 1, 2 * s + 2])
-    avail_grow = avail.at[kids].set(jnp.stack([a_l, a_r]).astype(avail.dtype), mode="drop")
-    avail_prune = avail.at[kids].set(0.0, mode="drop")
-    leaf_grow = is_leaf.at[s].set(False).at[kids].set(True, mode="drop")
-    leaf_prune = is_leaf.at[s].set(True).at[kids].set(False, mode="drop")
-    sib_leaf = is_leaf[jnp.clip(sib, 0, S - 1)] & (s > 0)       # then the parent leaves N(T) when s grows
-    n_nog_new = jnp.sum(nog) + 1 - sib_leaf.astype(jnp.int32)
-    n_growable_new = jnp.sum(growable) - growable[ic] - growable[jc] + 1
-    lp_new = jnp.where(move == 0, lp_grow, lp_prune)
-    avail_new = jnp.where(move == 0, avail_grow, avail_prune)
-    leaf_new = jnp.where(move == 0, leaf_grow, leaf_prune)
-    if slide:   # s pruned, then grown again with the new rule: the same leaves, s's children rescored
-        lp_new = jnp.where(move == 2, lp_grow + lp_prune - lp, lp_new)
-        avail_new = jnp.where(move == 2, avail_grow, avail_new)
-        leaf_new = jnp.where(move == 2, is_leaf, leaf_new)
-    rules_ok = jnp.array(True)
-    if w is not None:   # the sparse prior: T' scored in full, its node weights in log space (O(S D d))
-        lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = intervals.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
-                                                                                   dtype=dtype)
-        lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
-        n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
-        n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
-    elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
-        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
-        local = move < 2
-        lp_new = jnp.where(local, lp_new, lp_f)
-        avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
-        leaf_new = jnp.where(local, leaf_new, leaf_f)
-        rules_ok = local | ok_f
-    logk = lambda x: jnp.log(jnp.maximum(x, 1).astype(dtype))  # noqa: E731
-    # log q(T | T') - log q(T' | T) per move type (moves module, Notes); s's interval is the same in T and T'
-    lq = jnp.stack([
-        -logk(n_nog_new) + logk(k) + log_avail + log_nthr(j),              # grow
-        -logk(n_growable_new) - log_avail - log_nthr(f[s]) + logk(k),      # prune
-        jnp.zeros((), dtype) if slide else log_nthr(j) - log_nthr(jnp.maximum(f[s], 0)),   # change (a slide: symmetric)
-        jnp.zeros((), dtype)])[move]                                        # swap
-    bad_swap = is_swap & ((sib_int & ~same & (f[sib] == f[p]) & (t[sib] == t[p])) | ((f[p] == f[c]) & (t[p] == t[c])))
-    ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | (nthr[j] > 0))
-    kind = jnp.minimum(move, 2).astype(jnp.int32)
-    return _Proposal(kind=kind, move=move, ok=ok, node=slot0.astype(jnp.int32), var=j, thr=tn, feature=fn,
-                     threshold=tn_, leaf_old=is_leaf, leaf_new=leaf_new, log_ratio=(lp_new - lp + lq).astype(dtype),
-                     log_prior=lp_new.astype(dtype), avail=avail_new.astype(dtype))
 
 
 def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
@@ -938,9 +741,9 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     dt = state.resid.dtype
     tau2 = jnp.asarray(cfg.tau2, dt)
     min_rows = jnp.asarray(cfg.min_leaf_rows, dt)
-    u = random_bits.open_uniform(k_prop, (m, N_UNIFORMS))
+    u = random_bits.open_uniform(k_prop, (m, proposals.N_UNIFORMS))
     w_var = _weights(cfg, state.log_s)
-    prop = jax.vmap(lambda *a: propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
+    prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
                                                                     state.log_prior, state.avail)
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
     normal = leaves is None
@@ -1037,7 +840,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
         r = R + take(v, leaf8.astype(jnp.int32))
         new = regrow.regrow_tree(k, f, t, leaves.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi, prior,
                                  rcfg)
-        is_leaf = leaf_slots(new.feature)
+        is_leaf = heap.leaf_slots(new.feature)
         wsum, rsum = leaves.regrown_sums(new.stats)
         value = leaves.draw(is_leaf, wsum, rsum, zv).astype(dt)
         R = r - take(_stored(value) if normal else value, new.leaf)
@@ -1137,7 +940,7 @@ def _log_joint(state: State, data: BARTData, cfg: KernelConfig):
     dt = state.resid.dtype
     tau2 = jnp.asarray(cfg.tau2, dt)
     lp_trees = state.log_prior
-    is_leaf = leaf_slots(state.feature)
+    is_leaf = heap.leaf_slots(state.feature)
     mu = state.value
     lp_leaves = jnp.sum(jnp.where(is_leaf, -0.5 * mu * mu / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2), 0.0))
     live = (data.weight > 0) & (data.rows > 0)

@@ -177,13 +177,13 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     yt = jnp.asarray(y)
     # the prior's values are traced arguments (the config names its kind): fits that differ only in
     # them share one compilation
-    mdata = moves.MCMCData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.ones(data.n, dtype),
-                       prior=traced_params(config.prior, dtype))
-    cfg = moves.MCMCConfig(canonical(config.prior), lm, config.max_depth, data.d,
-                       tuple(float(p) for p in config.move_probs), config.scheme,
-                       tuple(float(b) for b in config.temperatures), particles=config.particles,
-                       local_moves=config.local_moves,
-                       n_codes=int(np.max(data.n_bins)) if config.scheme in ("pgibbs", "mixed") else 0)
+    mdata = moves.MCMCData(codes=jnp.asarray(codes), y=yt, row_stats=lm.row_stats(yt, dtype), weight=jnp.ones(data.n, dtype),
+                           prior=traced_params(config.prior, dtype))
+    cfg = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=lm, max_depth=config.max_depth, n_features=data.d,
+                           move_probs=tuple(float(p) for p in config.move_probs), scheme=config.scheme,
+                           temperatures=tuple(float(b) for b in config.temperatures), particles=config.particles,
+                           local_moves=config.local_moves,
+                           n_codes=int(np.max(data.n_bins)) if config.scheme in ("pgibbs", "mixed") else 0)
     kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,

@@ -120,10 +120,11 @@ class BETConfig:
                                prior=self.leaf_prior if kind == "normal" else None)
 
     def kernel_config(self, task: str, n_classes: int, d: int) -> bet_kernel.KernelConfig:
-        mc = moves.MCMCConfig(DepthDecayPrior(float(self.delta)), self.leaf_model_for(task, n_classes), self.max_depth,
-                          d, scheme="sweep", min_leaf_rows=int(self.min_leaf_rows))
-        return bet_kernel.KernelConfig(mc, int(self.max_trees), d,
-                              active_trees=int(self.active_trees), init_trees=int(self.init_trees))
+        mc = moves.MCMCConfig(prior=DepthDecayPrior(float(self.delta)), leaf_model=self.leaf_model_for(task, n_classes),
+                              max_depth=self.max_depth, n_features=d, scheme="sweep",
+                              min_leaf_rows=int(self.min_leaf_rows))
+        return bet_kernel.KernelConfig(mcmc=mc, max_trees=int(self.max_trees), n_features=d,
+                                       active_trees=int(self.active_trees), init_trees=int(self.init_trees))
 
 
 @dataclass

@@ -224,11 +224,12 @@ def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
     mc = cfg.mcmc
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
-    md = moves.MCMCData(data.codes, data.y, data.row_stats, w, xi if cfg.update_xi else None, data.prior)
+    md = moves.MCMCData(codes=data.codes, y=data.y, row_stats=data.row_stats, weight=w,
+                        var_weight=xi if cfg.update_xi else None, prior=data.prior)
     leaf = heap.route(tree, data.codes, mc.max_depth)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
-    st, n_acc = moves.sweep(key, moves.State(tree, ev, jnp.ones((), dt)), md, mc, scan="dynamic")
+    st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc, scan="dynamic")
     return st.tree, st.ev, n_acc
 
 
@@ -306,8 +307,8 @@ class _Init:
         root = moves.root_tree(cfg.mcmc, dt)
         tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
         z = jax.random.randint(key, (n,), 0, cfg.init_trees, dtype=jnp.int32)
-        return State(tree, jnp.ones((J, cfg.mcmc.capacity), dt), jnp.full((J, d), 1.0 / d, dt),
-                     jnp.full((J,), 0.5, dt), z)
+        return State(tree=tree, sigma=jnp.ones((J, cfg.mcmc.capacity), dt), xi=jnp.full((J, d), 1.0 / d, dt),
+                     v=jnp.full((J,), 0.5, dt), z=z)
 
 
 def _bcast(mask, x):
@@ -375,9 +376,9 @@ class _Step:
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
         sel_occ = occ_before[idx]
         xi_rate = jnp.sum(acc_a & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
-        info = Info(jnp.sum(occ).astype(jnp.int32), overflow, tail, jnp.sum(n_acc).astype(jnp.int32),
-                    xi_rate.astype(dt))
-        return State(tree, sigma, xi, v, z), info
+        info = Info(n_trees=jnp.sum(occ).astype(jnp.int32), overflow=overflow, tail=tail,
+                    n_accepted=jnp.sum(n_acc).astype(jnp.int32), xi_accepted=xi_rate.astype(dt))
+        return State(tree=tree, sigma=sigma, xi=xi, v=v, z=z), info
 
 
 @dataclass(frozen=True)
@@ -411,8 +412,9 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         y_given_z = jnp.sum(jnp.where(occupied, marg, 0.0))
         y_z = y_given_z + log_p_z(state.z, J, data.alpha_dp, dt)
         xi_bar = jnp.sum(w[:, None] * state.xi, 0) / jnp.maximum(jnp.sum(w), 1e-30)
-        return Draw(tree, state.sigma, w, state.z, state.xi, xi_bar, jnp.sum(occupied).astype(jnp.int32), occupied,
-                    log_lik, mu, y_given_z, y_z)
+        return Draw(tree=tree, sigma=state.sigma, w=w, z=state.z, xi=state.xi, xi_bar=xi_bar,
+                    n_trees=jnp.sum(occupied).astype(jnp.int32), occupied=occupied, log_lik=log_lik, mu=mu,
+                    log_lik_y_given_z=y_given_z, log_lik_y_z=y_z)
 
 
 def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:

@@ -53,7 +53,7 @@ delta^2 / 2`` gives, for the leaves of any tree ``T*`` over the same rows, the G
 of the leaf value's conditional; for log-gamma leaves the prior's own expansion at the leaf's mean
 current value ``g_l`` replaces ``1 / leaf_sd^2`` and the prior mean 0: ``P_l = sum b_i + d exp(g_l)``, the
 step ``(sum (a_i + b_i (g_i - g_l)) + c - d exp(g_l)) / P_l`` from ``g_l``).  The move draws ``T'`` by one grow or prune (the proposals and
-prior of the BART family: :func:`bayestrees.inference.bart.kernel.propose`; when that move is
+prior of the BART family: :func:`bayestrees.inference.proposals.propose`; when that move is
 impossible or breaks ``min_leaf_rows``, ``T' = T``, so the move is a refresh of the leaf values),
 then ``M' ~ q(. | T', f)``, ``f' = f - g + g'``, and accepts with probability ``min(1, r)``,
 
@@ -86,6 +86,8 @@ from ...leaves import GammaPoissonLeaves, gamma_poisson_log_marginal
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
+from .. import heap
+from .. import proposals
 from ..bart import kernel as bart_kernel
 from ..metropolis import accept
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
@@ -358,7 +360,7 @@ class TreeMoves(MCMCKernel):
         lp = {}
         for fn, st in zip(self._fns, states):
             spec = fn.dist.spec
-            lv = jnp.where(bart_kernel.leaf_slots(st.feature), leaf_priors.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
+            lv = jnp.where(heap.leaf_slots(st.feature), leaf_priors.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
             lp[fn.site] = lp.get(fn.site, 0.0) + jnp.sum(st.log_prior) + jnp.sum(lv)
         return {site: TreeValues(packed[site], values[fn.name], lp[site], fn.rows)
                 for site, fn in {fn.site: fn for fn in self._fns}.items()}
@@ -609,7 +611,7 @@ class TreeMoves(MCMCKernel):
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
         S = fn.cfg.capacity
         wsum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, b.dtype), leaf.astype(jnp.int32), b))(st.leaf)
-        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(bart_kernel.leaf_slots(st.feature), wsum, 0.0))
+        st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(heap.leaf_slots(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
         new, info = bart_kernel.build_kernel(fn.cfg).step(key, st, data)
         return new, jnp.sum(info.accepted)
@@ -657,8 +659,8 @@ class TreeMoves(MCMCKernel):
         min_rows = jnp.asarray(mc.min_leaf_rows, dt)
         data = fn.data
         k_prop, k_acc, k_val = random_bits.split(key, 3)
-        u = random_bits.open_uniform(k_prop, (m, bart_kernel.N_UNIFORMS))
-        prop = jax.vmap(lambda *a: bart_kernel.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
+        u = random_bits.open_uniform(k_prop, (m, proposals.N_UNIFORMS))
+        prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
                                                                      st.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
@@ -750,7 +752,7 @@ class TreeMoves(MCMCKernel):
         n_acc = jnp.sum(acc)
         for r in range(self.leaf_refresh):   # leaf refreshes: the same move with the tree kept (T' = T)
             k_acc, k_val = random_bits.split(jax.random.fold_in(key, r + 1), 2)
-            is_leaf = bart_kernel.leaf_slots(feature)         # the trees as they are now
+            is_leaf = heap.leaf_slots(feature)         # the trees as they are now
             keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
             xs = (keep, feature, threshold, value, leaf, count, wsum,
                   jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt), random_bits.normal(k_val, (m, S), dt))

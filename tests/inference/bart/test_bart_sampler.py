@@ -31,18 +31,16 @@ from scipy import stats
 from scipy.special import log_ndtr, ndtr
 
 from bayestrees.batching import cell_sums
-from bayestrees.data import prepare_data, standardize_response
+from bayestrees.data import prepare_data
 from bayestrees.inference import heap as H
 from bayestrees.inference import moves as M
 from bayestrees.inference import regrow as RG
 from bayestrees.inference.bart import kernel as K
 from bayestrees.inference.bart.fit import BARTConfig, fit_bart
 from bayestrees.inference.bart.kernel import host_tree_summaries as tree_summaries
-from bayestrees.inference.bcart.fit import BCARTConfig, fit_bcart
 from bayestrees.inference.loop import run_chains
 from bayestrees.leaves import KnownVarianceNormalLeaves, leaf_stats
 from bayestrees.priors import ChipmanPrior, canonical, traced_params
-from bayestrees.tree import LEAF
 
 
 def _tv(a: Counter, b: Counter) -> float:
@@ -82,23 +80,6 @@ def test_known_variance_marginal_is_the_multivariate_normal_density():
         total += float(model.log_predictive(y[i:i + 1], leaf[i:i + 1], prev)[0])
     unit = stats.multivariate_normal(np.full(n, m0), np.diag(np.full(n, sigma2)) + tau2 * (leaf[:, None] == leaf)).logpdf(y)
     assert total == pytest.approx(unit, abs=2e-4)
-
-
-def test_pick_finds_the_chosen_set_entry():
-    """The proposal's uniform pick among a mask's set entries (``floor(u k)``-th of ``k``; 0 when
-    none is set) against NumPy's list of the set entries, for masks short (a cumulative sum) and
-    long (searched as 32-bit words), empty, sparse, dense and full, and uniforms near 0 and 1."""
-    rng = np.random.default_rng(3)
-    pick = jax.jit(jax.vmap(K._pick))
-    for length in (1, 5, 32, 33, 63, 64, 100, 257):
-        masks = np.concatenate([rng.random((50, length)) < dens for dens in (0.0, 0.03, 0.5, 1.0)])
-        u = np.concatenate([rng.random(len(masks) - 4), [0.0, 1e-7, 1 - 6e-8, 0.5]]).astype(np.float32)
-        idx, k = pick(jnp.asarray(u), jnp.asarray(masks))
-        for i in range(len(masks)):
-            where = np.flatnonzero(masks[i])
-            assert int(k[i]) == len(where)
-            t = min(int(np.floor(np.float32(u[i]) * np.float32(len(where)))), max(len(where) - 1, 0))
-            assert int(idx[i]) == (where[t] if len(where) else 0), (length, i)
 
 
 def test_cell_sums_and_stored_tables_keep_the_values():
