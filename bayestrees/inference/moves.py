@@ -506,19 +506,11 @@ def report_cold_chain(info: Info, state: State, swap_accepted) -> Info:
     return info._replace(lp=state.ev.log_lik + state.ev.log_prior, swap_accepted=swap_accepted)
 
 
-def check_move_probs(cfg: MCMCConfig) -> None:
-    """Raise ``ValueError`` unless ``cfg.move_probs`` are 4 probabilities with grow = prune."""
-    if abs(float(cfg.move_probs[0]) - float(cfg.move_probs[1])) > 1e-12:
-        raise ValueError("grow and prune must have equal probabilities (their ratio is not in the acceptance)")
-    if len(cfg.move_probs) != 4 or min(cfg.move_probs) < 0 or abs(sum(cfg.move_probs) - 1.0) > 1e-6:
-        raise ValueError(f"move_probs must be 4 non-negative probabilities summing to 1, got {cfg.move_probs}")
-
-
 def make_kernel(cfg: MCMCConfig, step, dtype=jnp.float32) -> Kernel:
     """The Bayesian CART kernel with the one-chain update ``step`` (a hashable ``(key, state, data)``
     callable), started from the root leaf and tempered over ``cfg.temperatures`` when it has several
     (:func:`bayestrees.inference.tempering.tempered`)."""
-    check_move_probs(cfg)
+    proposals.check_move_probs(cfg.move_probs)
     base = Kernel(RootInit(cfg, jnp.dtype(dtype)), step)
     if len(cfg.temperatures) > 1:
         return tempered(base, cfg.temperatures, tempered_log_lik, report_cold_chain, dtype)

@@ -53,10 +53,24 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "pick", "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
+__all__ = ["Proposal", "N_UNIFORMS", "check_move_probs", "pick", "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
 N_UNIFORMS = 4
+
+
+def check_move_probs(move_probs, grow: bool = False) -> tuple:
+    """``move_probs`` as a tuple of floats; ``ValueError`` unless they are 4 probabilities (grow,
+    prune, change, swap) summing to 1 with grow = prune (their ratio is not in the acceptance), and
+    with ``grow`` true, grow above 0 (a kernel that must be able to change the tree's size)."""
+    try:
+        mp = tuple(float(p) for p in move_probs)
+    except (TypeError, ValueError):
+        mp = ()
+    if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12 or (grow and mp[0] == 0):
+        raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
+                         f"grow = prune{' > 0' if grow else ''}, got {move_probs!r}")
+    return mp
 
 
 def pick(u, mask):

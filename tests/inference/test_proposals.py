@@ -153,3 +153,15 @@ def _check_tree(rng, edit) -> set:
             assert int(top) == want_top and bool(bad) == want_bad, (move, s)
             assert np.array_equal(fn, want_f) and np.array_equal(tn, want_t), (move, s)
     return seen
+
+
+def test_move_probabilities_are_checked_in_one_place():
+    """Every sampler's ``move_probs`` pass one check: 4 probabilities summing to 1, grow = prune
+    (their ratio is not in the acceptance), grow > 0 where asked."""
+    assert proposals.check_move_probs([0.25, 0.25, 0.4, 0.1]) == (0.25, 0.25, 0.4, 0.1)
+    assert proposals.check_move_probs((0.0, 0.0, 1.0, 0.0)) == (0.0, 0.0, 1.0, 0.0)
+    for bad in [(0.3, 0.2, 0.4, 0.1), (0.5, 0.5), (0.5, 0.5, 0.1, -0.1), (0.4, 0.4, 0.4, 0.0), "grow", None]:
+        with pytest.raises(ValueError, match="4 probabilities"):
+            proposals.check_move_probs(bad)
+    with pytest.raises(ValueError, match="grow = prune > 0"):
+        proposals.check_move_probs((0.0, 0.0, 1.0, 0.0), grow=True)

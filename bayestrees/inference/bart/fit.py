@@ -81,6 +81,7 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, check_
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
 from ...sharding import check_data_devices
 from .. import moves
+from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..tempering import check_temperatures
 from . import kernel as bart_kernel
@@ -204,10 +205,7 @@ class BARTConfig:
         check_int("thin", self.thin, 1)
         check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
         check_int("min_leaf_rows", self.min_leaf_rows, 1)
-        mp = tuple(float(p) for p in self.move_probs)
-        if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12:
-            raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
-                             f"grow = prune, got {self.move_probs!r}")
+        mp = check_move_probs(self.move_probs)
         check_int("slide", self.slide, 0)
         check_int("local_moves", self.local_moves, 1)
         check_int("particles", self.particles, 0)

@@ -70,7 +70,6 @@ from ...sharding import ROWS, rows_mesh
 from ...tree import FREE, LEAF, Tree
 from .. import heap
 from .. import intervals
-from .. import moves
 from .. import proposals
 from .. import regrow
 from ..loop import Kernel
@@ -1074,7 +1073,7 @@ def build_kernel(cfg: KernelConfig, dtype=jnp.float32) -> Kernel:
     drawn given ``f = 0``) and ``sigma^2 = data.sigma2``; ``step(key, state, data)`` is the step of
     the module docstring.
     """
-    moves.check_move_probs(cfg)
+    proposals.check_move_probs(cfg.move_probs)
     base = Kernel(_Init(cfg, jnp.dtype(dtype)), _Step(cfg))
     if cfg.data_devices > 1:
         base = Kernel(_OverRows(base.init, cfg), _OverRows(base.step, cfg))

@@ -23,7 +23,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..loop import Kernel
-from ..moves import MCMCConfig, MoveStep, RootInit, SweepStep, check_move_probs, make_kernel
+from ..moves import MCMCConfig, MoveStep, RootInit, SweepStep, make_kernel
+from ..proposals import check_move_probs
 from ..pgibbs import LadderMixedStep, MixedStep, PGibbsStep
 from ..tempering import TemperedInit
 
@@ -49,7 +50,7 @@ def kernel_for(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
     if cfg.scheme not in SCHEME_STEPS:
         raise ValueError(f"scheme must be one of {tuple(SCHEME_STEPS)}, got {cfg.scheme!r}")
     if cfg.scheme == "mixed" and len(cfg.temperatures) > 1:
-        check_move_probs(cfg)
+        check_move_probs(cfg.move_probs)
         return Kernel(TemperedInit(RootInit(cfg, jnp.dtype(dtype)), cfg.temperatures, jnp.dtype(dtype)),
                       LadderMixedStep(cfg))
     return make_kernel(cfg, SCHEME_STEPS[cfg.scheme](cfg), dtype)

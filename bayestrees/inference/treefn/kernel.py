@@ -258,11 +258,7 @@ class TreeMoves(MCMCKernel):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
         if move_probs is not None:
-            mp = tuple(float(p) for p in move_probs)
-            if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12 or mp[0] == 0:
-                raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
-                                 f"grow = prune > 0, got {move_probs!r}")
-            move_probs = mp
+            move_probs = proposals.check_move_probs(move_probs, grow=True)
         if local_moves is not None and (isinstance(local_moves, bool) or not isinstance(local_moves, (int, np.integer))
                                         or local_moves < 1):
             raise ValueError(f"local_moves must be None (the default of each function) or an integer >= 1, got "
