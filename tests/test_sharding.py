@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent("""
                      collect=M.collect(cfg), chain_method="vectorized")
     out["chains_lp"] = np.asarray(res.samples.lp).tolist()
     out["chains_mu"] = np.asarray(res.samples.mu).ravel().tolist()
-    out["chains_on"] = len(res.last_state.tree.left.sharding.device_set)
+    out["chains_on"] = len(res.last_state.tree.feature.sharding.device_set)
     if jax.device_count() > 1:  # the same chains, each on its own (in threads, chain c on device c mod k)
         res = run_chains(jax.random.key(0), M.build_kernel(cfg), args=(data,), chains=4, draws=20, tune=10,
                          collect=M.collect(cfg), chain_method="parallel")

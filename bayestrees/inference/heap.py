@@ -1,14 +1,19 @@
-"""Heap-indexed trees: the slot arithmetic, routing and subtree edits shared by the tree samplers.
+"""Heap trees: the one layout of the tree samplers, its slot arithmetic, routing and subtree edits.
 
-A heap tree is a :class:`~bayestrees.tree.Tree` whose node ``k`` has children ``2k+1`` and ``2k+2``
-and whose capacity ``S = 2^(D+1) - 1`` (:func:`capacity`) is its depth limit ``D``.  Bayesian CART
-(:mod:`bayestrees.inference.bcart`), particle Gibbs and BET (:mod:`bayestrees.inference.bet`) keep
-their trees in this layout: a slot's depth and its parent are arithmetic (:func:`depth_of`), rows are
-routed by ``D`` steps of descent with no pointer chasing (:func:`route`, :func:`reroute`), and a
-statistic per node is a scatter into the leaves folded up level by level (:func:`code_ranges`,
-:func:`node_counts`).  The subtree edits that are not single grow/prune moves live here too
-(:func:`truncate`, :func:`collapse`); single moves are :func:`bayestrees.tree.grow_leaf` and
-:func:`bayestrees.tree.prune_node`.
+A heap tree's node ``k`` has children ``2k+1`` and ``2k+2``, and its capacity ``S = 2^(D+1) - 1``
+(:func:`capacity`) is its depth limit ``D``.  Every tree sampler moves trees in this layout, held
+by their rules alone (:class:`HeapTree`: the split variable and split code of every slot, -1 and 0
+off the internal slots): Bayesian CART (:mod:`bayestrees.inference.bcart`), its particle Gibbs,
+BET (:mod:`bayestrees.inference.bet`), BART and the tree functions (their ``(m, S)`` arrays of
+``feature`` and ``threshold`` are the same layout, a tree per row).  A slot's depth and its parent
+are arithmetic (:func:`depth_of`, :func:`slot_tables`), its being a leaf follows from the rules
+(:func:`leaf_slots`), rows are routed by ``D`` steps of descent with no pointer chasing
+(:func:`descend_rules`, :func:`route`, :func:`reroute`), and a statistic per node is a scatter
+into the leaves folded up level by level (:func:`code_ranges`, :func:`node_counts`).  The subtree
+edits beyond single moves live here too (:func:`truncate`, :func:`collapse`, :func:`grow_leaves`);
+single moves are :func:`bayestrees.inference.proposals.set_rules`.  The full
+:class:`~bayestrees.tree.Tree` (children pointers, depths, leaf values, counts) is made at the
+edges, for the draws and export (:func:`to_tree`; :func:`rules_of` the other way).
 
 The forests and the PCFG sampler build trees in creation order (CART trees are far deeper than a
 heap could hold); they route with :func:`bayestrees.tree.apply`, which works for any layout.  The
@@ -19,6 +24,8 @@ batches.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,8 +33,69 @@ import numpy as np
 from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
-__all__ = ["capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
-           "grow_leaves", "with_heap_depths", "truncate", "collapse"]
+__all__ = ["HeapTree", "root", "to_tree", "rules_of", "capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
+           "grow_leaves", "truncate", "collapse"]
+
+
+class HeapTree(NamedTuple):
+    """A heap tree by its rules alone: the layout every tree sampler moves.
+
+    ``feature`` int32 (..., S): the split variable of each internal slot, -1 at leaves and unused
+    slots; ``threshold`` int32 (..., S): the split code (rows with ``code <= threshold`` go left), 0
+    off the internal slots.  Leaves and unused slots follow from ``feature`` (a leaf is a slot that
+    does not split and is the root or a split node's child), so a tree is a function of its rules
+    and has one labelling.  The methods are those of :class:`~bayestrees.tree.Tree` that the samplers
+    and the priors read; :func:`to_tree` makes the full ``Tree`` at the edges (draws, export).
+    """
+
+    feature: jax.Array
+    threshold: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        return int(self.feature.shape[-1])
+
+    @property
+    def depth(self) -> jax.Array:
+        """int32 (S,): every slot's heap depth."""
+        return depth_of(jnp.arange(self.capacity))
+
+    def is_internal(self) -> jax.Array:
+        return self.feature >= 0
+
+    def is_leaf(self) -> jax.Array:
+        return leaf_slots(self.feature)
+
+    def is_used(self) -> jax.Array:
+        return self.is_internal() | self.is_leaf()
+
+
+def root(S: int) -> HeapTree:
+    """The root leaf in a heap of ``S`` slots."""
+    return HeapTree(feature=-jnp.ones(S, jnp.int32), threshold=jnp.zeros(S, jnp.int32))
+
+
+def rules_of(tree: Tree) -> HeapTree:
+    """The :class:`HeapTree` of a heap-laid :class:`~bayestrees.tree.Tree` (its rules at internal slots)."""
+    internal = tree.left >= 0
+    return HeapTree(feature=jnp.where(internal, tree.feature, -1).astype(jnp.int32),
+                    threshold=jnp.where(internal, tree.threshold, 0).astype(jnp.int32))
+
+
+def to_tree(tree: HeapTree, value=None, weight=None, count=None, dtype=jnp.float32) -> Tree:
+    """The :class:`~bayestrees.tree.Tree` of one heap tree: children ``2k + 1``, ``2k + 2`` of the
+    internal slots, every slot's heap depth, ``value`` (S, V), ``weight`` and ``count`` (S,) where
+    given (zero off the used slots; zeros when not given)."""
+    S = tree.capacity
+    idx = jnp.arange(S)
+    internal, used = tree.is_internal(), tree.is_used()
+    child = lambda k: jnp.where(internal, k, jnp.where(used, LEAF, FREE)).astype(jnp.int32)  # noqa: E731
+    value = jnp.zeros((S, 1), dtype) if value is None else jnp.where(used[:, None], value, 0).astype(value.dtype)
+    weight = jnp.zeros(S, value.dtype) if weight is None else jnp.where(used, weight, 0).astype(value.dtype)
+    count = jnp.zeros(S, jnp.int32) if count is None else jnp.where(used, count, 0).astype(jnp.int32)
+    return Tree(feature=tree.feature.astype(jnp.int32), threshold=tree.threshold.astype(jnp.int32),
+                left=child(2 * idx + 1), right=child(2 * idx + 2), missing_left=jnp.zeros(S, bool), value=value,
+                weight=weight, count=count, depth=depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
 
 
 def capacity(max_depth: int) -> int:
@@ -58,10 +126,10 @@ def depth_of(slot):
     return (31 - jax.lax.clz(s)).astype(jnp.int32)
 
 
-def descend(tree: Tree, codes, start, levels):
+def descend(tree, codes, start, levels):
     """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put):
-    :func:`descend_rules` with the tree's rules (-1 as the feature of a slot that is not internal)."""
-    return descend_rules(jnp.where(tree.left >= 0, tree.feature, -1), tree.threshold, codes, start, levels)
+    :func:`descend_rules` with the rules of ``tree`` (a :class:`HeapTree` or a heap-laid ``Tree``)."""
+    return descend_rules(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, codes, start, levels)
 
 
 def descend_rules(feature, threshold, codes, start, levels, *, features_first: bool = False):
@@ -171,7 +239,7 @@ def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     so a move costs a pass per level of the changed subtree rather than of the whole tree.
     The result equals :func:`route` of the new tree.
     """
-    S = tree.left.shape[0]
+    S = tree.feature.shape[0]
     dn = depth_of(node)
     slots = jnp.arange(S, dtype=jnp.int32)
     below = tree.is_used() & in_subtree(slots, node)
@@ -180,20 +248,12 @@ def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     return descend(tree, codes, start, jnp.minimum(levels, max_depth))
 
 
-def collapse(tree: Tree, count, min_rows) -> Tree:
+def collapse(tree: HeapTree, count, min_rows) -> HeapTree:
     """The largest sub-tree from the root in which every internal node's children hold ``>= min_rows`` rows.
 
-    Parameters
-    ----------
-    tree : Tree, one heap tree (capacity S)
-    count : float (S,)  row weight per node
-    min_rows : minimum rows per child
-
-    Returns
-    -------
-    Tree: a node stays internal when it is internal, both its children hold ``>= min_rows`` rows and
-    its parent stays internal (the root has no parent); a node whose parent stays internal but
-    which does not is a leaf; everything below is freed.
+    ``count`` float (S,): row weight per node.  A node stays internal when it is internal, both its
+    children hold ``>= min_rows`` rows and its parent stays internal (the root has no parent); a node
+    whose parent stays internal but which does not is a leaf; everything below is freed.
     """
     S = tree.feature.shape[-1]
     idx = jnp.arange(S)
@@ -203,13 +263,8 @@ def collapse(tree: Tree, count, min_rows) -> Tree:
     for level in range(1, depth + 1):
         a, b = 2 ** level - 1, 2 ** (level + 1) - 1
         kept = kept.at[a:b].set(kept[a:b] & kept[(idx[a:b] - 1) // 2])
-    par = jnp.maximum((idx - 1) // 2, 0)
-    alive = (idx == 0) | kept[par]
-    left = jnp.where(alive & kept, tree.left, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
-    right = jnp.where(alive & kept, tree.right, jnp.where(alive, LEAF, FREE)).astype(jnp.int32)
-    return tree._replace(left=left, right=right, feature=jnp.where(kept, tree.feature, -1).astype(jnp.int32),
-                         threshold=jnp.where(kept, tree.threshold, 0).astype(jnp.int32),
-                         n_nodes=jnp.sum(alive).astype(jnp.int32))
+    return HeapTree(feature=jnp.where(kept, tree.feature, -1).astype(jnp.int32),
+                    threshold=jnp.where(kept, tree.threshold, 0).astype(jnp.int32))
 
 
 def node_counts(leaf, w, S: int):
@@ -218,51 +273,16 @@ def node_counts(leaf, w, S: int):
     return fold_up(cnt, S.bit_length() - 1, _sum_children)
 
 
-def truncate(tree: Tree, t) -> Tree:
+def truncate(tree: HeapTree, t) -> HeapTree:
     """``tree`` cut at depth ``t``: nodes deeper than ``t`` removed, nodes at depth ``t`` made leaves."""
-    S = tree.left.shape[-1]
-    depth = depth_of(jnp.arange(S))
-    keep = tree.is_used() & (depth <= t)
-    inner = keep & (depth < t) & tree.is_internal()
-    return tree._replace(
-        left=jnp.where(keep, jnp.where(inner, tree.left, LEAF), FREE).astype(tree.left.dtype),
-        right=jnp.where(keep, jnp.where(inner, tree.right, LEAF), FREE).astype(tree.right.dtype),
-        feature=jnp.where(inner, tree.feature, -1).astype(tree.feature.dtype),
-        threshold=jnp.where(inner, tree.threshold, 0).astype(tree.threshold.dtype),
-        missing_left=jnp.where(inner, tree.missing_left, False),
-        n_nodes=jnp.sum(keep).astype(tree.n_nodes.dtype))
+    inner = tree.is_internal() & (depth_of(jnp.arange(tree.feature.shape[-1])) < t)
+    return HeapTree(feature=jnp.where(inner, tree.feature, -1).astype(tree.feature.dtype),
+                    threshold=jnp.where(inner, tree.threshold, 0).astype(tree.threshold.dtype))
 
 
-def with_heap_depths(tree: Tree) -> Tree:
-    """``tree`` with every slot's ``depth`` its heap depth (used, leaf or free alike)."""
-    S = tree.left.shape[-1]
-    return tree._replace(depth=depth_of(jnp.arange(S)).astype(tree.depth.dtype))
-
-
-def grow_leaves(tree: Tree, split, feature, threshold, n_split=None) -> Tree:
-    """Split every leaf marked in ``split`` into its heap children, all at once.
-
-    Parameters
-    ----------
-    tree : Tree, one heap tree (capacity S)
-    split : bool (S,)  the leaves to split (the caller marks only leaves whose children fit)
-    feature, threshold : int (S,)  the rule of each split node (read where ``split``)
-    n_split : int, optional  ``sum(split)`` when the caller has it (from a shorter mask)
-
-    Returns
-    -------
-    Tree: each marked slot ``k`` internal with children ``2k+1``, ``2k+2`` made leaves; ``n_nodes``
-    counts the new slots.  The ``depth`` field is left as it is: every slot must already hold its
-    heap depth (:func:`with_heap_depths`; a tree from the root leaf of the samplers does, while
-    :func:`bayestrees.tree.prune_node` sets a freed slot's depth to 0).  The many-leaf form of :func:`bayestrees.tree.grow_leaf` with
-    ``heap=True`` (particle Gibbs extends every particle's frontier in one step).
-    """
-    S = split.shape[0]
-    idx = jnp.arange(S, dtype=jnp.int32)
-    born = (idx > 0) & split[jnp.maximum((idx - 1) // 2, 0)]
-    return tree._replace(
-        left=jnp.where(split, 2 * idx + 1, jnp.where(born, LEAF, tree.left)).astype(tree.left.dtype),
-        right=jnp.where(split, 2 * idx + 2, jnp.where(born, LEAF, tree.right)).astype(tree.right.dtype),
-        feature=jnp.where(split, feature, tree.feature).astype(tree.feature.dtype),
-        threshold=jnp.where(split, threshold, tree.threshold).astype(tree.threshold.dtype),
-        n_nodes=(tree.n_nodes + 2 * (jnp.sum(split) if n_split is None else n_split)).astype(tree.n_nodes.dtype))
+def grow_leaves(tree: HeapTree, split, feature, threshold) -> HeapTree:
+    """Split every leaf marked in ``split`` (bool (S,); the caller marks only leaves whose children
+    fit) with the rules ``feature``, ``threshold`` (read where ``split``), all at once: the many-leaf
+    grow with which particle Gibbs extends every particle's frontier in one step."""
+    return HeapTree(feature=jnp.where(split, feature, tree.feature).astype(tree.feature.dtype),
+                    threshold=jnp.where(split, threshold, tree.threshold).astype(tree.threshold.dtype))

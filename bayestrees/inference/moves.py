@@ -8,7 +8,7 @@ family rooms, not in one, so that every family that moves trees imports it from 
 The sampler is a pure ``init``/``step`` pair for ONE chain over NamedTuple
 :class:`State` and :class:`Info` (run many chains with
 :func:`bayestrees.inference.loop.run_chains`).  Trees use the heap layout of
-the shared :class:`~bayestrees.tree.Tree` (node ``k`` has children ``2k+1``,
+the shared :class:`~bayestrees.inference.heap.HeapTree` (node ``k`` has children ``2k+1``,
 ``2k+2``), so a tree's slots are a function of its shape (one labelling per
 tree: the chain's target over labelled trees is the target over trees) and
 the capacity ``2^(max_depth+1) - 1`` is the explicit depth limit.
@@ -75,8 +75,9 @@ import numpy as np
 
 from .. import random_bits
 from ..leaves import LeafDraw, leaf_stats
-from ..tree import FREE, LEAF, Tree, grow_leaf, prune_node
+from ..tree import Tree
 from . import heap
+from .heap import HeapTree
 from . import intervals
 from . import proposals
 from .loop import Kernel
@@ -208,7 +209,7 @@ class State(NamedTuple):
     posterior; below 1 only for the helper replicas of parallel tempering).
     """
 
-    tree: Tree
+    tree: HeapTree
     ev: Eval
     beta: Any = 1.0
 
@@ -250,7 +251,7 @@ class Info(NamedTuple):
 # evaluation of a tree
 # ---------------------------------------------------------------------------------------------
 @partial(jax.jit, static_argnames=("cfg",))
-def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
+def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
     """Route the rows through ``tree`` and compute its log likelihood, log prior and validity.
 
     With ``leaf`` (the rows' slots in a tree that differs from ``tree`` only below ``node``),
@@ -302,7 +303,7 @@ def evaluate(tree: Tree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) 
 # ---------------------------------------------------------------------------------------------
 # proposals
 # ---------------------------------------------------------------------------------------------
-def node_masks(tree: Tree, ev: Eval, cfg: MCMCConfig):
+def node_masks(tree: HeapTree, ev: Eval, cfg: MCMCConfig):
     """The nodes each move applies to under the data-dependent ranges (:func:`bayestrees.inference.proposals.node_masks`):
     growable leaves, internal nodes whose children are leaves, internal nodes, internal parent-child pairs."""
     depth = heap.depth_of(jnp.arange(cfg.capacity))
@@ -310,7 +311,7 @@ def node_masks(tree: Tree, ev: Eval, cfg: MCMCConfig):
     return proposals.node_masks(tree.is_internal(), tree.is_leaf(), (depth < cfg.max_depth) & (nvar > 0))
 
 
-def growable(tree: Tree, ev: Eval, cfg: MCMCConfig):
+def growable(tree: HeapTree, ev: Eval, cfg: MCMCConfig):
     """bool (S,): the leaves a grow may split."""
     return node_masks(tree, ev, cfg)[0]
 
@@ -340,10 +341,6 @@ def _log_rule_q(ev: Eval, node, j, var_weight=None):
     return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
 
 
-def _set_rule(tree: Tree, node, j, t):
-    return tree._replace(feature=tree.feature.at[node].set(j), threshold=tree.threshold.at[node].set(t))
-
-
 def _propose(u, state: State, move, cfg: MCMCConfig):
     """The proposal of move type ``move`` (:mod:`bayestrees.inference.proposals`):
     ``(tree', ok, node, log_q_fwd, j_old)``, ``j_old`` the node's variable before the move.
@@ -353,37 +350,22 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
     tree, ev = state.tree, state.ev
     S = cfg.capacity
     dt = ev.stats.dtype
-    masks = node_masks(tree, ev, cfg)
-    log_k = lambda k: -jnp.log(jnp.maximum(k, 1).astype(dt))  # noqa: E731
-
-    def grow(_):
-        s, k = proposals.pick(u[:S], masks[0])
-        j, t = _draw_rule(u[S + 1:], u[S], ev, s)
-        new, ok = grow_leaf(tree, s, j, t, heap=True)
-        return new, ok & (k > 0), s, log_k(k) + _log_rule_q(ev, s, j), tree.feature[s]
-
-    def prune(_):
-        s, k = proposals.pick(u[:S], masks[1])
-        new, ok = prune_node(tree, s)
-        return new, ok & (k > 0), s, log_k(k), tree.feature[s]
-
-    def change_or_swap(move):
-        def step(_):
-            s, k = proposals.pick(u[:S], masks[move])
-            j, t = _draw_rule(u[S + 1:], u[S], ev, s)
-            _, f, thr, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
-            j_old = tree.feature[s]
-            nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
-            # a change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j); a swap: 0
-            lq = (-jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[j_old], 1).astype(dt))
-                  if move == 2 else jnp.zeros((), dt))
-            return tree._replace(feature=f, threshold=thr), (k > 0) & ~bad_swap, s, lq, j_old
-        return step
-
-    return jax.lax.switch(move, [grow, prune, change_or_swap(2), change_or_swap(3)], None)
+    s, k = proposals.pick(u[:S], jnp.stack(node_masks(tree, ev, cfg))[move])
+    j, t = _draw_rule(u[S + 1:], u[S], ev, s)
+    _, feature, threshold, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
+    j_old = tree.feature[s]
+    nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
+    log_k = -jnp.log(jnp.maximum(k, 1).astype(dt))
+    lq = jnp.stack([
+        log_k + _log_rule_q(ev, s, j),                                    # grow
+        log_k,                                                            # prune
+        # change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j)
+        -jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1).astype(dt)),
+        jnp.zeros((), dt)])[move]                                         # swap
+    return HeapTree(feature=feature, threshold=threshold), (k > 0) & ~bad_swap, s, lq, j_old
 
 
-def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, j_old, cfg: MCMCConfig):
+def _log_q_reverse(move, new_tree: HeapTree, new_ev: Eval, node, j_old, cfg: MCMCConfig):
     """``log q(T | T')`` for grow and prune (change and swap fold their ratio into the forward term)."""
     dt = new_ev.stats.dtype
     growable_new, nog_new, _, _ = node_masks(new_tree, new_ev, cfg)
@@ -392,20 +374,19 @@ def _log_q_reverse(move, new_tree: Tree, new_ev: Eval, node, j_old, cfg: MCMCCon
     return jnp.stack([grow_rev, prune_rev, jnp.zeros((), dt), jnp.zeros((), dt)])[move]
 
 
-def _at_max_depth(tree: Tree, ev: Eval, cfg: MCMCConfig):
+def _at_max_depth(tree: HeapTree, ev: Eval, cfg: MCMCConfig):
     depth = heap.depth_of(jnp.arange(cfg.capacity))
     nvar, _ = heap.rule_counts(ev.lo, ev.hi)
     return jnp.any(tree.is_leaf() & (depth >= cfg.max_depth) & (nvar > 0))
 
 
-def draw_leaves(key, tree: Tree, ev: Eval, data: MCMCData, cfg: MCMCConfig) -> Draw:
+def draw_leaves(key, tree: HeapTree, ev: Eval, data: MCMCData, cfg: MCMCConfig) -> Draw:
     """Draw the leaf parameters from their posterior given the tree; the drawn function and log-likelihood."""
     draw: LeafDraw = cfg.leaf_model.draw(key, ev.stats, tree.is_leaf())
     used = tree.is_used()
-    value = jnp.where(used[:, None], draw.value, 0.0).astype(tree.value.dtype)
-    sigma = jnp.where(used, draw.sigma, 0.0).astype(tree.value.dtype)
-    out = tree._replace(value=value, weight=jnp.where(used, ev.count, 0.0).astype(tree.weight.dtype),
-                        count=jnp.where(used, jnp.round(ev.count), 0).astype(jnp.int32))
+    value = jnp.where(used[:, None], draw.value, 0.0).astype(draw.value.dtype)
+    sigma = jnp.where(used, draw.sigma, 0.0).astype(draw.value.dtype)
+    out = heap.to_tree(tree, value, ev.count, jnp.round(ev.count))
     ll = cfg.leaf_model.log_likelihood(data.y, ev.leaf, LeafDraw(value, sigma))
     return Draw(tree=out, sigma=sigma, leaf=ev.leaf, log_lik=ll.astype(value.dtype), lp=ev.log_lik + ev.log_prior)
 
@@ -422,7 +403,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         return draw_leaves(key, state.tree, state.ev, data, self.cfg)
 
 
-def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
+def _accept_u(u, state: State, new_tree: HeapTree, new_ev: Eval, ok, log_ratio):
     """Metropolis-Hastings acceptance with the uniform ``u``: ``(tree, ev, accepted, log_a)``."""
     beta = jnp.asarray(state.beta, new_ev.log_lik.dtype)
     lp_new = beta * new_ev.log_lik + new_ev.log_prior
@@ -434,13 +415,9 @@ def _accept_u(u, state: State, new_tree: Tree, new_ev: Eval, ok, log_ratio):
     return tree, ev, acc, log_a
 
 
-def root_tree(cfg: MCMCConfig, dtype=jnp.float32) -> Tree:
+def root_tree(cfg: MCMCConfig) -> HeapTree:
     """The root leaf in a heap tree of capacity ``cfg.capacity``."""
-    S, V = cfg.capacity, cfg.leaf_model.n_outputs
-    return Tree(feature=-jnp.ones(S, jnp.int32), threshold=jnp.zeros(S, jnp.int32),
-                left=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF), right=jnp.full(S, FREE, jnp.int32).at[0].set(LEAF),
-                missing_left=jnp.zeros(S, bool), value=jnp.zeros((S, V), dtype), weight=jnp.zeros(S, dtype),
-                count=jnp.zeros(S, jnp.int32), depth=heap.depth_of(jnp.arange(S)), n_nodes=jnp.ones((), jnp.int32))
+    return heap.root(cfg.capacity)
 
 
 @dataclass(frozen=True)
@@ -451,7 +428,7 @@ class RootInit:
     dtype: Any
 
     def __call__(self, key, data: MCMCData) -> State:
-        tree = root_tree(self.cfg, self.dtype)
+        tree = root_tree(self.cfg)
         return State(tree=tree, ev=evaluate(tree, data, self.cfg), beta=jnp.ones((), self.dtype))
 
 
@@ -554,17 +531,14 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
         tree, ev, n_acc = carry
         sc = jnp.minimum(s, S - 1)
         u = random_bits.open_uniform(random_bits.fold_in(k_sweep, i), (cfg.n_features + 3,))  # kind, accept, threshold, variable
-        is_leaf = tree.left[sc] == LEAF
+        is_leaf = tree.is_leaf()[sc]
         can_grow, nog, _, _ = (m[sc] for m in node_masks(tree, ev, cfg))
         to_leaf = nog & (u[0] < 0.5)
         j, t = _draw_rule(u[3:], u[2], ev, sc, data.var_weight)
-        grown, ok_g = grow_leaf(tree, sc, j, t, heap=True)
-        pruned, ok_p = prune_node(tree, sc)
-        changed = _set_rule(tree, sc, j, t)
         kind = jnp.where(is_leaf, 0, jnp.where(to_leaf, 1, 2))  # grow, prune, change
-        new = jax.tree_util.tree_map(lambda a, b, c: jnp.where(kind == 0, a, jnp.where(kind == 1, b, c)),
-                                     grown, pruned, changed)
-        ok = (s < S) & jnp.where(kind == 0, ok_g & can_grow, jnp.where(kind == 1, ok_p, tree.left[sc] >= 0))
+        _, feature, threshold, _ = proposals.set_rules(tree.feature, tree.threshold, kind, sc, j, t)
+        new = HeapTree(feature=feature, threshold=threshold)
+        ok = (s < S) & jnp.where(kind == 0, can_grow, jnp.where(kind == 1, nog, tree.is_internal()[sc]))
         new_ev = evaluate(new, data, cfg, ev.leaf, sc)
         half = jnp.log(jnp.asarray(0.5, dt))
         j_old = tree.feature[sc]

@@ -60,8 +60,8 @@ import jax.numpy as jnp
 
 from .. import random_bits
 from ..batching import scatter_add
-from ..tree import LEAF, Tree
 from . import heap
+from .heap import HeapTree
 from .moves import (MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, report_cold_chain,
                     tempered_log_lik, whole_step_info)
 from .tempering import TemperedStep
@@ -76,7 +76,7 @@ def _split_probs(prior, depth, dt):
     return ls - norm, lst - norm
 
 
-def _gamma(tree: Tree, ev, beta, t, prior, cfg: MCMCConfig):
+def _gamma(tree: HeapTree, ev, beta, t, prior, cfg: MCMCConfig):
     """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node)."""
     S = cfg.capacity
     depth = heap.depth_of(jnp.arange(S))
@@ -97,7 +97,7 @@ class _Proposal(NamedTuple):
     log_rule: jax.Array
 
 
-def _leaf_score(tree: Tree, ev, cfg: MCMCConfig):
+def _leaf_score(tree: HeapTree, ev, cfg: MCMCConfig):
     """The per-leaf log marginal likelihood that scores a split in the proposal: ``stats (..., k) -> (...)``.
 
     Leaf models whose marginal is a product over leaves (``per_leaf_marginal``: Dirichlet, per-leaf
@@ -143,7 +143,7 @@ def _stage_groups(max_depth: int):
     return [(1, D - 2, 2 ** (D - 3)), (D - 1, D - 1, 2 ** (D - 2)), (D, D, 2 ** (D - 1))]
 
 
-def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F: int) -> _Proposal:
+def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F: int) -> _Proposal:
     """The data-informed proposal for the frontier (the slots at depth ``t - 1``) of one particle.
 
     A rule ``(j, c)`` at node ``s`` scores ``r = log rho_s(j, c) + beta * Delta_s(j, c)``: ``rho`` the
@@ -189,7 +189,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F
     r = jnp.where(valid, log_rho[:, :, None] + jnp.asarray(beta, dt) * gain.astype(dt), -jnp.inf)
     log_z = jax.nn.logsumexp(r.reshape(F, -1), -1)
     lps, lpst = _split_probs(prior, depth, dt)
-    leaf = jax.lax.dynamic_slice_in_dim(tree.left, start, F) == LEAF
+    leaf = jax.lax.dynamic_slice_in_dim(tree.is_leaf(), start, F)
     can = (pos < 2 ** (t - 1)) & leaf & (depth < cfg.max_depth) & (nvar > 0)
     norm = jnp.logaddexp(lps + log_z, lpst)
     log_split = jnp.where(can, lps + log_z - norm, -jnp.inf)
@@ -197,7 +197,7 @@ def _proposal(tree: Tree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfig, F
     return _Proposal(start, log_stop, log_split, r - jnp.where(can, log_z, 0.0)[:, None, None])
 
 
-def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
+def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig):
     """Decide every frontier leaf of ``tree`` by ``prop``: ``u`` holds 2 uniforms per frontier slot."""
     S, d, B = cfg.capacity, cfg.n_features, cfg.n_codes
     F = prop.log_split.shape[0]
@@ -209,14 +209,14 @@ def _extend(tree: Tree, prop: _Proposal, u, cfg: MCMCConfig):
     split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
     put = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part.astype(full.dtype), prop.start, 0)
     split_s = put(jnp.zeros(S, bool), split)
-    return heap.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B), jnp.sum(split))
+    return heap.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B))
 
 
-def _log_q(prop: _Proposal, new: Tree, cfg: MCMCConfig):
+def _log_q(prop: _Proposal, new: HeapTree, cfg: MCMCConfig):
     """``log q(new | tree)``: the proposal's probability of the frontier decisions that made ``new``."""
     B, F = cfg.n_codes, prop.log_split.shape[0]
     cut = lambda a: jax.lax.dynamic_slice_in_dim(a, prop.start, F)
-    split = (cut(new.left) >= 0) & jnp.isfinite(prop.log_split)
+    split = (cut(new.feature) >= 0) & jnp.isfinite(prop.log_split)
     rule = prop.log_rule[jnp.arange(F), jnp.maximum(cut(new.feature), 0), jnp.clip(cut(new.threshold), 0, B - 1)]
     return jnp.sum(jnp.where(split, prop.log_split + rule, prop.log_stop))
 
@@ -267,9 +267,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     k = jnp.argmax(random_bits.gumbel(u) + logw)
     tree = jax.tree_util.tree_map(lambda a: a[k], trees)
     ev = jax.tree_util.tree_map(lambda a: a[k], evs)
-    internal = ref.is_internal()
-    changed = jnp.any(tree.left != ref.left) | jnp.any(internal & ((tree.feature != ref.feature)
-                                                                   | (tree.threshold != ref.threshold)))
+    changed = jnp.any(tree.feature != ref.feature) | jnp.any(tree.threshold != ref.threshold)
     return State(tree=tree, ev=ev, beta=state.beta), changed
 
 
@@ -311,8 +309,6 @@ class MixedStep:
             return st, acc | info.accepted
 
         st, moved = jax.lax.fori_loop(0, cfg.local_moves, body, (state, jnp.array(False)))
-        # pruning frees slots with depth 0; the regrowth writes into free slots and keeps their depth
-        st = st._replace(tree=heap.with_heap_depths(st.tree))
         new, changed = pgibbs(k_pg, st, data, cfg)
         return new, whole_step_info("mixed", moved | changed, new, cfg)
 
@@ -346,7 +342,6 @@ class LadderMixedStep:
 
         st, moved, swapped = jax.lax.fori_loop(0, cfg.local_moves, body, (state, jnp.array(False), jnp.array(False)))
         cold = jax.tree_util.tree_map(lambda a: a[0], st)
-        # pruning frees slots with depth 0; the regrowth writes into free slots and keeps their depth
-        new, changed = pgibbs(k_pg, cold._replace(tree=heap.with_heap_depths(cold.tree)), data, cfg)
+        new, changed = pgibbs(k_pg, cold, data, cfg)
         st = jax.tree_util.tree_map(lambda a, b: a.at[0].set(b), st, new)
         return st, whole_step_info("mixed", moved | changed, new, cfg)._replace(swap_accepted=swapped)

@@ -7,9 +7,8 @@ single-tree posterior: its pseudo-response ``r`` (the partial residual) with kno
 rule prior, truncated to trees whose nodes hold ``min_leaf_rows`` rows.  That is Bayesian CART's
 target with :class:`~bayestrees.leaves.KnownVarianceNormalLeaves` and ``rules="intervals"``, so the
 conditional SMC update of :mod:`bayestrees.inference.pgibbs` (Lakshminarayanan, Roy & Teh 2015,
-who did it for BART) applies as it is: :func:`regrow_tree` converts the compact tree to a
-:class:`~bayestrees.tree.Tree` at the edge, runs :func:`~bayestrees.inference.pgibbs.pgibbs` and
-converts back.  The update leaves the tree's conditional invariant for any number of particles;
+who did it for BART) applies as it is, on the same :class:`~bayestrees.inference.heap.HeapTree`
+layout: :func:`regrow_tree` runs :func:`~bayestrees.inference.pgibbs.pgibbs` on the tree itself.  The update leaves the tree's conditional invariant for any number of particles;
 the caller draws the leaf values from their conjugate posterior afterwards (a Gibbs step).
 Any leaf model whose marginal is a sum over leaves serves: Normal leaves of known variance (BART,
 the tree functions' conjugate Normal path; row statistics ``[p_i, p_i r_i, 0, 0]``) and the
@@ -27,12 +26,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..tree import FREE, LEAF, Tree
 from . import heap
 from .moves import MCMCConfig, MCMCData, State, evaluate
 from .pgibbs import pgibbs
 
-__all__ = ["Regrown", "regrow_config", "regrow_tree", "compact_to_tree"]
+__all__ = ["Regrown", "regrow_config", "regrow_tree"]
 
 
 class Regrown(NamedTuple):
@@ -54,20 +52,6 @@ def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_r
     return MCMCConfig(prior=prior, leaf_model=leaf_model, max_depth=int(max_depth), n_features=int(n_features),
                       scheme="pgibbs", min_leaf_rows=max(int(min_leaf_rows), 1), particles=int(particles),
                       n_codes=int(n_codes), rules="intervals")
-
-
-def compact_to_tree(feature, threshold, dtype=jnp.float32) -> Tree:
-    """The :class:`~bayestrees.tree.Tree` of one compact heap tree (split variables ``-1`` off the internal slots)."""
-    S = feature.shape[-1]
-    idx = jnp.arange(S)
-    internal = feature >= 0
-    used = (idx == 0) | internal[jnp.maximum((idx - 1) // 2, 0)]
-    child = lambda k: jnp.where(internal, k, jnp.where(used, LEAF, FREE)).astype(jnp.int32)  # noqa: E731
-    return Tree(feature=jnp.where(internal, feature, -1).astype(jnp.int32),
-                threshold=jnp.where(internal, threshold, 0).astype(jnp.int32),
-                left=child(2 * idx + 1), right=child(2 * idx + 2), missing_left=jnp.zeros(S, bool),
-                value=jnp.zeros((S, 1), dtype), weight=jnp.zeros(S, dtype), count=jnp.zeros(S, jnp.int32),
-                depth=heap.depth_of(idx), n_nodes=jnp.sum(used).astype(jnp.int32))
 
 
 def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, prior,
@@ -93,9 +77,7 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     dt = stats.dtype
     data = MCMCData(codes=codes, y=stats[:, 1], row_stats=stats, weight=rows.astype(dt), prior=prior, code_lo=code_lo,
                     code_hi=code_hi)
-    tree = compact_to_tree(feature, threshold, dt)
+    tree = heap.HeapTree(feature=feature, threshold=threshold)
     new, changed = pgibbs(key, State(tree=tree, ev=evaluate(tree, data, cfg), beta=jnp.ones((), dt)), data, cfg)
-    internal = new.tree.is_internal()
-    return Regrown(jnp.where(internal, new.tree.feature, -1).astype(jnp.int32),
-                   jnp.where(internal, new.tree.threshold, 0).astype(jnp.int32), new.ev.leaf.astype(jnp.int32),
+    return Regrown(new.tree.feature.astype(jnp.int32), new.tree.threshold.astype(jnp.int32), new.ev.leaf.astype(jnp.int32),
                    new.ev.stats, new.ev.count, changed)

@@ -118,7 +118,7 @@ def test_fold_up_combines_each_node_with_its_subtree():
 def test_truncate_keeps_the_top_and_routes_to_the_ancestors(case):
     _, tree, codes = case
     for t in range(D + 1):
-        cut = heap.truncate(tree, t)
+        cut = heap.to_tree(heap.truncate(heap.rules_of(tree), t))
         for r in codes:
             s = _walk(tree, r)
             while int(heap.depth_of(s)) > t:
@@ -133,7 +133,7 @@ def test_collapse_keeps_the_splits_whose_children_hold_q_rows(case):
     leaf = [_walk(tree, r) for r in codes]
     count = np.array([sum(_below(s, k) for k in leaf) for s in range(S)], np.float32)
     for q in (1, 3, 6):
-        got = heap.collapse(tree, jnp.asarray(count), q)
+        got = heap.to_tree(heap.collapse(heap.rules_of(tree), jnp.asarray(count), q))
 
         def keeps(s):   # internal, both children hold q rows, and every ancestor keeps too
             ok = int(tree.left[s]) >= 0 and count[2 * s + 1] >= q and count[2 * s + 2] >= q
@@ -150,9 +150,27 @@ def test_grow_leaves_at_once_is_growing_them_one_by_one(case):
     S = heap.capacity(D)
     split = np.array([int(tree.left[s]) == LEAF and int(heap.depth_of(s)) < D for s in range(S)])
     feature, threshold = rng.integers(d, size=S), rng.integers(LEVELS - 1, size=S)
-    got = heap.grow_leaves(tree, jnp.asarray(split), jnp.asarray(feature), jnp.asarray(threshold))
+    got = heap.to_tree(heap.grow_leaves(heap.rules_of(tree), jnp.asarray(split), jnp.asarray(feature),
+                                        jnp.asarray(threshold)))
     want = tree
     for s in np.flatnonzero(split):
         want, ok = grow_leaf(want, int(s), int(feature[s]), int(threshold[s]), heap=True)
     for field in ("left", "right", "feature", "threshold", "n_nodes"):
         assert np.array_equal(np.asarray(getattr(got, field)), np.asarray(getattr(want, field))), field
+
+
+def test_heap_trees_and_their_full_trees(case):
+    """A :class:`HeapTree` says what its ``Tree`` says (leaves, internal and used slots, depths, the
+    rows' leaves), and the two conversions are each other's inverse on heap-laid trees."""
+    _, tree, codes = case
+    h = heap.rules_of(tree)
+    for name in ("is_leaf", "is_internal", "is_used"):
+        assert np.array_equal(np.asarray(getattr(h, name)()), np.asarray(getattr(tree, name)())), name
+    assert np.asarray(heap.route(h, jnp.asarray(codes), D)).tolist() == [_walk(tree, r) for r in codes]
+    back = heap.to_tree(h, tree.value, tree.weight, tree.count)
+    for field in ("feature", "threshold", "left", "right", "n_nodes"):
+        assert np.array_equal(np.asarray(getattr(back, field)), np.asarray(getattr(tree, field))), field
+    assert np.asarray(back.depth).tolist() == np.asarray(heap.depth_of(jnp.arange(tree.capacity))).tolist()
+    assert all(np.array_equal(a, b) for a, b in zip(heap.rules_of(back), h))
+    root = heap.to_tree(heap.root(heap.capacity(D)))
+    assert np.asarray(root.left).tolist() == [LEAF] + [FREE] * (heap.capacity(D) - 1)

@@ -37,6 +37,7 @@ from scipy import stats
 from scipy.special import gammaln
 
 from bayestrees import random_bits
+from bayestrees.inference import heap
 from bayestrees.inference import moves as M
 from bayestrees.inference.bcart.schemes import kernel_for
 from bayestrees.inference.loop import run_chains
@@ -383,11 +384,11 @@ def test_swap_acceptance_ratio_equals_direct_computation(rules):
     model = NormalLeaves(NIG)
     cfg = M.MCMCConfig(prior, model, max_depth, 2)
     data = _data(codes, y, model)
-    tree = M.root_tree(cfg)
+    tree = heap.to_tree(M.root_tree(cfg))
     for s, j, t in rules:
         tree, ok = grow_leaf(tree, s, j, t, heap=True)
         assert bool(ok)
-    state = M.State(tree, M.evaluate(tree, data, cfg))
+    state = M.State(heap.rules_of(tree), M.evaluate(heap.rules_of(tree), data, cfg))
     assert bool(state.ev.valid)
     propose = _make_swap_proposal(cfg)
     old = [np.asarray(a) for a in (tree.feature, tree.threshold, tree.left)]
@@ -398,6 +399,7 @@ def test_swap_acceptance_ratio_equals_direct_computation(rules):
         if not (bool(ok) and bool(new_ev.valid)):
             continue
         got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)
+        new = heap.to_tree(new)
         nw = [np.asarray(a) for a in (new.feature, new.threshold, new.left)]
         np.testing.assert_array_equal(nw[2], old[2])  # a swap keeps the shape
         k_new = _tree_key(*nw)
@@ -499,7 +501,7 @@ def test_the_two_normal_leaf_models_are_different_configs():
     codes, y = _brute_force_data()
     per_leaf, common = NormalLeaves(NIG), CommonVarianceNormalLeaves(NIG)
     cfg_a, cfg_b = (M.MCMCConfig(BF_PRIOR, m, BF_DEPTH, 2) for m in (per_leaf, common))
-    tree, _ = grow_leaf(M.root_tree(cfg_a), 0, 0, 0, heap=True)
+    tree = heap.rules_of(grow_leaf(heap.to_tree(M.root_tree(cfg_a)), 0, 0, 0, heap=True)[0])
     ev = jax.jit(M.evaluate, static_argnames="cfg")
     lik_b = float(ev(tree, _data(codes, y, common), cfg=cfg_b).log_lik)
     lik_a = float(ev(tree, _data(codes, y, per_leaf), cfg=cfg_a).log_lik)
@@ -565,7 +567,7 @@ def _pcfg_chains(alpha: float = 1.0, seed: int = 7) -> dict:
     model = DirichletLeaves(2, alpha)
     cfg = M.MCMCConfig(LeafCountPrior(PCFG_LOG_PHI), model, PCFG_DEPTH, 2, n_codes=4)
     res = run_chains(jax.random.key(seed), kernel_for(cfg), args=(_data(codes, y, model),), chains=16, draws=4000,
-                     tune=500, thin=4, collect=lambda key, state, data: state.tree)
+                     tune=500, thin=4, collect=lambda key, state, data: heap.to_tree(state.tree))
     t = jax.tree_util.tree_map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2:]), res.samples)
     n_leaves, root, pred = _pcfg_summaries(codes, y, t.feature, t.threshold, t.left, t.right)
     return dict(n_leaves=n_leaves.reshape(16, -1), root=root.reshape(16, -1), pred=pred.reshape(16, -1, 4))

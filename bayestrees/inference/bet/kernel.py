@@ -93,6 +93,7 @@ from ...leaves import LeafDraw
 from ...tree import Tree
 from .. import moves
 from .. import heap
+from ..heap import HeapTree
 from ..loop import Kernel
 from ..metropolis import accept
 
@@ -123,15 +124,16 @@ class BETData(NamedTuple):
 class State(NamedTuple):
     """One chain.
 
-    tree : Tree, batch (J,): heap trees; ``value`` the drawn leaf parameters, ``weight``/``count``
-        the rows per node at the last tree step
+    tree : HeapTree, batch (J,): the components' trees
+    value : float (J, S, V)  their drawn leaf parameters
     sigma : float (J, S)  drawn leaf noise sd (0 for classes)
     xi : float (J, d)  split-variable weights per tree
     v : float (J,)  stick-breaking fractions
     z : int32 (n,)  component of every row
     """
 
-    tree: Tree
+    tree: HeapTree
+    value: jax.Array
     sigma: jax.Array
     xi: jax.Array
     v: jax.Array
@@ -201,7 +203,7 @@ def stick_weights(v):
     return v * jnp.exp(before), jnp.exp(jnp.sum(log1m))
 
 
-def xi_proposal_log_ratio(tree: Tree, ev: moves.Eval, xi, prop):
+def xi_proposal_log_ratio(tree: HeapTree, ev: moves.Eval, xi, prop):
     """``log`` of the independence MH ratio ``prod_k sum_{V_k} xi / sum_{V_k} xi'`` (module Notes)."""
     internal = tree.is_internal()
     valid = (ev.hi - ev.lo) > 0                                  # (S, d)
@@ -211,12 +213,12 @@ def xi_proposal_log_ratio(tree: Tree, ev: moves.Eval, xi, prop):
                              0.0))
 
 
-def split_counts(tree: Tree, d: int, dtype):
+def split_counts(tree: HeapTree, d: int, dtype):
     """Splits per variable (d,)."""
     return jax.ops.segment_sum(tree.is_internal().astype(dtype), jnp.maximum(tree.feature, 0), d)
 
 
-def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
+def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
     """Step 1a-b for component ``j``: collapse, then one node-by-node sweep on the component's rows.
 
     Returns ``(tree, ev, n_accepted)``, ``ev`` the evaluation of the new tree on the component's rows.
@@ -233,9 +235,9 @@ def tree_step(key, tree: Tree, xi, j, z, data: BETData, cfg: KernelConfig):
     return st.tree, st.ev, n_acc
 
 
-def _log_p_rows(tree: Tree, sigma, leaf, y, leaf_model):
+def _log_p_rows(value, sigma, leaf, y, leaf_model):
     """``log p(y_i | T_j, theta_j)`` for every component and row: (J, n)."""
-    ll = jax.vmap(lambda lf, val, sg: leaf_model.log_likelihood(y, lf, LeafDraw(val, sg)))(leaf, tree.value, sigma)
+    ll = jax.vmap(lambda lf, val, sg: leaf_model.log_likelihood(y, lf, LeafDraw(val, sg)))(leaf, value, sigma)
     return jnp.where(jnp.isnan(ll), -jnp.inf, ll)
 
 
@@ -304,10 +306,11 @@ class _Init:
     def __call__(self, key, data: BETData) -> State:
         cfg, dt = self.cfg, self.dtype
         J, d, n = cfg.max_trees, cfg.n_features, data.codes.shape[0]
-        root = moves.root_tree(cfg.mcmc, dt)
+        root = moves.root_tree(cfg.mcmc)
         tree = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), root)
         z = jax.random.randint(key, (n,), 0, cfg.init_trees, dtype=jnp.int32)
-        return State(tree=tree, sigma=jnp.ones((J, cfg.mcmc.capacity), dt), xi=jnp.full((J, d), 1.0 / d, dt),
+        value = jnp.zeros((J, cfg.mcmc.capacity, cfg.mcmc.leaf_model.n_outputs), dt)
+        return State(tree=tree, value=value, sigma=jnp.ones((J, cfg.mcmc.capacity), dt), xi=jnp.full((J, d), 1.0 / d, dt),
                      v=jnp.full((J,), 0.5, dt), z=z)
 
 
@@ -344,7 +347,7 @@ class _Step:
         sel = jnp.zeros(J, bool).at[idx].set(True)
         fresh = ~occ_before & ~sel                                  # unoccupied, not swept: from the prior
         redraw = sel | fresh
-        root = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), moves.root_tree(mc, dt))
+        root = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (J,) + a.shape), moves.root_tree(mc))
         tree = jax.tree_util.tree_map(lambda r, old: jnp.where(_bcast(fresh, old), r, old), root, state.tree)
         tree = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), tree, t_a)
         # xi: one Dirichlet draw for all slots; independence MH for the swept trees, the prior for fresh ones
@@ -365,20 +368,17 @@ class _Step:
         used = tree.is_used()
         value = jnp.where(used[..., None], draw.value, 0.0).astype(dt)
         sigma_new = jnp.where(used, draw.sigma, 0.0).astype(dt)
-        value = jnp.where(_bcast(redraw, value), value, state.tree.value)
+        value = jnp.where(_bcast(redraw, value), value, state.value)
         sigma = jnp.where(_bcast(redraw, sigma_new), sigma_new, state.sigma)
-        cnt = jnp.zeros((J, S), dt).at[idx].set(ev_a.count)
-        tree = tree._replace(value=value, weight=jnp.where(_bcast(redraw, cnt), cnt, tree.weight).astype(dt),
-                             count=jnp.where(_bcast(redraw, cnt), jnp.round(cnt), tree.count).astype(jnp.int32))
         leaf = jax.vmap(heap.route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
-        log_p = _log_p_rows(tree, sigma, leaf, data.y, mc.leaf_model)
+        log_p = _log_p_rows(value, sigma, leaf, data.y, mc.leaf_model)
         v, z, overflow, tail = slice_step(k_slice, state.z, log_p, data.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
         sel_occ = occ_before[idx]
         xi_rate = jnp.sum(acc_a & sel_occ) / jnp.maximum(jnp.sum(sel_occ), 1)
         info = Info(n_trees=jnp.sum(occ).astype(jnp.int32), overflow=overflow, tail=tail,
                     n_accepted=jnp.sum(n_acc).astype(jnp.int32), xi_accepted=xi_rate.astype(dt))
-        return State(tree=tree, sigma=sigma, xi=xi, v=v, z=z), info
+        return State(tree=tree, value=value, sigma=sigma, xi=xi, v=v, z=z), info
 
 
 @dataclass(frozen=True)
@@ -402,13 +402,11 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         marg = jax.vmap(mc.leaf_model.log_marginal)(stats, state.tree.is_leaf())                  # (J,)
         nj = jnp.sum(wz, -1)
         occupied = nj > 0
-        used = state.tree.is_used()
-        tree = state.tree._replace(weight=jnp.where(used, cnt, 0.0).astype(state.tree.weight.dtype),
-                                   count=jnp.where(used, jnp.round(cnt), 0).astype(jnp.int32))
-        log_p = _log_p_rows(state.tree, state.sigma, leaf, data.y, mc.leaf_model)                # (J, n)
+        tree = jax.vmap(heap.to_tree)(state.tree, state.value, cnt.astype(dt), jnp.round(cnt))
+        log_p = _log_p_rows(state.value, state.sigma, leaf, data.y, mc.leaf_model)               # (J, n)
         log_lik = jax.scipy.special.logsumexp(jnp.log(jnp.maximum(w, 1e-38))[:, None] + log_p, axis=0)
         rows = jnp.arange(state.z.shape[0])
-        mu = state.tree.value[state.z, leaf[state.z, rows]]                                         # (n, V)
+        mu = state.value[state.z, leaf[state.z, rows]]                                         # (n, V)
         y_given_z = jnp.sum(jnp.where(occupied, marg, 0.0))
         y_z = y_given_z + log_p_z(state.z, J, data.alpha_dp, dt)
         xi_bar = jnp.sum(w[:, None] * state.xi, 0) / jnp.maximum(jnp.sum(w), 1e-30)

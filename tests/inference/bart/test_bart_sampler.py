@@ -34,7 +34,6 @@ from bayestrees.batching import cell_sums
 from bayestrees.data import prepare_data
 from bayestrees.inference import heap as H
 from bayestrees.inference import moves as M
-from bayestrees.inference import regrow as RG
 from bayestrees.inference.bart import kernel as K
 from bayestrees.inference.bart.fit import BARTConfig, fit_bart
 from bayestrees.inference.bart.kernel import host_tree_summaries as tree_summaries
@@ -290,7 +289,7 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
                     code_hi=jnp.asarray(codes.max(0)))
 
     def shape(key, st, data):
-        return jnp.sum(st.tree.is_leaf()), jnp.where(st.tree.left[0] >= 0, st.tree.feature[0], -1), \
+        return jnp.sum(st.tree.is_leaf()), st.tree.feature[0], \
             M.draw_leaves(key, st.tree, st.ev, data, mc).tree.value[st.ev.leaf, 0]
 
     cart = run_chains(jax.random.key(2), M.build_kernel(mc), args=(md,), collect=shape, **draws)
@@ -589,7 +588,7 @@ def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32))
-    route = jax.jit(jax.vmap(lambda f, t: H.route(RG.compact_to_tree(f, t), jnp.asarray(codes, jnp.int32), D)))
+    route = jax.jit(jax.vmap(lambda f, t: H.route(H.HeapTree(f, t), jnp.asarray(codes, jnp.int32), D)))
     leaf_of = np.asarray(route(jnp.asarray(F), jnp.asarray(T)))                     # (trees, n)
 
     def conditional(i):                                  # the leaf values' Normal given tree i, per slot

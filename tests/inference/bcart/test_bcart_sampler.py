@@ -251,18 +251,17 @@ def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
 
 def test_truncation_keeps_the_top_of_a_tree():
     """Particle Gibbs follows the current tree through its truncations at depths 0, 1, ..., D."""
-    from bayestrees.inference.heap import truncate
     from bayestrees.tree import grow_leaf
 
     cfg = M.MCMCConfig(ChipmanPrior(), NormalLeaves(PRIOR), 4, 2)
-    tree = M.root_tree(cfg)
+    tree = heap.to_tree(M.root_tree(cfg))
     for node, j, t in [(0, 0, 2), (1, 1, 1), (2, 0, 4), (4, 1, 3), (10, 0, 1)]:
         tree, ok = grow_leaf(tree, node, j, t, heap=True)
         assert bool(ok)
     depth = np.asarray(tree.depth)
     used, internal = np.asarray(tree.is_used()), np.asarray(tree.is_internal())
     for t in range(5):
-        cut = truncate(tree, t)
+        cut = heap.to_tree(heap.truncate(heap.rules_of(tree), t))
         np.testing.assert_array_equal(np.asarray(cut.is_used()), used & (depth <= t))
         np.testing.assert_array_equal(np.asarray(cut.is_internal()), internal & (depth < t))
         np.testing.assert_array_equal(np.asarray(cut.is_leaf()), used & ((depth == t) | ~internal) & (depth <= t))
@@ -270,13 +269,13 @@ def test_truncation_keeps_the_top_of_a_tree():
         np.testing.assert_array_equal(np.asarray(cut.feature)[keep], np.asarray(tree.feature)[keep])
         np.testing.assert_array_equal(np.asarray(cut.threshold)[keep], np.asarray(tree.threshold)[keep])
         assert int(cut.n_nodes) == int((used & (depth <= t)).sum())
-    full = truncate(tree, 4)
+    full = heap.to_tree(heap.truncate(heap.rules_of(tree), 4))
     for f in ("left", "right", "feature", "threshold", "n_nodes"):
         np.testing.assert_array_equal(np.asarray(getattr(full, f)), np.asarray(getattr(tree, f)))
 
 
 def _tree_of(key, state, data):
-    return _posterior_replica(state).tree
+    return heap.to_tree(_posterior_replica(state).tree)
 
 
 def _posterior_replica(state):
@@ -415,12 +414,11 @@ def test_acceptance_ratio_equals_direct_computation(move):
     cfg = M.MCMCConfig(prior, model, max_depth, 2)
     data = _data(codes, y, model)
     # a start tree with two splits
-    tree = M.root_tree(cfg)
     from bayestrees.tree import grow_leaf
 
-    tree, _ = grow_leaf(tree, 0, 0, 1, heap=True)
+    tree, _ = grow_leaf(heap.to_tree(M.root_tree(cfg)), 0, 0, 1, heap=True)
     tree, _ = grow_leaf(tree, 2, 1, 1, heap=True)
-    state = M.State(tree, M.evaluate(tree, data, cfg))
+    state = M.State(heap.rules_of(tree), M.evaluate(heap.rules_of(tree), data, cfg))
     m = M.MOVES.index(move)
     checked = 0
     for i in range(12):
@@ -429,7 +427,7 @@ def test_acceptance_ratio_equals_direct_computation(move):
             continue
         got = float(new_ev.log_lik + new_ev.log_prior - state.ev.log_lik - state.ev.log_prior + lq_rev - lq_fwd)
         t_old = jax.tree_util.tree_map(np.asarray, tree)
-        t_new = jax.tree_util.tree_map(np.asarray, new)
+        t_new = jax.tree_util.tree_map(np.asarray, heap.to_tree(new))
         fwd, key = _np_proposals(t_old, codes, move, max_depth)
         rev_move = {"grow": "prune", "prune": "grow", "change": "change"}[move]
         rev, _ = _np_proposals(t_new, codes, rev_move, max_depth)

@@ -116,12 +116,12 @@ def test_one_tree_step_is_the_bcart_sweep(leaf_model):
         st = bcart(k, st)
         ta, ev_a = bet_fixed(k, ta)
         tb, _ = bet_xi(k, tb)
-        for field in ("left", "feature", "threshold"):
+        for field in ("feature", "threshold"):
             np.testing.assert_array_equal(np.asarray(getattr(ta, field)), np.asarray(getattr(st.tree, field)))
             np.testing.assert_array_equal(np.asarray(getattr(tb, field)), np.asarray(getattr(st.tree, field)))
         np.testing.assert_allclose(float(ev_a.log_lik + ev_a.log_prior), float(st.ev.log_lik + st.ev.log_prior),
                                    rtol=1e-5)
-        grown = max(grown, int(np.sum(np.asarray(st.tree.left) >= 0)))
+        grown = max(grown, int(np.sum(np.asarray(st.tree.is_internal()))))
     assert grown >= 2  # the chain moved through non-trivial trees
 
 
@@ -263,7 +263,7 @@ def test_collapse_prunes_splits_whose_children_hold_too_few_rows():
     from bayestrees.tree import grow_leaf
 
     mc = M.MCMCConfig(DepthDecayPrior(1.0), NormalLeaves(), 2, 1, scheme="sweep")
-    t = M.root_tree(mc)
+    t = heap.to_tree(M.root_tree(mc))
     t, _ = grow_leaf(t, 0, 0, 4, heap=True)       # root: code <= 4
     t, _ = grow_leaf(t, 1, 0, 1, heap=True)       # node 1: code <= 1
     t, _ = grow_leaf(t, 2, 0, 7, heap=True)       # node 2: code <= 7
@@ -272,10 +272,11 @@ def test_collapse_prunes_splits_whose_children_hold_too_few_rows():
     leaf = heap.route(t, codes, 2)
     cnt = np.asarray(heap.node_counts(leaf, w, 7))
     np.testing.assert_array_equal(cnt, [9, 5, 4, 2, 3, 2, 2])
-    c = heap.collapse(t, jnp.asarray(cnt), 3)        # node 1 keeps (2 < 3? no: children 2 and 3) -> leaf; node 2 -> leaf
+    collapse = lambda count, q: heap.to_tree(heap.collapse(heap.rules_of(t), count, q))  # noqa: E731
+    c = collapse(jnp.asarray(cnt), 3)        # node 1 keeps (2 < 3? no: children 2 and 3) -> leaf; node 2 -> leaf
     np.testing.assert_array_equal(np.asarray(c.left), [1, LEAF, LEAF, FREE, FREE, FREE, FREE])
     assert int(c.n_nodes) == 3
-    c2 = heap.collapse(t, jnp.asarray(cnt), 2)       # every child holds >= 2 rows: unchanged
+    c2 = collapse(jnp.asarray(cnt), 2)       # every child holds >= 2 rows: unchanged
     np.testing.assert_array_equal(np.asarray(c2.left), np.asarray(t.left))
-    c3 = heap.collapse(t, jnp.zeros(7), 1)           # no rows: the root leaf
+    c3 = collapse(jnp.zeros(7), 1)           # no rows: the root leaf
     np.testing.assert_array_equal(np.asarray(c3.left), [LEAF] + [FREE] * 6)
