@@ -508,7 +508,7 @@ def build_kernel(cfg: MCMCConfig, dtype=jnp.float32) -> Kernel:
     return make_kernel(cfg, steps[cfg.scheme](cfg), dtype)
 
 
-def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynamic"):
+def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
     """One systematic sweep: a Metropolis-Hastings update of every used node's split flag and rule.
 
     Slots ``0, 1, ..., S - 1`` are visited in order and a slot is updated when it holds a node at
@@ -516,13 +516,10 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig, scan: str = "dynam
     earlier are not): the sweep is the composition of fixed-slot updates, each reversible for
     ``pi``, so it leaves ``pi`` invariant.  (Visiting only the nodes present at the start of the
     sweep makes the set of updates depend on the state: that kernel is not ``pi``-invariant and
-    does not reproduce the prior.)  ``scan`` is kept for callers that name it; "dynamic" is the
-    only scheme.
+    does not reproduce the prior.)
 
     Returns ``(state, n_accepted)``.
     """
-    if scan != "dynamic":
-        raise ValueError(f"scan must be 'dynamic' (the only pi-invariant visiting order), got {scan!r}")
     S = cfg.capacity
     k_sweep = key
     dt = state.ev.stats.dtype

@@ -29,8 +29,8 @@ One step (blocked Gibbs)
    a. splits whose children no longer hold ``q`` rows each after the last clustering
       step are collapsed (:func:`collapse`: the largest sub-tree from the root whose
       internal nodes have two children with at least ``q`` rows each);
-   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.moves.sweep`,
-      ``scan="dynamic"``) with the leaf parameters integrated out, the rule prior and
+   b. one node-by-node Metropolis-Hastings sweep (:func:`bayestrees.inference.moves.sweep`)
+      with the leaf parameters integrated out, the rule prior and
       proposal weighted by ``xi_j`` and trees with a node holding fewer than ``q`` rows rejected;
    c. ``xi_j`` by an independence Metropolis-Hastings step (:func:`xi_proposal_log_ratio`);
    d. the leaf parameters drawn from their posterior given the tree.
@@ -231,7 +231,7 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
     leaf = heap.route(tree, data.codes, mc.max_depth)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
-    st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc, scan="dynamic")
+    st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
     return st.tree, st.ev, n_acc
 
 

@@ -106,7 +106,7 @@ def test_one_tree_step_is_the_bcart_sweep(leaf_model):
     weighted = K.KernelConfig(mc, 1, d, update_xi=True)       # uniform xi passed as var_weight
     bet_fixed = jax.jit(lambda k, t: K.tree_step(k, t, xi, 0, z, bdata, fixed)[:2])
     bet_xi = jax.jit(lambda k, t: K.tree_step(k, t, xi, 0, z, bdata, weighted)[:2])
-    bcart = jax.jit(lambda k, st: M.sweep(k, st, mdata, mc, scan="dynamic")[0])
+    bcart = jax.jit(lambda k, st: M.sweep(k, st, mdata, mc)[0])
     root = M.root_tree(mc)
     st = M.State(root, M.evaluate(root, mdata, mc), jnp.ones((), jnp.float32))
     ta = tb = root
