@@ -105,9 +105,9 @@ def _pick_one(u, mask):
 
     A long mask is packed into 32-bit words: the word that holds the entry is found from the words'
     bit counts, and the entry within it by halving the word five times, counting the set bits of
-    the lower half.  XLA's cumulative sum on the CPU (a reduce-window) cost about 4x as much for the
-    100 features and 63 slots of a BART proposal (:func:`propose`, vmapped over 200 trees); the
-    index is the same.
+    the lower half.  XLA's cumulative sum on the CPU (a reduce-window) cost more for the masks of a
+    BART proposal (:func:`propose`, vmapped over the trees: ``docs/lab-notes/bart.md``); the index
+    is the same.
     """
     L = mask.shape[0]
     if L <= _PICK_WORDS_FROM:

@@ -131,7 +131,8 @@ class KernelConfig:
     sparse : the sparse Dirichlet split-variable prior (Linero 2018; :func:`_sparse_update`)
     batch_width : chains run together under ``jax.vmap`` (1: one chain at a time); with the tree-rows
         ``m n`` it decides whether a grow's left child is summed for all trees before the visits
-        (:data:`_BATCH_ROWS`): 16 vmapped chains at ``n = 1,024`` took 65 ms a step with it, 49 without
+        (:data:`_BATCH_ROWS`; with many vmapped chains that pass costs more than it saves:
+        ``docs/lab-notes/bart.md``)
     slide : int >= 0  the change move (``move_probs[2]``) as a local *slide* (0: Chipman et al.'s
         change, any internal node, the rule drawn from the rule prior): a node whose two children
         are leaves keeps its split variable and moves its threshold by ``1 .. slide`` codes either
@@ -404,8 +405,8 @@ def _stored(table):
     ``-0.0`` becomes ``+0.0``), but
     XLA fuses no producer into a scatter's consumers, so a gather of it for every row reads the
     stored values instead of computing the table again for every row.  A visit's residual update
-    (``r - value[kept]``) did that with the leaf draw's operations: one chain's BART step at
-    ``n = 1,024`` took 1.10 ms without this and 0.98 with it, 4 vectorised chains 13.9 and 6.4 ms."""
+    (``r - value[kept]``) did that with the leaf draw's operations, which made the step slower
+    (``docs/lab-notes/bart.md``, "Against bartz")."""
     return scatter_add(jnp.zeros_like(table), jnp.arange(table.shape[0], dtype=jnp.int32), table)
 
 
@@ -1092,8 +1093,8 @@ def expand_trees(feature, threshold, value):
     is not internal, ``FREE`` for the rest; ``depth`` the heap depth; ``missing_left``,
     ``weight`` and ``count`` are zeros (BART's draws do not keep rows per node), broadcast views
     with numpy (no memory).  ``left``/``right`` are int8 up to 127 slots (``max_depth <= 5``), int16 beyond.
-    Every array is made in its own small dtype, with no wide temporary (4,000 draws of 200 trees
-    of 63 slots: 1.7 s with int64 temporaries, see ``docs/lab-notes/performance.md``).
+    Every array is made in its own small dtype, with no wide temporary (int64 temporaries made it
+    several times slower: ``docs/lab-notes/performance.md``).
     """
     feature = np.asarray(feature)
     S = feature.shape[-1]
