@@ -24,6 +24,13 @@ Statistics may be weighted (fractional counts): a power likelihood with power
 ``beta`` is ``weight = beta``.  All functions are pure ``jax.numpy`` and work
 on one tree; ``vmap`` them over a batch.
 
+The trees of a sum (BART, the tree functions) are visited one at a time given the others, on
+rows whose statistics change at every visit (the partial residual).  A model that serves them
+gives its view on those rows, ``model.on_rows(...)``: :class:`NormalRows`
+(:class:`KnownVarianceNormalLeaves`) and :class:`GammaPoissonRows` (:class:`GammaPoissonLeaves`),
+whose interface :class:`NormalRows` describes.  The particle Gibbs regrowth of a sum's tree
+scores its trees with the per-slot model (``rows.model``), as Bayesian CART does.
+
 All functions are pure ``jax.numpy`` code, vectorised over leading axes, and
 work in log space with ``gammaln`` so that leaves holding millions of rows
 never overflow.  Sufficient statistics may be weighted (fractional counts),
@@ -76,6 +83,9 @@ __all__ = [
     "ObjectiveNormalLeaves",
     "KnownVarianceNormalLeaves",
     "GammaPoissonLeaves",
+    "NormalRows",
+    "GammaPoissonRows",
+    "known_variance_log_marginal",
     "gamma_poisson_log_marginal",
     "precision_row_stats",
     "NIGPrior",
@@ -463,7 +473,7 @@ class CommonVarianceNormalLeaves(NamedTuple):
 
     task = "regression"
     common_sigma = True
-    per_leaf_marginal = False   # the log marginal is a sum of per-leaf terms
+    per_leaf_marginal = False   # the log marginal is not a sum of per-leaf terms (the shared variance)
     n_outputs = 1
 
     def row_stats(self, y, dtype=jnp.float32):
@@ -718,6 +728,73 @@ class KnownVarianceNormalLeaves(NamedTuple):
         sd = jnp.take_along_axis(draw.sigma, leaf, -1)
         return _normal_logpdf(jnp.asarray(y, mu.dtype), mu, sd)
 
+    def on_rows(self, w, inv_s2) -> "NormalRows":
+        """This model on the rows of a visit of a sum's trees (:class:`NormalRows`): rows of weight ``w``
+        and noise precision ``inv_s2`` (``sigma2`` is then the rows' business, not the model's)."""
+        return NormalRows(w, inv_s2, self._replace(sigma2=1.0))
+
+
+def known_variance_log_marginal(P, Q, tau2):
+    """Per leaf of Normal rows about a leaf value ``N(0, tau2)``, the terms of the log marginal that differ
+    between trees: ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` (``P = sum p_i``, ``Q = sum p_i r_i``;
+    :class:`KnownVarianceNormalLeaves` with ``m0 = 0``, its ``S2`` and ``L`` left out)."""
+    return -0.5 * jnp.log1p(tau2 * P) + 0.5 * Q * Q / (P + 1.0 / tau2)
+
+
+class NormalRows(NamedTuple):
+    """:class:`KnownVarianceNormalLeaves` on the rows of a visit of a sum's trees
+    (:func:`bayestrees.inference.bart.kernel.move_trees`): row ``i`` of precision ``p_i = w_i / sigma^2``
+    about the tree's leaf value, leaf values ``N(0, tau2)`` (``model.tau2``).  Made by
+    :meth:`KnownVarianceNormalLeaves.on_rows`.
+
+    A leaf model on a visit's rows (this class and :class:`GammaPoissonRows`) gives:
+
+    * :meth:`row_values` of the partial residual ``r`` (every tree but the visited one), which the
+      visit sums per leaf (``rsum``); beside it the visit keeps per leaf ``wsum``, the sum of a
+      per-row quantity that no visit changes (here ``w_i``);
+    * :meth:`log_marginal` ``(wsum, rsum)``: per leaf, the log marginal likelihood up to terms that
+      are the same for every tree;
+    * :meth:`noise` for the leaf draws of all ``m`` visits at once, and :meth:`draw`, one visit's
+      leaf values from their conditional;
+    * for the particle Gibbs regrowth (:func:`bayestrees.inference.bart.kernel.regrow_trees`):
+      ``model``, the per-slot leaf model that scores the regrown trees, :meth:`regrow_rows`, the
+      rows' statistics for it, and :meth:`regrown_sums`, ``(wsum, rsum)`` from its summed statistics.
+
+    A new leaf model of a sum's trees is one such class here, beside its per-slot model; the grow,
+    prune, change and swap visits and the regrowth come with it.
+    """
+
+    w: jax.Array        # (n,) row weights (0 for padding)
+    inv_s2: jax.Array   # 1 / sigma^2
+    model: "KnownVarianceNormalLeaves"   # (sigma2 = 1, tau2): the rows carry their precision
+
+    def _tau2(self, dtype):
+        return jnp.asarray(self.model.tau2, dtype)
+
+    def row_values(self, r):
+        return self.w * r
+
+    def log_marginal(self, wsum, rsum):
+        return known_variance_log_marginal(wsum * self.inv_s2, rsum * self.inv_s2, self._tau2(wsum.dtype))
+
+    @staticmethod
+    def noise(key, m: int, S: int, dtype):
+        return random_bits.normal(key, (m, S), dtype)
+
+    def draw(self, is_leaf, wsum, rsum, noise):
+        var = 1.0 / (wsum * self.inv_s2 + 1.0 / self._tau2(wsum.dtype))
+        return jnp.where(is_leaf, var * rsum * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
+
+    def regrow_rows(self, r):
+        """``[p_i, p_i r_i, 0, 0]`` with ``p_i = w_i / sigma^2`` (the sum of squares and the normalising
+        terms are the same for every tree: left out)."""
+        p = self.w * self.inv_s2
+        zero = jnp.zeros_like(r)
+        return jnp.stack([p, p * r, zero, zero], -1)
+
+    def regrown_sums(self, stats):
+        return stats[:, 0] / self.inv_s2, stats[:, 1] / self.inv_s2
+
 
 class GammaPoissonLeaves(NamedTuple):
     """Counts with a rate per leaf, the leaf model of the particle Gibbs regrowth of log-gamma leaves.
@@ -726,8 +803,9 @@ class GammaPoissonLeaves(NamedTuple):
     ``d``; the log-gamma leaves of log-linear BART, Murray 2021:
     :mod:`bayestrees.inference.treefn.leaf_priors`).  The row statistics ``[y_i, u_i]`` come from the
     caller, whose exposures ``u_i`` change from step to step (a tree of a sum passes ``B_i exp(f_-j,i)``,
-    the rate of the other trees), so the model has no ``row_stats`` of its own and serves only the
-    tree's marginal; the leaves are drawn by the caller.
+    the rate of the other trees), so the model has no ``row_stats`` of its own: it scores trees
+    (the regrowth's marginal), and :meth:`on_rows` gives the visits' view (:class:`GammaPoissonRows`),
+    which draws the leaves.
 
     Notes
     -----
@@ -752,6 +830,49 @@ class GammaPoissonLeaves(NamedTuple):
     def log_marginal(self, stats, mask):
         lm = gamma_poisson_log_marginal(stats[..., 0], stats[..., 1], float(self.c), float(self.d))
         return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+    def on_rows(self, B, y) -> "GammaPoissonRows":
+        """This model on the rows of a visit of a sum's trees (:class:`GammaPoissonRows`): counts ``y``
+        with the exposures ``B`` of the rows' rates ``B_i exp(f_i)``."""
+        return GammaPoissonRows(B, y, self)
+
+
+class GammaPoissonRows(NamedTuple):
+    """:class:`GammaPoissonLeaves` on the rows of a visit of a sum's trees (what it gives:
+    :class:`NormalRows`), for Poisson rows of rate ``B_i exp(f_i)`` and log-gamma leaves ``exp(theta) ~
+    Gamma(c, d)``.  The visit's residual is ``-f``, so its partial residual is ``r = -f_-j``: per leaf
+    ``wsum = sum y_i`` and ``rsum = sum B_i exp(-r_i)``, the Gamma-Poisson marginal, and ``exp(theta)``
+    drawn from ``Gamma(c + wsum, d + rsum)`` (exact Gamma draws from Marsaglia-Tsang candidates drawn for
+    all visits before the scan: :func:`bayestrees.random_bits.log_gamma_given`; a rejection loop in every
+    visit cost more than half of the step).  Made by :meth:`GammaPoissonLeaves.on_rows`."""
+
+    B: jax.Array   # (n,)
+    y: jax.Array   # (n,) the counts (the regrowth's rows: ``[y_i, B_i exp(-r_i)]``)
+    model: "GammaPoissonLeaves"
+
+    def row_values(self, r):
+        return self.B * jnp.exp(-r)
+
+    def log_marginal(self, wsum, rsum):
+        return gamma_poisson_log_marginal(wsum, rsum, self.model.c, self.model.d)
+
+    @staticmethod
+    def noise(key, m: int, S: int, dtype):
+        k_val, k_more = random_bits.split(key)
+        gz, gu = random_bits.gamma_tries(k_val, (m, S))
+        return random_bits.split(k_more, m), gz, gu
+
+    def regrow_rows(self, r):
+        return jnp.stack([self.y, self.B * jnp.exp(-r)], -1)
+
+    @staticmethod
+    def regrown_sums(stats):
+        return stats[:, 0], stats[:, 1]
+
+    def draw(self, is_leaf, wsum, rsum, noise):
+        k, z, ug = noise
+        shape = jnp.where(is_leaf, self.model.c + wsum, 1.0).astype(wsum.dtype)
+        return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.model.d + rsum), 0.0)
 
 
 def gamma_poisson_log_marginal(Y, U, c: float, d: float):

@@ -148,3 +148,73 @@ def test_gamma_poisson_marginal_against_quadrature():
     total = float(model.log_marginal(jnp.asarray(stats_, jnp.float32), mask))
     assert abs(total - (got[0] + got[2] + got[3])) < 1e-4
     assert model != GammaPoissonLeaves(c, 1.0) and hash(model) == hash(GammaPoissonLeaves(c, d))
+
+
+def test_normal_rows_are_the_known_variance_model_on_a_visits_rows():
+    """``KnownVarianceNormalLeaves.on_rows``: per leaf, the rows view's log marginal from ``(wsum, rsum)``
+    is the per-slot model's on the rows' precision statistics, less the terms that are the same for every
+    tree (``L - S2 / 2``, summed over the rows); its regrowth statistics sum back to ``(wsum, rsum)``; its
+    draw is the conjugate posterior (mean at zero noise, variance from two noise values).  float32:
+    tolerances of its rounding."""
+    from bayestrees.leaves import KnownVarianceNormalLeaves, NormalRows, precision_row_stats
+
+    rng = np.random.default_rng(3)
+    n, S, tau2, s2 = 15, 4, 0.7, 0.4
+    leaf = rng.choice([1, 2, 3], size=n)
+    w = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    r = rng.normal(size=n).astype(np.float32)
+    rows = KnownVarianceNormalLeaves(sigma2=9.0, tau2=tau2).on_rows(jnp.asarray(w), jnp.asarray(1.0 / s2, jnp.float32))
+    assert isinstance(rows, NormalRows) and rows.model == KnownVarianceNormalLeaves(1.0, tau2)
+    wsum = jnp.asarray(np.bincount(leaf, w, S), jnp.float32)
+    rsum = jnp.asarray(np.bincount(leaf, np.asarray(rows.row_values(jnp.asarray(r))), S), jnp.float32)
+    mask = jnp.asarray(np.isin(np.arange(S), [1, 2, 3]))
+    per_slot = leaf_stats(leaf, precision_row_stats(r, w / s2), S)
+    full = float(rows.model.log_marginal(per_slot, mask))
+    view = float(jnp.sum(jnp.where(mask, rows.log_marginal(wsum, rsum), 0.0)))
+    p = w.astype(np.float64) / s2
+    same_for_every_tree = float(np.sum(0.5 * np.log(p / (2 * np.pi)) - 0.5 * p * r.astype(np.float64) ** 2))
+    assert abs(full - (view + same_for_every_tree)) < 1e-4
+    back = rows.regrown_sums(leaf_stats(leaf, rows.regrow_rows(jnp.asarray(r)), S))
+    np.testing.assert_allclose(np.asarray(back[0]), np.asarray(wsum), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(back[1]), np.asarray(rsum), rtol=1e-5, atol=1e-6)
+    m0 = np.asarray(rows.draw(mask, wsum, rsum, jnp.zeros(S)))
+    m1 = np.asarray(rows.draw(mask, wsum, rsum, jnp.ones(S)))
+    want_mean = np.asarray(rows.model.predictive(per_slot))[:, 0]
+    want_var = 1.0 / (np.asarray(wsum, np.float64) / s2 + 1.0 / tau2)
+    np.testing.assert_allclose(m0[1:], want_mean[1:], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((m1 - m0)[1:] ** 2, want_var[1:], rtol=1e-4)
+    assert m0[0] == 0.0 and m1[0] == 0.0   # not a leaf
+
+
+def test_gamma_poisson_rows_are_the_gamma_poisson_model_on_a_visits_rows():
+    """``GammaPoissonLeaves.on_rows``: the rows view's log marginal from ``(sum y, sum B e^-r)`` is the
+    per-slot model's on its regrowth statistics, which sum back to those sums; its leaf draws
+    ``log lambda`` have the Gamma posterior's mean and variance of ``lambda`` (20,000 draws: within
+    4.5 standard errors)."""
+    from bayestrees.leaves import GammaPoissonLeaves, GammaPoissonRows
+
+    rng = np.random.default_rng(4)
+    n, S, c, d = 12, 3, 2.0, 1.5
+    leaf = rng.choice([1, 2], size=n)
+    y = rng.poisson(2.0, n).astype(np.float32)
+    B = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    r = rng.normal(scale=0.3, size=n).astype(np.float32)
+    rows = GammaPoissonLeaves(c, d).on_rows(jnp.asarray(B), jnp.asarray(y))
+    assert isinstance(rows, GammaPoissonRows) and rows.model == GammaPoissonLeaves(c, d)
+    mask = jnp.asarray([False, True, True])
+    st = leaf_stats(leaf, rows.regrow_rows(jnp.asarray(r)), S)
+    wsum, rsum = rows.regrown_sums(st)
+    np.testing.assert_allclose(np.asarray(wsum), np.bincount(leaf, y, S), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(rsum), np.bincount(leaf, B * np.exp(-r), S), rtol=1e-5)
+    view = float(jnp.sum(jnp.where(mask, rows.log_marginal(wsum, rsum), 0.0)))
+    assert abs(view - float(rows.model.log_marginal(st, mask))) < 1e-4
+    draws = 20_000
+    lam = np.exp(np.asarray(jax.vmap(lambda k, z, u: rows.draw(mask, wsum, rsum, (k, z, u)))(
+        *GammaPoissonRows.noise(jax.random.key(0), draws, S, jnp.float32))))
+    for s in (1, 2):
+        a, b = c + float(wsum[s]), d + float(rsum[s])
+        mean, var = a / b, a / b ** 2
+        assert abs(lam[:, s].mean() - mean) < 4.5 * np.sqrt(var / draws), (s, lam[:, s].mean(), mean)
+        # the sample variance's relative sd: sqrt((2 + excess kurtosis) / draws), Gamma's excess kurtosis 6 / a
+        assert abs(lam[:, s].var() / var - 1) < 4.5 * np.sqrt((2 + 6 / a) / draws), (s, lam[:, s].var(), var)
+    assert np.all(lam[:, 0] == 1.0)   # not a leaf: log lambda = 0

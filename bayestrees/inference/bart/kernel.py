@@ -65,7 +65,7 @@ from jax.sharding import PartitionSpec
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
-from ...leaves import KnownVarianceNormalLeaves
+from ...leaves import KnownVarianceNormalLeaves, NormalRows
 from ...sharding import ROWS, rows_mesh
 from ...tree import FREE, LEAF, Tree
 from .. import heap
@@ -78,8 +78,7 @@ from ..tempering import check_temperatures, tempered
 
 __all__ = ["BARTData", "KernelConfig", "State", "Info", "Draw", "build_kernel", "collect", "truncated_normal",
            "expand_trees", "sum_of_trees", "tree_summaries", "host_tree_summaries", "leaf_dtype", "tree_log_priors",
-           "data_intervals", "grow_or_prune", "leaf_marginal", "move_trees",
-           "NormalRows", "change_or_swap"]
+           "data_intervals", "grow_or_prune", "move_trees", "change_or_swap"]
 
 
 class BARTData(NamedTuple):
@@ -388,6 +387,11 @@ def _precision(state: State):
     return 1.0 / state.sigma2 if state.beta is None else state.beta / state.sigma2
 
 
+def _normal_rows(cfg: KernelConfig, w, inv_s2) -> NormalRows:
+    """BART's leaf model on the visit's rows: rows of weight ``w`` and precision ``inv_s2``, leaves ``N(0, tau2)``."""
+    return KnownVarianceNormalLeaves(1.0, float(cfg.tau2)).on_rows(w, inv_s2)
+
+
 def _weights(cfg: KernelConfig, log_s):
     """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior,
     None (uniform among the available variables) otherwise."""
@@ -514,11 +518,6 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, 
                   rsum_new=st[:, 2], valid=valid)
 
 
-def leaf_marginal(P, Q, tau2):
-    """Per leaf ``-log(1 + tau2 P) / 2 + Q^2 / (2 (P + 1 / tau2))`` (the terms that differ between trees)."""
-    return -0.5 * jnp.log1p(tau2 * P) + 0.5 * Q * Q / (P + 1.0 / tau2)
-
-
 @dataclass(frozen=True)
 class _Step:
     """One step in named phases: every tree's move and leaf draw (:func:`move_trees`, ``local_moves`` times),
@@ -544,57 +543,13 @@ class _Step:
         return state, Info(proposed=proposed, accepted=accepted, at_max_depth=_at_max_depth(state, cfg))
 
 
-class NormalRows(NamedTuple):
-    """The leaf model of a visit (:func:`move_trees`) for Normal rows: row ``i`` of precision
-    ``p_i = w_i / sigma^2`` about the tree's leaf value, leaf values ``N(0, tau2)``.
-
-    Every leaf model of the visit gives the same four things.  The visit keeps per leaf ``wsum``,
-    the sum of a per-row quantity that no visit changes (here ``w_i``: ``BARTData.weight``), and
-    scatters ``rsum``, the sum of :meth:`row_values` of the partial residual ``r`` (every tree but the
-    visited one); :meth:`log_marginal` is the leaf's log marginal likelihood from ``(wsum, rsum)``, up
-    to terms that are the same for every tree; :meth:`noise` draws the leaf draws' randomness for
-    all ``m`` visits at once and :meth:`draw` turns one visit's share into leaf values from their
-    conditional.  :class:`bayestrees.inference.treefn.kernel.GammaPoissonRows` is the other one.
-    """
-
-    w: jax.Array        # (n,) row weights (0 for padding)
-    inv_s2: jax.Array   # 1 / sigma^2
-    tau2: jax.Array     # the leaf values' prior variance
-
-    def row_values(self, r):
-        return self.w * r
-
-    def log_marginal(self, wsum, rsum):
-        return leaf_marginal(wsum * self.inv_s2, rsum * self.inv_s2, self.tau2)
-
-    @staticmethod
-    def noise(key, m: int, S: int, dtype):
-        return random_bits.normal(key, (m, S), dtype)
-
-    def draw(self, is_leaf, wsum, rsum, noise):
-        var = 1.0 / (wsum * self.inv_s2 + 1.0 / self.tau2)
-        return jnp.where(is_leaf, var * rsum * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
-
-    def regrow_rows(self, r):
-        """The rows' statistics of the regrowth's leaf model (``KnownVarianceNormalLeaves(1, tau2)``):
-        ``[p_i, p_i r_i, 0, 0]`` with ``p_i = w_i / sigma^2`` (the sum of squares and the normalising
-        terms are the same for every tree: left out)."""
-        p = self.w * self.inv_s2
-        zero = jnp.zeros_like(r)
-        return jnp.stack([p, p * r, zero, zero], -1)
-
-    def regrown_sums(self, stats):
-        """``(wsum, rsum)`` per slot from the regrown tree's summed :meth:`regrow_rows`."""
-        return stats[:, 0] / self.inv_s2, stats[:, 1] / self.inv_s2
-
-
 class _Visit(NamedTuple):
     """What the visits of one move phase share (:func:`move_trees`): the data, the kernel's settings,
     the visit's leaf model, and the values every visit reads."""
 
     data: Any
     cfg: Any
-    leaves: Any          # the visit leaf model (NormalRows or another)
+    leaves: Any          # the leaf model on the visit's rows (leaves.NormalRows or another)
     inv_s2: Any          # 1 / sigma^2 (times the replica's beta when tempered)
     tau2: Any
     min_rows: Any
@@ -608,7 +563,7 @@ class _Visit(NamedTuple):
 
 def _terms(vs: _Visit, wsum, zv, s):
     """What does not involve the residual: at the node ``s`` and its children the marginal's
-    ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`leaf_marginal`, ``P = sum p_i``;
+    ``-log(1 + tau2 P) / 2`` and ``P + 1 / tau2`` (:func:`~bayestrees.leaves.known_variance_log_marginal`, ``P = sum p_i``;
     the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
     variance and its noise (the operations of the leaf draw, in its order)."""
     P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * vs.inv_s2
@@ -684,7 +639,7 @@ def _visit_local(vs: _Visit, R, xs):
     (a_old, d_old, var_old, z_old), (a_new, d_new, var_new, z_new) = to, tn
     three = jnp.stack([s, lc, rc])
     Qo, Qn = rsum_old[three] * inv_s2, rsum_new[three] * inv_s2
-    lm_old = a_old + 0.5 * Qo * Qo / d_old   # leaf_marginal at s and its children, T's and T''s
+    lm_old = a_old + 0.5 * Qo * Qo / d_old   # known_variance_log_marginal at s and its children, T's and T''s
     lm_new = a_new + 0.5 * Qn * Qn / d_new
     # the log marginal likelihood ratio: the leaves other than s and its children are the same
     ll = jnp.where(grow, lm_new[1] + lm_new[2] - lm_old[0], lm_new[0] - lm_old[1] - lm_old[2])
@@ -703,7 +658,7 @@ def _visit_local(vs: _Visit, R, xs):
 
 
 def _visit(vs: _Visit, R, xs):
-    """One tree's move of any kind and leaf draw, any visit leaf model: the rows it moves
+    """One tree's move of any kind and leaf draw, any leaf model on the rows: the rows it moves
     (:func:`grow_or_prune`, :func:`change_or_swap`), the leaves' log marginals, the acceptance."""
     data, cfg, leaves, min_rows, ax = vs.data, vs.cfg, vs.leaves, vs.min_rows, vs.cfg.row_axis
     S = cfg.capacity
@@ -732,10 +687,10 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
     not) and its leaf values from their conditional, the residual carried (the module docstring's
     steps 1-2): :func:`_visit_local` (grow and prune of Normal leaves, their terms computed for all
-    trees first) or :func:`_visit` (every move, any visit leaf model).  ``keys``: the proposals',
-    the acceptances' and the leaf draws' randomness; ``leaves``: the visit's leaf model
-    (:class:`NormalRows`, the default, or another with its methods; ``state.wsum`` then holds its
-    per-leaf sums).  Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
+    trees first) or :func:`_visit` (every move, any leaf model on the rows).  ``keys``: the proposals',
+    the acceptances' and the leaf draws' randomness; ``leaves``: the leaf model on the visit's rows
+    (:class:`~bayestrees.leaves.NormalRows`, the default, or another with its methods, such as
+    :class:`~bayestrees.leaves.GammaPoissonRows`; ``state.wsum`` then holds its per-leaf sums).  Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
     k_prop, k_acc, k_val = keys
     S, m = cfg.capacity, cfg.m
     dt = state.resid.dtype
@@ -750,7 +705,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     zval = (NormalRows if normal else leaves).noise(k_val, m, S, dt)
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = _precision(state)
-    leaves = NormalRows(w, inv_s2, tau2) if normal else leaves
+    leaves = _normal_rows(cfg, w, inv_s2) if normal else leaves
     changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
     if cfg.slide and not normal:
         raise ValueError("slide moves take the Normal leaf model of the visit only")
@@ -814,20 +769,18 @@ def step_sigma(keys, state: State, data: BARTData, cfg: KernelConfig) -> State:
                           log_lik=log_lik)
 
 
-def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=None, leaf_model=None) -> State:
+def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=None) -> State:
     """The regrowth phase: every tree in turn regrown by conditional SMC given the others
     (:func:`bayestrees.inference.regrow.regrow_tree`), its leaf values drawn from their conditional,
-    the residual carried.  ``leaves``: the visit's leaf model (:class:`NormalRows` by default; it gives
-    the rows' statistics, ``regrow_rows``, and reads the regrown sums, ``regrown_sums``) and
-    ``leaf_model`` the regrowth's (``KnownVarianceNormalLeaves(1, tau2)`` by default)."""
+    the residual carried.  ``leaves``: the leaf model on the visit's rows (:class:`~bayestrees.leaves.NormalRows`
+    by default; it gives the rows' statistics, ``regrow_rows``, for its per-slot ``model``, which scores
+    the regrown trees, and reads the regrown sums, ``regrown_sums``)."""
     dt = state.resid.dtype
     S, m = cfg.capacity, cfg.m
     normal = leaves is None
     if normal:
-        w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)
-        leaves = NormalRows(w, _precision(state), jnp.asarray(cfg.tau2, dt))
-        leaf_model = KnownVarianceNormalLeaves(1.0, float(cfg.tau2))
-    rcfg = regrow.regrow_config(cfg.prior, leaf_model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
+        leaves = _normal_rows(cfg, jnp.where(data.rows > 0, data.weight, 0.0).astype(dt), _precision(state))
+    rcfg = regrow.regrow_config(cfg.prior, leaves.model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
                                 cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
     prior = cfg.prior if data.prior is None else data.prior

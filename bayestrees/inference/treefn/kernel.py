@@ -82,7 +82,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
-from ...leaves import GammaPoissonLeaves, gamma_poisson_log_marginal
+from ...leaves import GammaPoissonLeaves
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
@@ -126,45 +126,6 @@ def _mean_over(value, count, s, grow):
     cl, cr = count[lc].astype(value.dtype), count[rc].astype(value.dtype)
     joined = (value[lc] * cl + value[rc] * cr) / jnp.maximum(cl + cr, 1.0)
     return jnp.where(grow, jnp.where(kids, value[s], value), jnp.where(idx == s, joined, value))
-
-
-class GammaPoissonRows(NamedTuple):
-    """The leaf model of BART's visit (:class:`bayestrees.inference.bart.kernel.NormalRows` says
-    what it gives) for Poisson rows of rate ``B_i exp(f_i)`` and log-gamma leaves ``exp(theta) ~
-    Gamma(c, d)``.  The visit's residual is ``-f``, so its partial residual is ``r = -f_-j``: per
-    leaf ``wsum = sum y_i`` and ``rsum = sum B_i exp(-r_i)``, the Gamma-Poisson marginal, and
-    ``exp(theta)`` drawn from ``Gamma(c + wsum, d + rsum)`` (exact Gamma draws from Marsaglia-Tsang
-    candidates drawn for all visits before the scan: :func:`bayestrees.random_bits.log_gamma_given`;
-    a rejection loop in every visit cost more than half of the step)."""
-
-    B: jax.Array   # (n,)
-    c: float
-    d: float
-    y: Any = None  # (n,) the counts (the regrowth's rows: ``[y_i, B_i exp(-r_i)]``)
-
-    def row_values(self, r):
-        return self.B * jnp.exp(-r)
-
-    def log_marginal(self, wsum, rsum):
-        return gamma_poisson_log_marginal(wsum, rsum, self.c, self.d)
-
-    @staticmethod
-    def noise(key, m: int, S: int, dtype):
-        k_val, k_more = random_bits.split(key)
-        gz, gu = random_bits.gamma_tries(k_val, (m, S))
-        return random_bits.split(k_more, m), gz, gu
-
-    def regrow_rows(self, r):
-        return jnp.stack([self.y, self.B * jnp.exp(-r)], -1)
-
-    @staticmethod
-    def regrown_sums(stats):
-        return stats[:, 0], stats[:, 1]
-
-    def draw(self, is_leaf, wsum, rsum, noise):
-        k, z, ug = noise
-        shape = jnp.where(is_leaf, self.c + wsum, 1.0).astype(wsum.dtype)
-        return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.d + rsum), 0.0)
 
 
 def _traced(model_args, model_kwargs) -> bool:
@@ -616,7 +577,7 @@ class TreeMoves(MCMCKernel):
         """The conjugate step of log-gamma leaves (module docstring): BART's visit of every tree
         (:func:`bayestrees.inference.bart.kernel.move_trees`, its moves with the leaf values
         integrated out, then the leaf values from their conditional) with the leaf model
-        :class:`GammaPoissonRows`.  The visit carries ``-f`` as its residual, so that its partial
+        :class:`~bayestrees.leaves.GammaPoissonRows`.  The visit carries ``-f`` as its residual, so that its partial
         residual is ``-f_-j``."""
         f0, leaves = self._poisson_rows(st, fn, L)
         y, S = leaves.y, fn.cfg.capacity
@@ -634,16 +595,15 @@ class TreeMoves(MCMCKernel):
         _, a, h = self._vgh(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
         y = jnp.maximum(a + mu, 0.0)              # a - h
-        return f0, GammaPoissonRows(mu * jnp.exp(-f0), c, d, y)
+        return f0, GammaPoissonLeaves(c, d).on_rows(mu * jnp.exp(-f0), y)
 
     def _poisson_regrow(self, key, st, fn: _Fn, L):
         """The regrowth of log-gamma leaves: BART's regrowth phase
         (:func:`bayestrees.inference.bart.kernel.regrow_trees`, every tree in turn by conditional SMC
         given the others, then its leaf values from their Gamma conditional) with the leaf models
-        :class:`GammaPoissonRows` and :class:`~bayestrees.leaves.GammaPoissonLeaves`, carrying ``-f``."""
+        :class:`~bayestrees.leaves.GammaPoissonRows` and :class:`~bayestrees.leaves.GammaPoissonLeaves`, carrying ``-f``."""
         f0, leaves = self._poisson_rows(st, fn, L)
-        new = bart_kernel.regrow_trees(key, st._replace(resid=-f0), fn.data, fn.cfg, leaves,
-                                       GammaPoissonLeaves(leaves.c, leaves.d))
+        new = bart_kernel.regrow_trees(key, st._replace(resid=-f0), fn.data, fn.cfg, leaves)
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid)
 
     def _general_step(self, key, st, fn: _Fn, L):
