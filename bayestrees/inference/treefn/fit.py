@@ -244,9 +244,11 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         Particles of a particle Gibbs regrowth of every tree after its move in each step (a
         conditional SMC update of the whole tree given the others, which can change every rule at
         once; :mod:`bayestrees.inference.regrow`); 0: none.  "auto": 10 for a function of one tree
-        (``m = 1``), 0 for sums of trees.  On the conjugate paths (Normal leaves with a likelihood
-        quadratic in the function, log-gamma leaves with a Poisson-type one); the general path has
-        none, and asking for particles there raises ``ValueError``.
+        (``m = 1``) that can split, 0 for sums of trees.  On the conjugate paths (Normal leaves with a
+        likelihood quadratic in the function, log-gamma leaves with a Poisson-type one) and on the
+        general path with Normal leaves (proposed under a Gaussian expansion of the likelihood and
+        corrected by Metropolis-Hastings: :mod:`bayestrees.inference.treefn.kernel`); the general path
+        with log-gamma leaves has none, and asking for particles there raises ``ValueError``.
     move_probs : tuple of 4 floats, optional
         The tree moves' probabilities of grow, prune, change and swap (grow = prune), for every tree
         function: default grow and prune alone for sums of trees (as BART) and

@@ -65,6 +65,33 @@ the reversible-jump ratio of a proposal that draws the new tree's leaf values fr
 evaluated exactly, so the chain targets the model's posterior whatever the quality of the
 Laplace proposal, which only sets the acceptance rate.  A visit costs two passes of ``L`` (at
 ``f'``; the pass at ``f`` is carried from the previous visit).
+
+Regrowth on the general path (Normal leaves)
+--------------------------------------------
+The local moves change a tree one node at a time; where the posterior holds trees with different
+roots apart (a tight leaf prior against strong data), they stay near the trees they found.  The
+regrowth proposes a whole new tree ``T'`` and its leaf values, tree by tree given the others, and
+corrects exactly:
+
+1. the expansion point ``u``: from ``f_-j`` (the other trees' sum), :data:`REGROW_NEWTON` damped
+   Newton steps of every row on its own towards the mode of ``L`` with a leaf value ``N(0, leaf_sd^2)``
+   added at that row.  It depends on the other trees and the data alone, not on tree ``j``;
+2. the Gaussian expansion ``Q(f) = a (f - u) - b (f - u)^2 / 2`` (``a``, ``b = max(-H 1, 0)`` at ``u``;
+   rows with ``b = 0`` left out) makes tree ``j``'s conditional the conjugate one of Normal rows of
+   precision ``b`` and pseudo-response ``u - f_-j + a / b``
+   (:class:`~bayestrees.leaves.NormalRows`): ``T'`` is drawn by the conditional SMC update of that
+   approximate target ``pi~`` (:mod:`bayestrees.inference.pgibbs`, the current tree held), and
+   ``M'`` from its conjugate conditional ``q(M' | T')``;
+3. the conditional SMC kernel is reversible with respect to its target (a two-stage data
+   augmentation: the other particles given the held one, then one particle given all; Chopin &
+   Singh 2015), so as a proposal for ``pi`` its acceptance ratio is the ratio of importance
+   weights ``[pi(T', M') / (pi~(T') q(M' | T'))] / [pi(T, M) / (pi~(T) q(M | T))]``.  The priors of
+   the trees and leaves cancel in it, leaving ``log r = R(f') - R(f)`` with ``R = L - Q``, the
+   expansion's error.  For a likelihood quadratic in ``f`` it is 0 and every regrowth is kept.
+
+A regrowth costs :data:`REGROW_NEWTON` + 2 passes of ``L`` and the conditional SMC update per
+tree.  Where the expansion point is far from where the leaves settle (rows of one leaf whose
+own modes differ), the correction rejects more regrowths; they are exact nonetheless.
 """
 from __future__ import annotations
 
@@ -82,12 +109,13 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
-from ...leaves import GammaPoissonLeaves
+from ...leaves import GammaPoissonLeaves, KnownVarianceNormalLeaves, NormalRows
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
 from .. import heap
 from .. import proposals
+from .. import regrow
 from ..bart import kernel as bart_kernel
 from ..metropolis import accept
 from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
@@ -98,6 +126,9 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", 
 REGROW_PARTICLES = 10
 #: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
 ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
+#: Newton steps from the other trees' sum to the general path's regrowth's expansion point
+#: (:meth:`TreeMoves._general_regrow`)
+REGROW_NEWTON = 6
 #: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth on the
 #: conjugate Normal path)
 ONE_TREE_MOVE_COUNT = 50
@@ -196,9 +227,10 @@ class TreeMoves(MCMCKernel):
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
         (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate paths (Normal, and Gamma-Poisson
-        for log-gamma leaves); the general path has none.
-        "auto": 10 for a function of one tree (``m = 1``), whose grow and prune alone change the
-        root only through the single leaf, 0 for sums of trees (and with ``data_devices > 1``).
+        for log-gamma leaves) and on the general path with Normal leaves (corrected by
+        Metropolis-Hastings: the module docstring); not on the general path with log-gamma leaves.
+        "auto": 10 for a function of one tree (``m = 1``) that can split, whose grow and prune alone
+        change the root only through the single leaf, 0 for sums of trees (and with ``data_devices > 1``).
     data_devices : int >= 1
         Devices the rows of each function's step are split over (the conjugate Normal path only:
         :class:`bayestrees.inference.bart.kernel.KernelConfig`'s ``data_devices``).
@@ -405,11 +437,12 @@ class TreeMoves(MCMCKernel):
     def _with_kernel(self, fn: _Fn, conj: str) -> _Fn:
         """``fn`` with the tree kernel its path takes: for a function of one tree, the one-tree moves
         (:data:`ONE_TREE_MOVES`, :data:`ONE_TREE_MOVE_COUNT` moves a step; elsewhere one grow or
-        prune of every tree a step), or the ``move_probs`` and ``local_moves`` asked for, and on the
-        conjugate paths the particle Gibbs regrowth of ``particles``."""
+        prune of every tree a step), or the ``move_probs`` and ``local_moves`` asked for, and the
+        particle Gibbs regrowth of ``particles`` (not on the general path of log-gamma leaves)."""
         m = fn.dist.spec.m
         k = self.data_devices
-        particles = (REGROW_PARTICLES if m == 1 and k == 1 else 0) if self.particles == "auto" else int(self.particles)
+        one_tree = m == 1 and k == 1 and fn.cfg.max_depth >= 1   # (a tree that cannot split has nothing to regrow)
+        particles = (REGROW_PARTICLES if one_tree else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if k > 1:
             if conj != "normal":
@@ -427,10 +460,10 @@ class TreeMoves(MCMCKernel):
             cfg = dataclasses.replace(cfg, move_probs=self.move_probs)
         if self.local_moves is not None:
             cfg = dataclasses.replace(cfg, local_moves=self.local_moves)
-        if not conj:
+        if not conj and fn.dist.spec.leaf_prior != "normal":
             if self.particles not in ("auto", 0):
-                raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth runs on the conjugate "
-                                 f"paths only, and {fn.site!r} takes the general path")
+                raise ValueError(f"particles={self.particles!r}: on the general path the particle Gibbs regrowth takes "
+                                 f"Normal leaves, and {fn.site!r} has leaf_prior={fn.dist.spec.leaf_prior!r}")
             return fn._replace(cfg=cfg)
         if particles:
             cfg = dataclasses.replace(cfg, particles=particles, n_codes=int(np.max(fn.dist.code_hi, initial=0)) + 1)
@@ -535,11 +568,13 @@ class TreeMoves(MCMCKernel):
             if self._conj[i] != "normal" and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
                 step = partial(self._repeated, step)
             key = keys[i]
-            if self._conj[i] == "poisson" and fn.cfg.particles:   # the moves, then a regrowth of every tree
+            regrow_after = self._conj[i] != "normal" and fn.cfg.particles   # the moves, then a regrowth of every tree
+            if regrow_after:
                 key, k_regrow = random_bits.split(key)
             states[i], acc = step(key, states[i], fn, L)
-            if self._conj[i] == "poisson" and fn.cfg.particles:
-                states[i] = self._poisson_regrow(k_regrow, states[i], fn, L)
+            if regrow_after:
+                regrow_step = self._poisson_regrow if self._conj[i] == "poisson" else self._general_regrow
+                states[i] = regrow_step(k_regrow, states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
         return TreeMovesState(z=self._site_values(states), trees=tuple(states), accepted=jnp.stack(accepted),
                               rng_key=rng_key)
@@ -605,6 +640,74 @@ class TreeMoves(MCMCKernel):
         f0, leaves = self._poisson_rows(st, fn, L)
         new = bart_kernel.regrow_trees(key, st._replace(resid=-f0), fn.data, fn.cfg, leaves)
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid)
+
+    def _general_regrow(self, key, st, fn: _Fn, L):
+        """The general path's regrowth: every tree in turn, given the others, regrown by conditional SMC
+        under a Gaussian approximation of ``L`` about a point that does not depend on the tree, and
+        corrected by Metropolis-Hastings (module docstring, "Regrowth on the general path")."""
+        cfg, data = fn.cfg, fn.data
+        S, m = cfg.capacity, cfg.m
+        dt = st.resid.dtype
+        tau2 = jnp.asarray(cfg.tau2, dt)
+        step_max = 2.0 * jnp.sqrt(tau2)
+        model = KnownVarianceNormalLeaves(1.0, float(cfg.tau2))
+        rcfg = regrow.regrow_config(cfg.prior, model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
+                                    cfg.particles, cfg.n_codes)
+        codes = data.codes.T.astype(jnp.int32)
+        prior = cfg.prior if data.prior is None else data.prior
+        live = data.rows > 0
+        w_data = jnp.where(live, data.weight, 0.0).astype(dt)
+        k_tree, k_val, k_acc = random_bits.split(key, 3)
+        f0 = st.z - st.resid
+        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+        noise = NormalRows.noise(k_val, m, S, dt)
+
+        def expansion_point(f_rest):
+            """Damped Newton steps, every row on its own, towards the mode of ``L`` with a leaf value
+            ``N(0, tau2)`` added to ``f_rest`` at each row: a function of the other trees alone."""
+            u = f_rest
+            for _ in range(REGROW_NEWTON):
+                _, a, h = self._vgh(L, u)
+                step = (a - (u - f_rest) / tau2) / (jnp.maximum(-h, 0.0) + 1.0 / tau2)
+                u = u + jnp.clip(step, -step_max, step_max)
+            return u
+
+        def visit(carry, xs):
+            f, Lf = carry
+            ft, tt, v, leaf8, count, wsum, k, zv, lu = xs
+            leaf = leaf8.astype(jnp.int32)
+            f_rest = f - take(v, leaf)
+            u = expansion_point(f_rest)
+            _, alpha, h = self._vgh(L, u)
+            beta = jnp.where(live, jnp.maximum(-h, 0.0), 0.0)   # rows of no curvature: out of the approximation
+            curved = beta > 0
+            view = model.on_rows(beta, jnp.ones((), dt))
+            r = jnp.where(curved, u - f_rest + alpha / jnp.where(curved, beta, 1.0), 0.0)   # the tree's pseudo-response
+            new = regrow.regrow_tree(k, ft, tt, view.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi,
+                                     prior, rcfg)
+            is_leaf = heap.leaf_slots(new.feature)
+            value = view.draw(is_leaf, *view.regrown_sums(new.stats), zv).astype(dt)
+            f1 = f_rest + take(value, new.leaf)
+            L1 = L(f1)
+
+            def remainder(fx, Lx):   # L less its expansion at u: the approximation's error
+                d = fx - u
+                return Lx - jnp.sum(jnp.where(curved, alpha * d - 0.5 * beta * d * d, 0.0))
+
+            log_a = remainder(f1, L1) - remainder(f, Lf)
+            acc = accept(lu, log_a, jnp.isfinite(log_a))
+            keep = lambda a, b: jnp.where(acc, a, b)   # noqa: E731
+            out = (keep(new.feature, ft), keep(new.threshold, tt), keep(value, v),
+                   keep(new.leaf.astype(leaf8.dtype), leaf8),
+                   keep(jnp.where(is_leaf, new.count, 0.0).astype(count.dtype), count),
+                   keep(jnp.where(is_leaf, cell_sums(new.leaf, w_data, S), 0.0).astype(wsum.dtype), wsum))
+            return (keep(f1, f), keep(L1, Lf)), out
+
+        xs = (st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, random_bits.split(k_tree, m), noise, log_u)
+        (f, _), (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, (f0, L(f0)), xs)
+        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt)[:2]
+        return st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                           log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
 
     def _general_step(self, key, st, fn: _Fn, L):
         cfg = fn.cfg

@@ -347,9 +347,11 @@ def test_a_function_of_several_outputs(tmp_path):
     np.testing.assert_array_equal(bt.load_model_fit(tmp_path / "multi.nc", model).function("f", X_new), f_new)
 
 
-def test_particles_run_on_the_conjugate_paths_and_are_refused_on_the_general_path():
-    """``particles``: the regrowth runs on the conjugate Normal and Gamma-Poisson paths; on the general path
-    (a Poisson likelihood with Normal leaves) asking for it raises before sampling, naming the path."""
+def test_particles_run_on_every_path_but_the_general_path_of_log_gamma_leaves():
+    """``particles``: the regrowth runs on the conjugate Normal and Gamma-Poisson paths and on the general
+    path with Normal leaves (a Poisson likelihood: its own regrowth, corrected by Metropolis-Hastings); a
+    function of one tree has it by default.  On the general path with log-gamma leaves asking for it
+    raises before sampling, naming the leaf prior."""
     from bayestrees.inference.treefn.kernel import TreeMoves
 
     rng = np.random.default_rng(0)
@@ -360,8 +362,12 @@ def test_particles_run_on_the_conjugate_paths_and_are_refused_on_the_general_pat
         f = bt.tree_function("f", X, max_depth=2, leaf_prior=leaf_prior)
         numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
 
-    with pytest.raises(ValueError, match="general path"):
-        TreeMoves(model, particles=4).prepare((X, y), {})
+    general = TreeMoves(model, particles=4).prepare((X, y), {})
+    assert general.conjugate_kinds == ("",) and general._fns[0].cfg.particles == 4
+    assert TreeMoves(model).prepare((X, y), {})._fns[0].cfg.particles == 10
+    with pytest.raises(ValueError, match="leaf_prior='loggamma'"):
+        TreeMoves(model, conjugate=False, particles=4).prepare((X, y), {"leaf_prior": "loggamma"})
+    assert TreeMoves(model, conjugate=False).prepare((X, y), {"leaf_prior": "loggamma"})._fns[0].cfg.particles == 0
     moves = TreeMoves(model, particles=4).prepare((X, y), {"leaf_prior": "loggamma"})
     assert moves.conjugate_kinds == ("poisson",) and moves._fns[0].cfg.particles == 4
     auto = TreeMoves(model).prepare((X, y), {"leaf_prior": "loggamma"})
