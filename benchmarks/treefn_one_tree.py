@@ -27,7 +27,7 @@ import numpyro.distributions as dist
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "inference" / "treefn"))   # the suite's cases and enumeration
 from test_treefn_exact import MAX_DEPTH, Q, _enumerate, _exact, _one_tree_data, _one_tree_poisson, _tv  # noqa: E402
 
 import bayestrees as bt  # noqa: E402
