@@ -9,6 +9,7 @@ of ``n_leaves`` and its posterior mean.
 
     python benchmarks/treefn_one_tree_rows.py
     python benchmarks/treefn_one_tree_rows.py --n 500
+    python benchmarks/treefn_one_tree_rows.py --likelihood normal
 """
 from __future__ import annotations
 
@@ -29,14 +30,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--likelihood", choices=("poisson", "normal"), default="poisson",
+                    help="normal: the log rates plus N(0, 0.5^2) noise observed, sigma known (the conjugate path)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     X = rng.uniform(size=(a.n, 5)).astype(np.float32)
-    y = rng.poisson(np.exp(0.5 + 1.0 * (X[:, 0] > 0.5) - 0.7 * (X[:, 1] < 0.3))).astype(np.float32)
+    eta = 0.5 + 1.0 * (X[:, 0] > 0.5) - 0.7 * (X[:, 1] < 0.3)
+    if a.likelihood == "poisson":
+        y = rng.poisson(np.exp(eta)).astype(np.float32)
+    else:
+        y = (eta + 0.5 * rng.normal(size=a.n)).astype(np.float32)
 
     def model(X, y=None):
         f = bt.tree_function("f", X)
-        numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+        if a.likelihood == "poisson":
+            numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
+        else:
+            numpyro.sample("y", dist.Normal(f, 0.5), obs=y)
 
     for particles in ("auto", 0, "auto", 0):
         t = time.perf_counter()
