@@ -234,7 +234,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     conjugate : {"auto", True, False}, default "auto"
         The conjugate paths of the tree moves: the BART family's step for a likelihood Normal in
         the function (Normal leaves), its Gamma-Poisson analogue for ``Poisson(B exp(f))`` with
-        ``leaf_prior="loggamma"`` (``"auto"``: checked numerically at the start).
+        ``leaf_prior="loggamma"``, and for ``Bernoulli(logits=g + f)`` or ``Binomial(n, logits=g + f)``
+        with Normal leaves the same step after Polya-Gamma draws (``"auto"`` only: each checked
+        numerically at the start; :mod:`bayestrees.inference.treefn.kernel`).
     leaf_refresh : int >= 0, default 0
         On the general (non-conjugate) path, after each tree's grow or prune, this many further
         sweeps over the trees that keep every tree and propose new leaf values (the same exact
@@ -245,8 +247,8 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         conditional SMC update of the whole tree given the others, which can change every rule at
         once; :mod:`bayestrees.inference.regrow`); 0: none.  "auto": 10 for a function of one tree
         (``m = 1``) that can split, 0 for sums of trees.  On the conjugate paths (Normal leaves with a
-        likelihood quadratic in the function, log-gamma leaves with a Poisson-type one) and on the
-        general path with Normal leaves (proposed under a Gaussian expansion of the likelihood and
+        likelihood quadratic in the function or a logistic one, log-gamma leaves with a Poisson-type
+        one) and on the general path with Normal leaves (proposed under a Gaussian expansion of the likelihood and
         corrected by Metropolis-Hastings: :mod:`bayestrees.inference.treefn.kernel`); the general path
         with log-gamma leaves has none, and asking for particles there raises ``ValueError``.
     move_probs : tuple of 4 floats, optional

@@ -39,6 +39,22 @@ values from their conditional; ``conjugate="auto"`` checks the form numerically 
 (the Hessian diagonal, ``a - h`` the same and ``h`` scaled by ``exp(f2 - f1)`` at two random points
 and two random values of the other sites, to 1e-4 relative).
 
+Logit path (a Bernoulli or Binomial observation with a logit link)
+-------------------------------------------------------------------
+With Normal leaves and ``L`` of the form ``sum_i y_i eta_i - n_i log(1 + exp(eta_i))``, ``eta = g + f`` (an
+observed ``dist.Bernoulli(logits=eta)`` or ``dist.Binomial(n, logits=eta)``, ``g`` from the other
+sites), a step first draws ``omega_i ~ PG(n_i, eta_i)`` per row (Polson, Scott & Windle 2013:
+:mod:`bayestrees.polya_gamma`), given which the likelihood in ``f`` is Gaussian,
+``exp(kappa_i eta_i - omega_i eta_i^2 / 2)`` with ``kappa_i = y_i - n_i / 2``: the pseudo-response
+``f_i + kappa_i / omega_i - eta_i`` of precision ``omega_i``.  The step is then the conjugate Normal
+path's with those weights (the BART family's step, and a function of one tree's regrowth in it).
+The ``omega`` are drawn afresh each step and not kept: each step given ``omega`` leaves the trees'
+conditional given ``omega`` invariant, so the step, averaged over ``omega``'s conditional, leaves
+their posterior invariant.  ``conjugate="auto"`` checks the form at :meth:`TreeMoves.init` (traces of
+the model at two random values of the other sites and two random points ``f``: one observed site,
+logistic, unscaled, with logits of shape ``(n,)`` that move with ``f`` one for one, and no other
+term of ``L`` that changes with ``f``).  The draws cost ``n_i`` Polya-Gamma variates a row.
+
 General path (any likelihood): one joint move per tree
 ------------------------------------------------------
 Tree ``j`` with structure ``T`` and leaf values ``M``, the others' sum ``f_-j``, the function
@@ -103,6 +119,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
@@ -110,6 +127,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
 from ...leaves import GammaPoissonLeaves, KnownVarianceNormalLeaves, NormalRows
+from ...polya_gamma import polya_gamma
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
@@ -187,6 +205,30 @@ def function_log_density(model, model_args, model_kwargs, values: dict, skip=())
     return total
 
 
+#: the logistic observations the logit path augments (``dist.Bernoulli(logits=...)``, ``dist.Binomial(n, logits=...)``)
+_LOGISTIC = (dist.BernoulliLogits, dist.BinomialLogits)
+#: the conjugate kinds whose step is the BART family's Gaussian step (the logit path's given its Polya-Gamma draws)
+_GAUSSIAN_KINDS = ("normal", "logit")
+
+
+def _logistic_base(fn):
+    """The logistic distribution under ``Independent`` wrappers of an observed site, or None."""
+    while isinstance(fn, dist.Independent):
+        fn = fn.base_dist
+    return fn if isinstance(fn, _LOGISTIC) else None
+
+
+def logistic_terms(model, model_args, model_kwargs, values: dict, site: str, n: int):
+    """``(logits, y, trials)`` of the logistic observed ``site`` at ``values``, each of shape ``(n,)``."""
+    tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values)).get_trace(*model_args,
+                                                                                               **model_kwargs)
+    base = _logistic_base(tr[site]["fn"])
+    trials = base.total_count if isinstance(base, dist.BinomialLogits) else 1
+    shape = (n,)
+    return (jnp.broadcast_to(base.logits, shape), jnp.broadcast_to(jnp.asarray(tr[site]["value"]), shape),
+            jnp.broadcast_to(jnp.asarray(trials), shape))
+
+
 class _Fn(NamedTuple):
     """Static description of one tree function, or of one output of a function of several
     (``column >= 0``: its own ensemble of ``m`` trees, updated as a function of its own)."""
@@ -214,8 +256,9 @@ class TreeMoves(MCMCKernel):
     model : a NumPyro model with tree functions (:func:`bayestrees.inference.treefn.site.bart_function`)
     conjugate : "auto", True or False
         A conjugate path (module docstring) when the likelihood is quadratic in the tree function
-        (Normal leaves) or of the form ``y f - B exp(f)`` (log-gamma leaves); "auto" decides at
-        ``init`` by a numerical check, True asserts it.
+        (Normal leaves), of the form ``y f - B exp(f)`` (log-gamma leaves) or, after Polya-Gamma
+        draws, a logistic one (Normal leaves, ``auto`` only); "auto" decides at ``init`` by a
+        numerical check, True asserts the first two.
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
     move_probs : tuple of 4 floats, optional
@@ -269,6 +312,7 @@ class TreeMoves(MCMCKernel):
         self.traceable_args = bool(traceable_args)
         self._fns: tuple = ()
         self._conj: tuple = ()
+        self._logistic: dict = {}
 
     @property
     def model(self):
@@ -368,6 +412,7 @@ class TreeMoves(MCMCKernel):
     def _check_conjugate(self, fns, model_args, model_kwargs):
         """Per function: its conjugate path (:meth:`_conjugate_kind`) if ``L`` has that path's form
         (module docstring), else ``""`` (the general path)."""
+        self._logistic = {}   # function name -> its logistic observed site (the logit path)
         if self.conjugate is True or self.conjugate is False:
             return tuple(self._conjugate_kind(fn) if self.conjugate else "" for fn in fns)
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
@@ -392,18 +437,7 @@ class TreeMoves(MCMCKernel):
 
             ok = True
             for seed in (1, 2):   # two random values of the other sites, two random points f, a random v
-                with stump_initialisation():   # (drawing trees from the prior compiles a sampler: seconds)
-                    tr = prototype_trace(self._model, jax.random.key(seed), model_args, kw)
-                base = {k: site["value"] for k, site in tr.items()
-                        if site["type"] == "sample" and not site["is_observed"]}
-                rng = np.random.default_rng(seed)
-                for other in fns:   # every other function (and output) at random values
-                    if other.name != fn.name and other.name not in base:
-                        rows = other.dist.X.shape[0]
-                        size = (rows, other.dist.spec.outputs) if other.column >= 0 else (rows,)
-                        base[other.name] = jnp.asarray(rng.normal(size=size), jnp.float32)
-                if fn.column >= 0:   # the other outputs at random values
-                    base[fn.name] = jnp.asarray(rng.normal(size=(n, fn.dist.spec.outputs)), jnp.float32)
+                base, rng = self._random_base(seed, fn, fns, model_args, kw)
                 f1, f2, v = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(3))
                 a1, a2, h1, h2, hv1, hv2 = (np.asarray(x, np.float64) for x in probe(base, f1, f2, v))
                 v = np.asarray(v, np.float64)
@@ -417,8 +451,70 @@ class TreeMoves(MCMCKernel):
                     y1, y2 = a1 - h1, a2 - h2
                     scale = 1e-4 * (float(np.max(np.abs(y1))) + float(np.max(np.abs(h1))) + 1e-30)
                     ok &= bool(np.max(np.abs(y2 - y1)) <= scale) and bool(np.all(y1 >= -scale))
+            if not ok and kind == "normal":
+                site = self._logistic_site(fn, fns, model_args, kw)
+                if site is not None:
+                    kind, ok = "logit", True
+                    self._logistic[fn.name] = site
             out.append(kind if ok else "")
         return tuple(out)
+
+    def _random_base(self, seed: int, fn: _Fn, fns, model_args, kw):
+        """``(values, rng)``: every latent site at a random value (the prior's, trees as stumps), every
+        other function and output at standard Normal values; ``rng`` seeded with ``seed``."""
+        with stump_initialisation():   # (drawing trees from the prior compiles a sampler: seconds)
+            tr = prototype_trace(self._model, jax.random.key(seed), model_args, kw)
+        base = {k: site["value"] for k, site in tr.items() if site["type"] == "sample" and not site["is_observed"]}
+        rng = np.random.default_rng(seed)
+        for other in fns:   # every other function (and output) at random values
+            if other.name != fn.name and other.name not in base:
+                rows = other.dist.X.shape[0]
+                size = (rows, other.dist.spec.outputs) if other.column >= 0 else (rows,)
+                base[other.name] = jnp.asarray(rng.normal(size=size), jnp.float32)
+        if fn.column >= 0:   # the other outputs at random values
+            base[fn.name] = jnp.asarray(rng.normal(size=(fn.dist.X.shape[0], fn.dist.spec.outputs)), jnp.float32)
+        return base, rng
+
+    def _logistic_site(self, fn: _Fn, fns, model_args, kw):
+        """The observed site of the logit path (module docstring) if ``L`` has its form, else None: one
+        observed ``Bernoulli`` or ``Binomial`` with ``logits`` of shape ``(n,)``, unscaled, whose logits
+        move with ``f`` one for one, and no other term of ``L`` that depends on ``f`` (checked at two
+        random values of the other sites and two random points ``f``, to 1e-4 relative)."""
+        if fn.column >= 0:
+            return None
+        n = fn.dist.X.shape[0]
+        found = None
+        for seed in (1, 2):
+            base, rng = self._random_base(seed, fn, fns, model_args, kw)
+            f1, f2 = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(2))
+            traces = [handlers.trace(handlers.substitute(handlers.seed(self._model, 0), data=fn.with_values(base, f)))
+                      .get_trace(*model_args, **kw) for f in (f1, f2)]
+            moving = []
+            for name, site in traces[0].items():
+                if site["type"] != "sample" or not site["is_observed"] or name not in traces[1]:
+                    continue
+                lp1, lp2 = (jnp.sum(t[name]["fn"].log_prob(t[name]["value"])) for t in traces)
+                if float(lp1) != float(lp2):
+                    moving.append(name)
+            if len(moving) != 1:
+                return None
+            name = moving[0]
+            site = traces[0][name]
+            b1, b2 = (_logistic_base(t[name]["fn"]) for t in traces)
+            if b1 is None or site.get("scale") is not None or jnp.shape(b1.logits) != (n,) or \
+                    jnp.shape(site["value"]) != (n,) or found not in (None, name):
+                return None
+            moved = np.asarray(b1.logits, np.float64) - np.asarray(b2.logits, np.float64)
+            d = np.asarray(f1, np.float64) - np.asarray(f2, np.float64)
+            if np.max(np.abs(moved - d)) > 1e-4 * (np.max(np.abs(d)) + 1.0):
+                return None
+            L1, L2 = (float(function_log_density(self._model, model_args, kw, fn.with_values(base, f), skip=(fn.site,)))
+                      for f in (f1, f2))
+            lp1, lp2 = (float(jnp.sum(t[name]["fn"].log_prob(t[name]["value"]))) for t in traces)
+            if abs((L1 - L2) - (lp1 - lp2)) > 1e-4 * (abs(L1) + abs(L2) + 1.0):
+                return None
+            found = name
+        return found
 
     def prepare(self, model_args, model_kwargs) -> "TreeMoves":
         """Describe the model's tree functions and choose each one's path, with concrete arguments.
@@ -448,7 +544,7 @@ class TreeMoves(MCMCKernel):
             if conj != "normal":
                 raise ValueError(f"data_devices={k}: the rows are split across devices on the conjugate Normal path "
                                  f"only (a likelihood quadratic in the function, Normal leaves), and {fn.site!r} takes "
-                                 f"the {'Gamma-Poisson' if conj else 'general'} path")
+                                 f"the {dict(poisson='Gamma-Poisson', logit='logit').get(conj, 'general')} path")
             n = fn.dist.X.shape[0]
             if n % k:
                 raise ValueError(f"data_devices={k}: {fn.site!r} has {n} rows, not a multiple of {k}; pad the rows "
@@ -546,8 +642,8 @@ class TreeMoves(MCMCKernel):
 
     @property
     def conjugate_kinds(self) -> tuple:
-        """Per tree function (after ``init``): ``"normal"``, ``"poisson"`` (the conjugate paths of the
-        module docstring) or ``""`` (the general path)."""
+        """Per tree function (after ``init``): ``"normal"``, ``"poisson"``, ``"logit"`` (the conjugate
+        paths of the module docstring) or ``""`` (the general path)."""
         return self._conj
 
     # -- a step ------------------------------------------------------------------------------------
@@ -565,10 +661,17 @@ class TreeMoves(MCMCKernel):
                                             skip=sites)
 
             step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
-            if self._conj[i] != "normal" and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
+            if self._conj[i] == "logit":
+                def terms(f, values=values, fn=fn):
+                    return logistic_terms(self._model, model_args, model_kwargs, fn.with_values(values, f),
+                                          self._logistic[fn.name], f.shape[0])
+
+                step = partial(self._logit_step, terms=terms)
+            gaussian = self._conj[i] in _GAUSSIAN_KINDS
+            if not gaussian and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
                 step = partial(self._repeated, step)
             key = keys[i]
-            regrow_after = self._conj[i] != "normal" and fn.cfg.particles   # the moves, then a regrowth of every tree
+            regrow_after = not gaussian and fn.cfg.particles   # the moves, then a regrowth of every tree
             if regrow_after:
                 key, k_regrow = random_bits.split(key)
             states[i], acc = step(key, states[i], fn, L)
@@ -598,7 +701,20 @@ class TreeMoves(MCMCKernel):
     def _conjugate_step(self, key, st, fn: _Fn, L):
         f = st.z - st.resid
         _, a, h = self._vgh(L, f)
-        b = jnp.maximum(-h, 0.0)
+        return self._gaussian_step(key, st, fn, f, a, jnp.maximum(-h, 0.0))
+
+    def _logit_step(self, key, st, fn: _Fn, L, terms):
+        """The logit path (module docstring): the Polya-Gamma draws given the function, then the BART
+        family's step on the Gaussian likelihood they make."""
+        f = st.z - st.resid
+        logits, y, trials = terms(f)
+        omega = polya_gamma(random_bits.fold_in(key, 1), trials, logits, f.dtype)
+        kappa = y.astype(f.dtype) - 0.5 * trials.astype(f.dtype)
+        return self._gaussian_step(key, st, fn, f, kappa - omega * logits, omega)
+
+    def _gaussian_step(self, key, st, fn: _Fn, f, a, b):
+        """The BART family's step for the likelihood ``sum_i a_i (f'_i - f_i) - b_i (f'_i - f_i)^2 / 2``
+        of the function ``f'`` (the pseudo-response ``f + a / b`` of precision ``b``, ``b >= 0``)."""
         live = b > 0
         c = jnp.where(live, f + a / jnp.where(live, b, 1.0), f)
         S = fn.cfg.capacity

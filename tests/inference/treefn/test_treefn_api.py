@@ -374,6 +374,46 @@ def test_particles_run_on_every_path_but_the_general_path_of_log_gamma_leaves():
     assert auto._fns[0].cfg.particles == 10 and auto._fns[0].cfg.move_probs == (0.25, 0.25, 0.4, 0.1)
 
 
+def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_function():
+    """``conjugate="auto"`` takes the logit path (Polya-Gamma draws) for a Bernoulli or Binomial observation
+    whose logits are another site's value plus the function, and the general path where the function
+    enters otherwise: through ``probs``, scaled, observed twice, or in a scaled site."""
+    from bayestrees.inference.treefn.kernel import TreeMoves
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2)).astype(np.float32)
+    y = (rng.uniform(size=30) < 0.5).astype(np.float32)
+
+    def bernoulli(X, y=None):
+        b0 = numpyro.sample("b0", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Bernoulli(logits=b0 + bt.bart_function("f", X, m=3)), obs=y)
+
+    def binomial(X, y=None):
+        numpyro.sample("y", dist.Binomial(4, logits=bt.tree_function("f", X, max_depth=2)), obs=y)
+
+    def probs(X, y=None):
+        numpyro.sample("y", dist.Bernoulli(probs=jax.nn.sigmoid(bt.bart_function("f", X, m=3))), obs=y)
+
+    def twice(X, y=None):
+        numpyro.sample("y", dist.Bernoulli(logits=2.0 * bt.bart_function("f", X, m=3)), obs=y)
+
+    def two_sites(X, y=None):
+        f = bt.bart_function("f", X, m=3)
+        numpyro.sample("y", dist.Bernoulli(logits=f), obs=y)
+        numpyro.sample("y2", dist.Bernoulli(logits=f), obs=y)
+
+    def scaled(X, y=None):
+        with numpyro.handlers.scale(scale=2.0):
+            numpyro.sample("y", dist.Bernoulli(logits=bt.bart_function("f", X, m=3)), obs=y)
+
+    for model, kind in ((bernoulli, "logit"), (binomial, "logit"), (probs, ""), (twice, ""), (two_sites, ""),
+                        (scaled, "")):
+        kernel = TreeMoves(model).prepare((X, y), {})
+        assert kernel.conjugate_kinds == (kind,), model.__name__
+    assert TreeMoves(binomial).prepare((X, y), {})._fns[0].cfg.particles == 10   # one tree: the regrowth too
+    assert TreeMoves(bernoulli, conjugate=False).prepare((X, y), {}).conjugate_kinds == ("",)
+
+
 def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
     """``move_probs`` and ``local_moves`` set every tree function's kernel (default: grow and prune, one
     move a step, for sums; the one-tree moves for one tree); bad values raise before anything runs."""

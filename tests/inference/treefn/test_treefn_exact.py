@@ -437,6 +437,48 @@ def test_one_tree_poisson_function_at_its_defaults_matches_enumeration(data_seed
     _check_defaults_against(model, X, y, want)
 
 
+def _one_tree_logit(data_seed):
+    """The logistic one-tree case: ``(X, y, want, f_exact, model)``, successes of 6 trials with a logit
+    link and an offset, the default Normal leaves (the logit path), the exact posterior of ``n_leaves``
+    and of the function at every row by quadrature per leaf."""
+    X, codes, _ = _one_tree_data(data_seed)
+    rng = np.random.default_rng(200 + data_seed)
+    trials, offset, sd = 6, -0.3, 1.5                            # sd: tree_function's default leaf_sd
+    eta_true = offset + np.where(codes[:, 0] >= 2, 1.2, -0.8) + np.where(codes[:, 1] >= 2, 0.5, 0.0)
+    y = rng.binomial(trials, 1.0 / (1.0 + np.exp(-eta_true))).astype(np.float32)
+    grid = np.linspace(-8 * sd, 8 * sd, 8001)
+    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
+
+    def leaf_log_post(rows):   # log p(y_rows | mu) p(mu) on the grid (the binomial coefficients cancel)
+        yy, eta = y[rows][:, None], offset + grid[None, :]
+        return (yy * eta - trials * np.logaddexp(0.0, eta)).sum(0) + log_g
+
+    def log_leaf(rows):
+        return logsumexp(leaf_log_post(rows))
+
+    def leaf_mean(rows):
+        lp = leaf_log_post(rows)
+        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
+
+    want, f_exact = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, leaf_mean, n=len(y))
+
+    def model(X, y=None):
+        f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
+        numpyro.sample("y", dist.Binomial(trials, logits=offset + f), obs=y)
+
+    return X, y, want, f_exact, model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data_seed", [0] + [pytest.param(s, marks=pytest.mark.full_only) for s in (1, 2)])
+def test_one_tree_logit_function_at_its_defaults_matches_enumeration(data_seed):
+    """The same for a Binomial likelihood with a logit link: the logit path (Polya-Gamma draws, then the
+    BART family's step on the Gaussian likelihood they make) at the defaults, against the exact posterior
+    of every tree and of the function at every row."""
+    X, y, want, f_exact, model = _one_tree_logit(data_seed)
+    _check_defaults_against(model, X, y, want, f_exact)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("data_seed", range(3))
 def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(data_seed):
