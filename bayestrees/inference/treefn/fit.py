@@ -235,8 +235,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         The conjugate paths of the tree moves: the BART family's step for a likelihood Normal in
         the function (Normal leaves), its Gamma-Poisson analogue for ``Poisson(B exp(f))`` with
         ``leaf_prior="loggamma"``, and for ``Bernoulli(logits=g + f)`` or ``Binomial(n, logits=g + f)``
-        with Normal leaves the same step after Polya-Gamma draws (``"auto"`` only: each checked
-        numerically at the start; :mod:`bayestrees.inference.treefn.kernel`).
+        with Normal leaves the same step after Polya-Gamma draws (``"auto"``: each checked
+        numerically at the start; ``True`` asserts the leaf prior's path, Normal or Gamma-Poisson,
+        unchecked; ``False``: the general path; :mod:`bayestrees.inference.treefn.kernel`).
     leaf_refresh : int >= 0, default 0
         On the general (non-conjugate) path, after each tree's grow or prune, this many further
         sweeps over the trees that keep every tree and propose new leaf values (the same exact

@@ -257,8 +257,8 @@ class TreeMoves(MCMCKernel):
     conjugate : "auto", True or False
         A conjugate path (module docstring) when the likelihood is quadratic in the tree function
         (Normal leaves), of the form ``y f - B exp(f)`` (log-gamma leaves) or, after Polya-Gamma
-        draws, a logistic one (Normal leaves, ``auto`` only); "auto" decides at ``init`` by a
-        numerical check, True asserts the first two.
+        draws, a logistic one (Normal leaves); "auto" decides at ``init`` by a numerical check (the
+        only way to the logit path), True asserts the leaf prior's path (Normal or Gamma-Poisson).
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
     move_probs : tuple of 4 floats, optional
@@ -413,7 +413,7 @@ class TreeMoves(MCMCKernel):
         """Per function: its conjugate path (:meth:`_conjugate_kind`) if ``L`` has that path's form
         (module docstring), else ``""`` (the general path)."""
         self._logistic = {}   # function name -> its logistic observed site (the logit path)
-        if self.conjugate is True or self.conjugate is False:
+        if self.conjugate is True or self.conjugate is False:   # (no check: the data may be traced here)
             return tuple(self._conjugate_kind(fn) if self.conjugate else "" for fn in fns)
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
         out = []
@@ -480,7 +480,7 @@ class TreeMoves(MCMCKernel):
         observed ``Bernoulli`` or ``Binomial`` with ``logits`` of shape ``(n,)``, unscaled, whose logits
         move with ``f`` one for one, and no other term of ``L`` that depends on ``f`` (checked at two
         random values of the other sites and two random points ``f``, to 1e-4 relative)."""
-        if fn.column >= 0:
+        if fn.column >= 0 or _traced(model_args, kw):   # (its checks read values)
             return None
         n = fn.dist.X.shape[0]
         found = None
