@@ -52,7 +52,8 @@ def _series_term(n, x):
 
 
 def _series_accepts(x, u):
-    """Devroye's alternating-series test of a proposal ``x`` with the uniform ``u``: ``(accepted, decided)``."""
+    """Devroye's alternating-series test of a proposal ``x`` with the uniform ``u``: whether it is accepted
+    (an undecided proposal is not)."""
     n = jnp.arange(SERIES_TERMS, dtype=x.dtype)
     terms = _series_term(n, x[..., None])
     signs = jnp.where(n % 2 == 0, 1.0, -1.0)
@@ -63,9 +64,7 @@ def _series_accepts(x, u):
     reject_at = (~odd) & (n > 0) & (y[..., None] > partial)
     decided_at = accept_at | reject_at
     first = jnp.argmax(decided_at, axis=-1)
-    decided = jnp.any(decided_at, axis=-1)
-    accepted = jnp.take_along_axis(accept_at, first[..., None], axis=-1)[..., 0] & decided
-    return accepted, decided
+    return jnp.take_along_axis(accept_at, first[..., None], axis=-1)[..., 0] & jnp.any(decided_at, axis=-1)
 
 
 def _exponential_mass(z):
@@ -125,7 +124,7 @@ def _pg_one(key, c):
         x_exp = TRUNC - jnp.log(u[..., 0]) / fz
         exp_piece = u[..., 1] < p_exp
         proposal = jnp.where(exp_piece, x_exp, _truncated_inverse_gaussian(k2, z, ~exp_piece & ~done))
-        accepted, _ = _series_accepts(proposal, u[..., 2])
+        accepted = _series_accepts(proposal, u[..., 2])
         return jnp.where(accepted & ~done, proposal, x), done | accepted, i + 1
 
     x, _, _ = jax.lax.while_loop(cond, body, (jnp.zeros_like(z), jnp.zeros(z.shape, bool), jnp.zeros((), jnp.int32)))

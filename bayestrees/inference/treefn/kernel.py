@@ -189,19 +189,29 @@ def tree_sites(model_trace) -> tuple:
                  if site["type"] == "sample" and isinstance(site["fn"], TreeEnsemble) and not site["is_observed"])
 
 
+def _trace_at(model, model_args, model_kwargs, values: dict):
+    """The model's trace with ``values`` substituted (tree sites, tree function values, ...)."""
+    return handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values)).get_trace(*model_args,
+                                                                                                 **model_kwargs)
+
+
+def _site_log_density(site):
+    """A sample site's log density, summed (times its ``scale`` where a handler set one)."""
+    lp = site["fn"].log_prob(site["value"])
+    if site.get("scale") is not None:
+        lp = site["scale"] * lp
+    return jnp.sum(lp)
+
+
 def function_log_density(model, model_args, model_kwargs, values: dict, skip=()):
     """The model's log density with ``values`` substituted (tree sites, tree function values, ...),
     summed over every sample site except those in ``skip``."""
-    tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values)).get_trace(*model_args,
-                                                                                               **model_kwargs)
+    tr = _trace_at(model, model_args, model_kwargs, values)
     total = jnp.zeros((), jnp.float32)
     for name, site in tr.items():
         if site["type"] != "sample" or name in skip:
             continue
-        lp = site["fn"].log_prob(site["value"])
-        if site.get("scale") is not None:
-            lp = site["scale"] * lp
-        total = total + jnp.sum(lp)
+        total = total + _site_log_density(site)
     return total
 
 
@@ -220,8 +230,7 @@ def _logistic_base(fn):
 
 def logistic_terms(model, model_args, model_kwargs, values: dict, site: str, n: int):
     """``(logits, y, trials)`` of the logistic observed ``site`` at ``values``, each of shape ``(n,)``."""
-    tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values)).get_trace(*model_args,
-                                                                                               **model_kwargs)
+    tr = _trace_at(model, model_args, model_kwargs, values)
     base = _logistic_base(tr[site]["fn"])
     trials = base.total_count if isinstance(base, dist.BinomialLogits) else 1
     shape = (n,)
@@ -487,15 +496,10 @@ class TreeMoves(MCMCKernel):
         for seed in (1, 2):
             base, rng = self._random_base(seed, fn, fns, model_args, kw)
             f1, f2 = (jnp.asarray(rng.normal(size=n), jnp.float32) for _ in range(2))
-            traces = [handlers.trace(handlers.substitute(handlers.seed(self._model, 0), data=fn.with_values(base, f)))
-                      .get_trace(*model_args, **kw) for f in (f1, f2)]
-            moving = []
-            for name, site in traces[0].items():
-                if site["type"] != "sample" or not site["is_observed"] or name not in traces[1]:
-                    continue
-                lp1, lp2 = (jnp.sum(t[name]["fn"].log_prob(t[name]["value"])) for t in traces)
-                if float(lp1) != float(lp2):
-                    moving.append(name)
+            traces = [_trace_at(self._model, model_args, kw, fn.with_values(base, f)) for f in (f1, f2)]
+            lps = {name: tuple(float(_site_log_density(t[name])) for t in traces) for name, site in traces[0].items()
+                   if site["type"] == "sample" and site["is_observed"] and name in traces[1]}
+            moving = [name for name, (lp1, lp2) in lps.items() if lp1 != lp2]
             if len(moving) != 1:
                 return None
             name = moving[0]
@@ -510,7 +514,7 @@ class TreeMoves(MCMCKernel):
                 return None
             L1, L2 = (float(function_log_density(self._model, model_args, kw, fn.with_values(base, f), skip=(fn.site,)))
                       for f in (f1, f2))
-            lp1, lp2 = (float(jnp.sum(t[name]["fn"].log_prob(t[name]["value"]))) for t in traces)
+            lp1, lp2 = lps[name]
             if abs((L1 - L2) - (lp1 - lp2)) > 1e-4 * (abs(L1) + abs(L2) + 1.0):
                 return None
             found = name
