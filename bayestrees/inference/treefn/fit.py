@@ -234,8 +234,9 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     conjugate : {"auto", True, False}, default "auto"
         The conjugate paths of the tree moves: the BART family's step for a likelihood Normal in
         the function (Normal leaves), its Gamma-Poisson analogue for ``Poisson(B exp(f))`` with
-        ``leaf_prior="loggamma"``, and for ``Bernoulli(logits=g + f)`` or ``Binomial(n, logits=g + f)``
-        with Normal leaves the same step after Polya-Gamma draws (``"auto"``: each checked
+        ``leaf_prior="loggamma"``, and for ``Bernoulli(logits=g + f)``, ``Binomial(n, logits=g + f)``
+        or ``StudentT(nu, g + f, s)`` with Normal leaves the same step after latent draws (Polya-Gamma;
+        the Student-t's Gamma scale mixture) (``"auto"``: each checked
         numerically at the start; ``True`` asserts the leaf prior's path, Normal or Gamma-Poisson,
         unchecked; ``False``: the general path; :mod:`bayestrees.inference.treefn.kernel`).
     leaf_refresh : int >= 0, default 0

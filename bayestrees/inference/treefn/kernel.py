@@ -39,21 +39,29 @@ values from their conditional; ``conjugate="auto"`` checks the form numerically 
 (the Hessian diagonal, ``a - h`` the same and ``h`` scaled by ``exp(f2 - f1)`` at two random points
 and two random values of the other sites, to 1e-4 relative).
 
-Logit path (a Bernoulli or Binomial observation with a logit link)
--------------------------------------------------------------------
-With Normal leaves and ``L`` of the form ``sum_i y_i eta_i - n_i log(1 + exp(eta_i))``, ``eta = g + f`` (an
-observed ``dist.Bernoulli(logits=eta)`` or ``dist.Binomial(n, logits=eta)``, ``g`` from the other
-sites), a step first draws ``omega_i ~ PG(n_i, eta_i)`` per row (Polson, Scott & Windle 2013:
-:mod:`bayestrees.polya_gamma`), given which the likelihood in ``f`` is Gaussian,
-``exp(kappa_i eta_i - omega_i eta_i^2 / 2)`` with ``kappa_i = y_i - n_i / 2``: the pseudo-response
-``f_i + kappa_i / omega_i - eta_i`` of precision ``omega_i``.  The step is then the conjugate Normal
-path's with those weights (the BART family's step, and a function of one tree's regrowth in it).
-The ``omega`` are drawn afresh each step and not kept: each step given ``omega`` leaves the trees'
-conditional given ``omega`` invariant, so the step, averaged over ``omega``'s conditional, leaves
-their posterior invariant.  ``conjugate="auto"`` checks the form at :meth:`TreeMoves.init` (traces of
-the model at two random values of the other sites and two random points ``f``: one observed site,
-logistic, unscaled, with logits of shape ``(n,)`` that move with ``f`` one for one, and no other
-term of ``L`` that changes with ``f``).  The draws cost ``n_i`` Polya-Gamma variates a row.
+Augmented paths (latent draws that make the likelihood Gaussian in the function)
+-------------------------------------------------------------------------------
+For some observation families, latent variables drawn per row given the function make the
+likelihood Gaussian in ``f``: ``exp(a_i (f'_i - f_i) - b_i (f'_i - f_i)^2 / 2)``, the pseudo-response
+``f_i + a_i / b_i`` of precision ``b_i``.  A step draws the latents afresh, then takes the conjugate
+Normal path's step with those weights (the BART family's step, and a function of one tree's
+regrowth in it).  The latents are not kept: each step given them leaves the trees' conditional
+given them invariant, so the step, averaged over their conditional, leaves the trees' posterior
+invariant.  With Normal leaves, ``eta = g + f`` (``g`` from the other sites) and :data:`AUGMENTED`:
+
+* **logit** (an observed ``dist.Bernoulli(logits=eta)`` or ``dist.Binomial(n, logits=eta)``, ``L = sum_i
+  y_i eta_i - n_i log(1 + exp(eta_i))``): ``omega_i ~ PG(n_i, eta_i)`` (Polson, Scott & Windle 2013:
+  :mod:`bayestrees.polya_gamma`), ``b_i = omega_i`` and ``a_i = kappa_i - omega_i eta_i`` with ``kappa_i =
+  y_i - n_i / 2``.  The draws cost ``n_i`` Polya-Gamma variates a row;
+* **student_t** (an observed ``dist.StudentT(nu, eta, s)``, ``nu`` and ``s`` from the other sites or
+  fixed): the scale mixture ``y_i ~ N(eta_i, s_i^2 / lambda_i)``, ``lambda_i ~ Gamma(nu_i / 2, nu_i / 2)``
+  (Geweke 1993), whose conditional is ``lambda_i ~ Gamma((nu_i + 1) / 2, (nu_i + ((y_i - eta_i) / s_i)^2) /
+  2)``: ``b_i = lambda_i / s_i^2`` and ``a_i = b_i (y_i - eta_i)``.
+
+``conjugate="auto"`` checks the form at :meth:`TreeMoves.init` (traces of the model at two random
+values of the other sites and two random points ``f``: one observed site of such a family,
+unscaled, whose linear predictor (of shape ``(n,)``) moves with ``f`` one for one while its other
+parameters stay, and no other term of ``L`` that changes with ``f``).
 
 General path (any likelihood): one joint move per tree
 ------------------------------------------------------
@@ -215,27 +223,70 @@ def function_log_density(model, model_args, model_kwargs, values: dict, skip=())
     return total
 
 
-#: the logistic observations the logit path augments (``dist.Bernoulli(logits=...)``, ``dist.Binomial(n, logits=...)``)
-_LOGISTIC = (dist.BernoulliLogits, dist.BinomialLogits)
-#: the conjugate kinds whose step is the BART family's Gaussian step (the logit path's given its Polya-Gamma draws)
-_GAUSSIAN_KINDS = ("normal", "logit")
+class Augmentation(NamedTuple):
+    """An observation family that latent draws make Gaussian in the function (module docstring,
+    "Augmented paths"): its distributions, the parameter that holds ``g + f`` (``linear``), the others
+    that must not move with ``f`` (``fixed``), and ``draw(key, linear, y, *fixed, dtype) -> (a, b)``,
+    the Gaussian likelihood ``a (f' - f) - b (f' - f)^2 / 2`` of the function given fresh latents."""
+
+    classes: tuple
+    linear: str
+    fixed: tuple
+    draw: Any
 
 
-def _logistic_base(fn):
-    """The logistic distribution under ``Independent`` wrappers of an observed site, or None."""
+def _polya_gamma_terms(key, logits, y, trials, dtype):
+    """The logit path's latents ``omega ~ PG(n, eta)``: precision ``omega``, ``a = kappa - omega eta``."""
+    omega = polya_gamma(key, trials, logits, dtype)
+    kappa = y.astype(dtype) - 0.5 * trials.astype(dtype)
+    return kappa - omega * logits, omega
+
+
+def _student_t_terms(key, loc, y, df, scale, dtype):
+    """The Student-t path's latents ``lambda ~ Gamma((nu + 1) / 2, (nu + ((y - eta) / s)^2) / 2)``:
+    precision ``b = lambda / s^2``, ``a = b (y - eta)``."""
+    r = (y.astype(dtype) - loc) / scale
+    lam = random_bits.gamma(key, 0.5 * (df + 1.0), dtype) / (0.5 * (df + r * r))
+    b = lam / (scale * scale)
+    return b * (y.astype(dtype) - loc), b
+
+
+#: the augmented paths: kind -> its observation family (``dist.Bernoulli(logits=...)``,
+#: ``dist.Binomial(n, logits=...)``; ``dist.StudentT(df, loc, scale)``)
+AUGMENTED = {
+    "logit": Augmentation(classes=(dist.BernoulliLogits, dist.BinomialLogits), linear="logits",
+                          fixed=("total_count",), draw=_polya_gamma_terms),
+    "student_t": Augmentation(classes=(dist.StudentT,), linear="loc", fixed=("df", "scale"), draw=_student_t_terms),
+}
+#: the conjugate kinds whose step is the BART family's Gaussian step (the augmented ones given their latents)
+_GAUSSIAN_KINDS = ("normal",) + tuple(AUGMENTED)
+
+
+def _augmented_base(fn):
+    """``(kind, distribution)`` of an augmented family under ``Independent`` wrappers of an observed
+    site, or ``(None, None)``."""
     while isinstance(fn, dist.Independent):
         fn = fn.base_dist
-    return fn if isinstance(fn, _LOGISTIC) else None
+    for kind, aug in AUGMENTED.items():
+        if isinstance(fn, aug.classes):
+            return kind, fn
+    return None, None
 
 
-def logistic_terms(model, model_args, model_kwargs, values: dict, site: str, n: int):
-    """``(logits, y, trials)`` of the logistic observed ``site`` at ``values``, each of shape ``(n,)``."""
+def _fixed_values(kind: str, base):
+    """The parameters of an augmented family's distribution that are not its linear predictor (a
+    Bernoulli's number of trials is 1)."""
+    return tuple(getattr(base, name, 1) for name in AUGMENTED[kind].fixed)
+
+
+def augmented_terms(model, model_args, model_kwargs, values: dict, site: str, n: int):
+    """``(kind, linear, y, *fixed)`` of the augmented observed ``site`` at ``values``, each array of
+    shape ``(n,)`` (:data:`AUGMENTED`)."""
     tr = _trace_at(model, model_args, model_kwargs, values)
-    base = _logistic_base(tr[site]["fn"])
-    trials = base.total_count if isinstance(base, dist.BinomialLogits) else 1
+    kind, base = _augmented_base(tr[site]["fn"])
     shape = (n,)
-    return (jnp.broadcast_to(base.logits, shape), jnp.broadcast_to(jnp.asarray(tr[site]["value"]), shape),
-            jnp.broadcast_to(jnp.asarray(trials), shape))
+    arrays = (getattr(base, AUGMENTED[kind].linear), tr[site]["value"]) + _fixed_values(kind, base)
+    return (kind,) + tuple(jnp.broadcast_to(jnp.asarray(x), shape) for x in arrays)
 
 
 class _Fn(NamedTuple):
@@ -265,9 +316,9 @@ class TreeMoves(MCMCKernel):
     model : a NumPyro model with tree functions (:func:`bayestrees.inference.treefn.site.bart_function`)
     conjugate : "auto", True or False
         A conjugate path (module docstring) when the likelihood is quadratic in the tree function
-        (Normal leaves), of the form ``y f - B exp(f)`` (log-gamma leaves) or, after Polya-Gamma
-        draws, a logistic one (Normal leaves); "auto" decides at ``init`` by a numerical check (the
-        only way to the logit path), True asserts the leaf prior's path (Normal or Gamma-Poisson).
+        (Normal leaves), of the form ``y f - B exp(f)`` (log-gamma leaves) or, after latent draws,
+        a logistic or Student-t one (Normal leaves); "auto" decides at ``init`` by a numerical check
+        (the only way to the augmented paths), True asserts the leaf prior's path (Normal or Gamma-Poisson).
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
     move_probs : tuple of 4 floats, optional
@@ -321,7 +372,7 @@ class TreeMoves(MCMCKernel):
         self.traceable_args = bool(traceable_args)
         self._fns: tuple = ()
         self._conj: tuple = ()
-        self._logistic: dict = {}
+        self._augmented: dict = {}
 
     @property
     def model(self):
@@ -421,7 +472,7 @@ class TreeMoves(MCMCKernel):
     def _check_conjugate(self, fns, model_args, model_kwargs):
         """Per function: its conjugate path (:meth:`_conjugate_kind`) if ``L`` has that path's form
         (module docstring), else ``""`` (the general path)."""
-        self._logistic = {}   # function name -> its logistic observed site (the logit path)
+        self._augmented = {}   # function name -> its augmented observed site (the augmented paths)
         if self.conjugate is True or self.conjugate is False:   # (no check: the data may be traced here)
             return tuple(self._conjugate_kind(fn) if self.conjugate else "" for fn in fns)
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
@@ -461,10 +512,10 @@ class TreeMoves(MCMCKernel):
                     scale = 1e-4 * (float(np.max(np.abs(y1))) + float(np.max(np.abs(h1))) + 1e-30)
                     ok &= bool(np.max(np.abs(y2 - y1)) <= scale) and bool(np.all(y1 >= -scale))
             if not ok and kind == "normal":
-                site = self._logistic_site(fn, fns, model_args, kw)
+                site, aug = self._augmented_site(fn, fns, model_args, kw)
                 if site is not None:
-                    kind, ok = "logit", True
-                    self._logistic[fn.name] = site
+                    kind, ok = aug, True
+                    self._augmented[fn.name] = site
             out.append(kind if ok else "")
         return tuple(out)
 
@@ -484,13 +535,15 @@ class TreeMoves(MCMCKernel):
             base[fn.name] = jnp.asarray(rng.normal(size=(fn.dist.X.shape[0], fn.dist.spec.outputs)), jnp.float32)
         return base, rng
 
-    def _logistic_site(self, fn: _Fn, fns, model_args, kw):
-        """The observed site of the logit path (module docstring) if ``L`` has its form, else None: one
-        observed ``Bernoulli`` or ``Binomial`` with ``logits`` of shape ``(n,)``, unscaled, whose logits
-        move with ``f`` one for one, and no other term of ``L`` that depends on ``f`` (checked at two
-        random values of the other sites and two random points ``f``, to 1e-4 relative)."""
+    def _augmented_site(self, fn: _Fn, fns, model_args, kw):
+        """``(site, kind)``: the observed site of an augmented path (module docstring) and its kind if
+        ``L`` has that path's form, else ``(None, None)``: one observed site of a family of
+        :data:`AUGMENTED`, unscaled, whose linear predictor (of shape ``(n,)``) moves with ``f`` one for
+        one while its other parameters stay, and no other term of ``L`` that depends on ``f``
+        (checked at two random values of the other sites and two random points ``f``, to 1e-4
+        relative)."""
         if fn.column >= 0 or _traced(model_args, kw):   # (its checks read values)
-            return None
+            return None, None
         n = fn.dist.X.shape[0]
         found = None
         for seed in (1, 2):
@@ -501,23 +554,30 @@ class TreeMoves(MCMCKernel):
                    if site["type"] == "sample" and site["is_observed"] and name in traces[1]}
             moving = [name for name, (lp1, lp2) in lps.items() if lp1 != lp2]
             if len(moving) != 1:
-                return None
+                return None, None
             name = moving[0]
             site = traces[0][name]
-            b1, b2 = (_logistic_base(t[name]["fn"]) for t in traces)
-            if b1 is None or site.get("scale") is not None or jnp.shape(b1.logits) != (n,) or \
-                    jnp.shape(site["value"]) != (n,) or found not in (None, name):
-                return None
-            moved = np.asarray(b1.logits, np.float64) - np.asarray(b2.logits, np.float64)
+            (kind, b1), (kind2, b2) = (_augmented_base(t[name]["fn"]) for t in traces)
+            if kind is None or kind2 != kind or site.get("scale") is not None or jnp.shape(site["value"]) != (n,) \
+                    or found not in (None, (name, kind)):
+                return None, None
+            lin1, lin2 = (getattr(x, AUGMENTED[kind].linear) for x in (b1, b2))
+            if jnp.shape(lin1) != (n,):
+                return None, None
+            moved = np.asarray(lin1, np.float64) - np.asarray(lin2, np.float64)
             d = np.asarray(f1, np.float64) - np.asarray(f2, np.float64)
             if np.max(np.abs(moved - d)) > 1e-4 * (np.max(np.abs(d)) + 1.0):
-                return None
+                return None, None
+            for p1, p2 in zip(_fixed_values(kind, b1), _fixed_values(kind, b2)):   # the rest does not move
+                p1, p2 = np.asarray(p1, np.float64), np.asarray(p2, np.float64)
+                if p1.shape != p2.shape or np.max(np.abs(p1 - p2), initial=0.0) > 1e-6 * (np.max(np.abs(p1)) + 1.0):
+                    return None, None
             L1, L2 = (float(function_log_density(self._model, model_args, kw, fn.with_values(base, f), skip=(fn.site,)))
                       for f in (f1, f2))
             lp1, lp2 = lps[name]
             if abs((L1 - L2) - (lp1 - lp2)) > 1e-4 * (abs(L1) + abs(L2) + 1.0):
-                return None
-            found = name
+                return None, None
+            found = (name, kind)
         return found
 
     def prepare(self, model_args, model_kwargs) -> "TreeMoves":
@@ -548,7 +608,7 @@ class TreeMoves(MCMCKernel):
             if conj != "normal":
                 raise ValueError(f"data_devices={k}: the rows are split across devices on the conjugate Normal path "
                                  f"only (a likelihood quadratic in the function, Normal leaves), and {fn.site!r} takes "
-                                 f"the {dict(poisson='Gamma-Poisson', logit='logit').get(conj, 'general')} path")
+                                 f"the {dict(poisson='Gamma-Poisson', logit='logit', student_t='Student-t').get(conj, 'general')} path")
             n = fn.dist.X.shape[0]
             if n % k:
                 raise ValueError(f"data_devices={k}: {fn.site!r} has {n} rows, not a multiple of {k}; pad the rows "
@@ -646,7 +706,7 @@ class TreeMoves(MCMCKernel):
 
     @property
     def conjugate_kinds(self) -> tuple:
-        """Per tree function (after ``init``): ``"normal"``, ``"poisson"``, ``"logit"`` (the conjugate
+        """Per tree function (after ``init``): ``"normal"``, ``"poisson"``, ``"logit"``, ``"student_t"`` (the conjugate
         paths of the module docstring) or ``""`` (the general path)."""
         return self._conj
 
@@ -665,12 +725,12 @@ class TreeMoves(MCMCKernel):
                                             skip=sites)
 
             step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
-            if self._conj[i] == "logit":
+            if self._conj[i] in AUGMENTED:
                 def terms(f, values=values, fn=fn):
-                    return logistic_terms(self._model, model_args, model_kwargs, fn.with_values(values, f),
-                                          self._logistic[fn.name], f.shape[0])
+                    return augmented_terms(self._model, model_args, model_kwargs, fn.with_values(values, f),
+                                           self._augmented[fn.name], f.shape[0])
 
-                step = partial(self._logit_step, terms=terms)
+                step = partial(self._augmented_step, terms=terms)
             gaussian = self._conj[i] in _GAUSSIAN_KINDS
             if not gaussian and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
                 step = partial(self._repeated, step)
@@ -707,14 +767,13 @@ class TreeMoves(MCMCKernel):
         _, a, h = self._vgh(L, f)
         return self._gaussian_step(key, st, fn, f, a, jnp.maximum(-h, 0.0))
 
-    def _logit_step(self, key, st, fn: _Fn, L, terms):
-        """The logit path (module docstring): the Polya-Gamma draws given the function, then the BART
-        family's step on the Gaussian likelihood they make."""
+    def _augmented_step(self, key, st, fn: _Fn, L, terms):
+        """An augmented path (module docstring): the latents given the function, then the BART family's
+        step on the Gaussian likelihood they make."""
         f = st.z - st.resid
-        logits, y, trials = terms(f)
-        omega = polya_gamma(random_bits.fold_in(key, 1), trials, logits, f.dtype)
-        kappa = y.astype(f.dtype) - 0.5 * trials.astype(f.dtype)
-        return self._gaussian_step(key, st, fn, f, kappa - omega * logits, omega)
+        kind, linear, y, *fixed = terms(f)
+        a, b = AUGMENTED[kind].draw(random_bits.fold_in(key, 1), linear, y, *fixed, f.dtype)
+        return self._gaussian_step(key, st, fn, f, a, b)
 
     def _gaussian_step(self, key, st, fn: _Fn, f, a, b):
         """The BART family's step for the likelihood ``sum_i a_i (f'_i - f_i) - b_i (f'_i - f_i)^2 / 2``

@@ -414,6 +414,43 @@ def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_functi
     assert TreeMoves(bernoulli, conjugate=False).prepare((X, y), {}).conjugate_kinds == ("",)
 
 
+def test_the_student_t_path_is_chosen_where_the_function_is_the_location_of_a_student_t():
+    """``conjugate="auto"`` takes the Student-t path (the scale mixture's latents) for a Student-t
+    observation whose location is other sites plus the function and whose degrees of freedom and scale
+    do not depend on it (sites of their own, or constants), and the general path where the function
+    also sets the scale, enters scaled, or the site is scaled."""
+    from bayestrees.inference.treefn.kernel import TreeMoves
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2)).astype(np.float32)
+    y = rng.standard_t(3.0, size=30).astype(np.float32)
+
+    def sites(X, y=None):
+        b0 = numpyro.sample("b0", dist.Normal(0.0, 1.0))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        nu = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
+        numpyro.sample("y", dist.StudentT(nu, b0 + bt.bart_function("f", X, m=3), sigma), obs=y)
+
+    def constants(X, y=None):
+        numpyro.sample("y", dist.StudentT(4.0, bt.tree_function("f", X, max_depth=2), 0.5), obs=y)
+
+    def scale_moves(X, y=None):
+        f = bt.bart_function("f", X, m=3)
+        numpyro.sample("y", dist.StudentT(4.0, f, jnp.exp(0.1 * f)), obs=y)
+
+    def twice(X, y=None):
+        numpyro.sample("y", dist.StudentT(4.0, 2.0 * bt.bart_function("f", X, m=3), 1.0), obs=y)
+
+    def scaled(X, y=None):
+        with numpyro.handlers.scale(scale=2.0):
+            numpyro.sample("y", dist.StudentT(4.0, bt.bart_function("f", X, m=3), 1.0), obs=y)
+
+    for model, kind in ((sites, "student_t"), (constants, "student_t"), (scale_moves, ""), (twice, ""),
+                        (scaled, "")):
+        assert TreeMoves(model).prepare((X, y), {}).conjugate_kinds == (kind,), model.__name__
+    assert TreeMoves(constants).prepare((X, y), {})._fns[0].cfg.particles == 10   # one tree: the regrowth too
+
+
 def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
     """``move_probs`` and ``local_moves`` set every tree function's kernel (default: grow and prune, one
     move a step, for sums; the one-tree moves for one tree); bad values raise before anything runs."""

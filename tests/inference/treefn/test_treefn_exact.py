@@ -479,6 +479,48 @@ def test_one_tree_logit_function_at_its_defaults_matches_enumeration(data_seed):
     _check_defaults_against(model, X, y, want, f_exact)
 
 
+def _one_tree_student_t(data_seed):
+    """The Student-t one-tree case: ``(X, y, want, f_exact, model)``, the one-tree data with two rows
+    moved far out, a Student-t likelihood of known degrees of freedom and scale and an offset, the default Normal
+    leaves (the Student-t path), the exact posterior of ``n_leaves`` and of the function at every row
+    by quadrature per leaf."""
+    X, codes, y = _one_tree_data(data_seed)
+    rng = np.random.default_rng(300 + data_seed)
+    y = y.copy()
+    y[rng.choice(len(y), 2, replace=False)] += np.asarray([4.0, -3.0], np.float32)   # outliers
+    nu, scale, offset, sd = 3.0, 0.5, 0.4, 1.5                    # sd: tree_function's default leaf_sd
+    grid = np.linspace(-8 * sd, 8 * sd, 8001)
+    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
+
+    def leaf_log_post(rows):   # log p(y_rows | mu) p(mu) on the grid
+        return stats.t(nu, loc=offset + grid[None, :], scale=scale).logpdf(y[rows][:, None]).sum(0) + log_g
+
+    def log_leaf(rows):
+        return logsumexp(leaf_log_post(rows))
+
+    def leaf_mean(rows):
+        lp = leaf_log_post(rows)
+        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
+
+    want, f_exact = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, leaf_mean, n=len(y))
+
+    def model(X, y=None):
+        f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
+        numpyro.sample("y", dist.StudentT(nu, offset + f, scale), obs=y)
+
+    return X, y, want, f_exact, model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data_seed", [0] + [pytest.param(s, marks=pytest.mark.full_only) for s in (1, 2)])
+def test_one_tree_student_t_function_at_its_defaults_matches_enumeration(data_seed):
+    """The same for a Student-t likelihood: the Student-t path (the scale mixture's Gamma latents, then
+    the BART family's step on the Gaussian likelihood they make) at the defaults, against the exact
+    posterior of every tree and of the function at every row."""
+    X, y, want, f_exact, model = _one_tree_student_t(data_seed)
+    _check_defaults_against(model, X, y, want, f_exact)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("data_seed", range(3))
 def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(data_seed):
