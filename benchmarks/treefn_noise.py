@@ -1,6 +1,6 @@
 """Tree functions under non-Normal noise: the augmented and conjugate paths against the general path.
 
-Two cases of issue "Trees inside user models that converge", each fitted on ``--n`` simulated rows
+Three cases of issue "Trees inside user models that converge", each fitted on ``--n`` simulated rows
 (5 uniform features; a quarter as many, at most 2,000, held out) with ``bt.sample_model``:
 
 ``--case student_t``: ``y = g(x) + 0.3 t_2`` with ``g(x) = 2 sin(pi x0) + x1 - [x2 > 0.6]``, the
@@ -13,6 +13,9 @@ by NUTS)::
 
   paths: ``augmented`` (``conjugate="auto"``: the Student-t path, Gamma latents of the scale mixture,
   then the BART family's step) and ``general`` (``conjugate=False``: the Laplace joint move).
+
+``--case normal``: ``y = g(x) + 0.3 e``, ``e ~ N(0, 1)``, ``Normal(centre + f, sigma)`` (``sigma`` by NUTS):
+  ``augmented`` is here the conjugate Normal path (``"auto"``), ``general`` the Laplace joint move.
 
 ``--case hetero``: ``y = g(x) + s(x) e`` with ``log s(x) = -1.2 + 1.2 x3 - 0.5 [x0 > 0.5]``, a mean
 function and a noise function, two ways:
@@ -39,6 +42,7 @@ the ``gamma`` loss on the squared out-of-fold residuals for the variance).
 
     python benchmarks/treefn_noise.py --case student_t --n 2000
     python benchmarks/treefn_noise.py --case hetero --n 2000
+    python benchmarks/treefn_noise.py --case student_t --paths augmented --slide 3
 """
 from __future__ import annotations
 
@@ -66,6 +70,8 @@ def simulate(case: str, n: int, rng):
     g = 2.0 * np.sin(np.pi * X[:, 0]) + X[:, 1] - 1.0 * (X[:, 2] > 0.6)
     if case == "student_t":
         return X, g + 0.3 * rng.standard_t(2.0, size=n)
+    if case == "normal":
+        return X, g + 0.3 * rng.normal(size=n)
     log_s = -1.2 + 1.2 * X[:, 3] - 0.5 * (X[:, 0] > 0.5)
     return X, g + np.exp(log_s) * rng.normal(size=n)
 
@@ -100,6 +106,15 @@ def hetero_glm(X, y):
 def peers(case: str, Xtr, ytr, Xte, yte) -> dict:
     from sklearn.ensemble import HistGradientBoostingRegressor
     from sklearn.model_selection import cross_val_predict
+
+    if case == "normal":
+        A, Ate = (np.column_stack([np.ones(len(x)), x]) for x in (Xtr, Xte))
+        beta, *_ = np.linalg.lstsq(A, ytr, rcond=None)
+        s = np.std(ytr - A @ beta)
+        oof = cross_val_predict(HistGradientBoostingRegressor(random_state=0), Xtr, ytr, cv=5)
+        hgb = HistGradientBoostingRegressor(random_state=0).fit(Xtr, ytr)
+        return dict(glm_log_score=float(np.mean(stats.norm.logpdf(yte, Ate @ beta, s))),
+                    hgb_log_score=float(np.mean(stats.norm.logpdf(yte, hgb.predict(Xte), np.std(ytr - oof)))))
 
     if case == "student_t":
         loc, scale, df = student_t_glm(Xtr, ytr)(Xte)
@@ -137,7 +152,7 @@ def summary(values: dict) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", default="student_t", choices=("student_t", "hetero"))
+    ap.add_argument("--case", default="student_t", choices=("student_t", "hetero", "normal"))
     ap.add_argument("--n", type=int, default=2000, help="training rows")
     ap.add_argument("--m", type=int, default=50)
     ap.add_argument("--chains", type=int, default=4)
@@ -146,6 +161,8 @@ def main(argv=None):
     ap.add_argument("--paths", nargs="+", default=["augmented", "general"], choices=("augmented", "general"))
     ap.add_argument("--fits", type=int, default=2,
                     help="fits per path, sampler seeds 1, 2, ...: the first compiles, the others load its programs")
+    ap.add_argument("--slide", type=lambda v: v if v == "auto" else int(v), default="auto",
+                    help="sample_model's slide (the BART step's paths only; default 'auto')")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
@@ -163,6 +180,11 @@ def main(argv=None):
         nu = numpyro.sample("nu", dist.Gamma(2.0, 0.1))
         numpyro.sample("y", dist.StudentT(nu, centre + f, sigma), obs=y)
 
+    def normal(X, y=None):
+        f = bt.bart_function("f", X, m=m, leaf_sd=scale / np.sqrt(m))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(scale))
+        numpyro.sample("y", dist.Normal(centre + f, sigma), obs=y)
+
     def hetero_general(X, y=None):
         f = bt.bart_function("f", X, m=m, leaf_sd=scale / np.sqrt(m))
         h = bt.bart_function("h", X, m=m, leaf_sd=1.0 / np.sqrt(m))
@@ -176,17 +198,18 @@ def main(argv=None):
     base = peers(a.case, Xtr, ytr, Xte, yte)
     first = {}
     for path in a.paths:
-        if a.case == "student_t":
-            model, conjugate = student_t, ("auto" if path == "augmented" else False)
+        if a.case in ("student_t", "normal"):
+            model = student_t if a.case == "student_t" else normal
+            conjugate = "auto" if path == "augmented" else False
         else:
             model, conjugate = (hetero_augmented if path == "augmented" else hetero_general), "auto"
-        kinds = list(TreeMoves(model, conjugate=conjugate).prepare((Xtr, ytr), {}).conjugate_kinds)
+        kinds = list(TreeMoves(model, conjugate=conjugate, slide=a.slide).prepare((Xtr, ytr), {}).conjugate_kinds)
         for seed in range(1, a.fits + 1):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit = bt.sample_model(model, Xtr, ytr, draws=a.draws, tune=a.tune, chains=a.chains, random_seed=seed,
-                                      conjugate=conjugate, log_likelihood=False)
+                                      conjugate=conjugate, slide=a.slide, log_likelihood=False)
             seconds = time.perf_counter() - t0
             post = fit.idata.posterior
             f_new = fit.function("f", Xte)                      # (chain, draw, n_test)
@@ -195,6 +218,10 @@ def main(argv=None):
                 sigma, nu = (np.asarray(post[k])[..., None] for k in ("sigma", "nu"))
                 logdens = stats.t.logpdf(yte, nu, centre + f_new, sigma)
                 values.update(sigma=np.asarray(post["sigma"]), nu=np.asarray(post["nu"]))
+            elif a.case == "normal":
+                sigma = np.asarray(post["sigma"])[..., None]
+                logdens = stats.norm.logpdf(yte, centre + f_new, sigma)
+                values.update(sigma=np.asarray(post["sigma"]))
             else:
                 h_new = fit.function("h", Xte)
                 log_sd = np.log(scale) + (-0.5 * h_new if path == "augmented" else h_new)
@@ -204,7 +231,7 @@ def main(argv=None):
                            for k in ("f", "h") if f"{k}_n_leaves" in post})
             first.setdefault(path, seconds)
             rec = dict(case=a.case, n_train=len(ytr), n_test=n_test, m=m, chains=a.chains, draws=a.draws, tune=a.tune,
-                       path=path, kinds=kinds, sampler_seed=seed, seconds=seconds,
+                       path=path, slide=a.slide, kinds=kinds, sampler_seed=seed, seconds=seconds,
                        compile_seconds=(first[path] - seconds) if seed > 1 else None, **summary(values),
                        log_score=lppd(logdens), **base, time=time.strftime("%Y-%m-%d %H:%M:%S"))
             print(json.dumps(rec), flush=True)

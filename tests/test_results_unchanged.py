@@ -106,11 +106,11 @@ def _fits():
 class _ModelFit:
     """A NumPyro model with tree functions, fitted by ``bt.sample_model``: ``fit(X, y)``, ``idata_``."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, **kw):
+        self.model, self.kw = model, kw
 
     def fit(self, X, y):
-        self.idata_ = bt.sample_model(self.model, X, y, draws=30, tune=30, chains=2, random_seed=0).idata
+        self.idata_ = bt.sample_model(self.model, X, y, draws=30, tune=30, chains=2, random_seed=0, **self.kw).idata
         return self
 
 
@@ -123,7 +123,7 @@ def _treefn_normal():
         f = bt.bart_function("f", X, m=4, max_depth=3, min_leaf_rows=2)
         numpyro.sample("y", dist.Normal(f, sigma), obs=y)
 
-    return _ModelFit(model)
+    return _ModelFit(model, slide=0)   # grow and prune, the default of sums of trees when this was recorded
 
 
 def _treefn_poisson(leaf_prior: str):

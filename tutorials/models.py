@@ -8,8 +8,10 @@
 # number goes: a log rate, a location, a logit, a log scale.
 # `bt.tree_function(name, X)` is one tree (Bayesian CART). `bt.sample_model`
 # samples the model: the trees by the library's tree moves (the BART family's
-# conjugate step where the likelihood is Normal in the function, otherwise one
-# reversible-jump move per tree with exact Metropolis-Hastings), every other
+# conjugate step where the likelihood is Normal in the function, or made so by
+# latent draws for a logit or a Student-t; a Gamma-Poisson step for counts with
+# log-gamma leaves; otherwise one reversible-jump move per tree with exact
+# Metropolis-Hastings), every other
 # latent site (coefficients, scales, degrees of freedom) by NUTS, as Gibbs
 # blocks of NumPyro's MCMC. The result holds `idata` (ArviZ: every site, the
 # function at the training rows as `posterior[name]`, the tree summaries,

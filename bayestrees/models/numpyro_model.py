@@ -56,7 +56,7 @@ class NumPyroModel:
     Notes
     -----
     ``bt.sample(draws, chains, random_seed, tune=..., conjugate=..., nuts_kwargs=...,
-    chain_method=..., jit_data=..., particles=..., move_probs=..., local_moves=...,
+    chain_method=..., jit_data=..., particles=..., move_probs=..., local_moves=..., slide=...,
     leaf_refresh=..., data_devices=...)`` runs :func:`bayestrees.sample_model` (``jit_data=True``: a
     sample after ``bt.set_data`` with new observed data of the same shapes reuses the compiled
     sampling programs): the tree sites by the library's tree
@@ -112,7 +112,7 @@ class NumPyroModel:
         from ..inference.treefn import sample_model
 
         known = {"tune", "conjugate", "nuts_kwargs", "chain_method", "log_likelihood", "jit_data", "particles",
-                 "move_probs", "local_moves", "leaf_refresh", "data_devices"}
+                 "move_probs", "local_moves", "slide", "leaf_refresh", "data_devices"}
         unknown = sorted(set(run) - known)
         if unknown:
             raise ValueError(f"unexpected sample() arguments for NumPyroModel: {unknown}; known: {sorted(known)}")

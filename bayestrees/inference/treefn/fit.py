@@ -206,7 +206,7 @@ def load_model_fit(path, model) -> ModelFit:
 
 def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int = 4, random_seed=0,
                  conjugate="auto", leaf_refresh: int = 0, particles="auto", move_probs=None, local_moves=None,
-                 data_devices: int = 1, nuts_kwargs=None,
+                 slide="auto", data_devices: int = 1, nuts_kwargs=None,
                  progressbar: bool = False,
                  chain_method="vectorized",
                  log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
@@ -255,10 +255,17 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         with log-gamma leaves has none, and asking for particles there raises ``ValueError``.
     move_probs : tuple of 4 floats, optional
         The tree moves' probabilities of grow, prune, change and swap (grow = prune), for every tree
-        function: default grow and prune alone for sums of trees (as BART) and
-        ``(0.25, 0.25, 0.4, 0.1)`` for a function of one tree.  Change and swap run on every path.
+        function: default grow and prune alone for sums of trees (as BART; with slides, ``slide``)
+        and ``(0.25, 0.25, 0.4, 0.1)`` for a function of one tree.  Change and swap run on every path.
     local_moves : int >= 1, optional
         Moves of every tree per step: default 1 for sums of trees, 50 for a function of one tree.
+    slide : "auto" or int >= 0, default "auto"
+        The change move as a local slide of a threshold by ``1 .. slide`` codes at a node whose
+        children are leaves (BART's ``slide``), with ``move_probs`` default ``(0.35, 0.35, 0.3, 0)``;
+        on the paths that take the BART family's step only (a likelihood Normal in the function, or
+        logistic or Student-t with the latent draws, Normal leaves), else ``ValueError``.  "auto":
+        3 for sums of trees on those paths when neither ``move_probs`` nor ``data_devices > 1`` is
+        given (the measured default: ``docs/lab-notes/models.md``), else 0.
     data_devices : int, default 1
         Devices the rows of every tree function's step are split over (BART's ``data_devices``: each
         device holds a block of the rows, the sums over rows are added across them), on the
@@ -361,7 +368,8 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     traced = run_model is not model
     blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
                          traceable_args=traced, particles=particles, move_probs=move_probs,
-                         local_moves=local_moves, data_devices=data_devices).prepare(run_args, run_kwargs), trees)]
+                         local_moves=local_moves, slide=slide, data_devices=data_devices).prepare(run_args, run_kwargs),
+                trees)]
     if others:
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)

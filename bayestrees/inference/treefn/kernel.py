@@ -158,6 +158,11 @@ REGROW_NEWTON = 6
 #: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth on the
 #: conjugate Normal path)
 ONE_TREE_MOVE_COUNT = 50
+#: the moves' probabilities (grow, prune, slide, swap) with slides (``slide > 0``), as the BART family's
+#: slide kernel (``docs/lab-notes/bart.md``)
+SLIDE_MOVES = (0.35, 0.35, 0.3, 0.0)
+#: the slides' reach (codes either way) of ``slide="auto"`` for sums of trees on the BART step's paths
+AUTO_SLIDE = 3
 
 
 class TreeMovesState(NamedTuple):
@@ -323,10 +328,18 @@ class TreeMoves(MCMCKernel):
         Leaf-value refresh sweeps after each structure sweep on the general path.
     move_probs : tuple of 4 floats, optional
         The probabilities of grow, prune, change and swap in every move (grow = prune); default
-        :data:`ONE_TREE_MOVES` for a function of one tree, grow and prune alone for sums of trees.
+        :data:`ONE_TREE_MOVES` for a function of one tree; for sums of trees :data:`SLIDE_MOVES` with
+        slides (``slide``), else grow and prune alone.
     local_moves : int >= 1, optional
         Moves of every tree per step; default :data:`ONE_TREE_MOVE_COUNT` for a function of one
         tree, 1 for sums of trees.
+    slide : "auto" or int >= 0, default "auto"
+        The change move as a local *slide* of a threshold by ``1 .. slide`` codes at a node whose
+        children are leaves (the BART family's, :class:`~bayestrees.inference.bart.kernel.KernelConfig`),
+        on the paths that take the BART family's step (the conjugate Normal and the augmented ones);
+        ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.  "auto":
+        :data:`AUTO_SLIDE` for a sum of trees on those paths when neither ``move_probs`` nor
+        ``data_devices > 1`` is given, else 0 (a function of one tree keeps the one-tree moves).
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
         (:mod:`bayestrees.inference.regrow`; 0: none).  On the conjugate paths (Normal, and Gamma-Poisson
@@ -350,7 +363,7 @@ class TreeMoves(MCMCKernel):
     sample_field = "z"
 
     def __init__(self, model, conjugate="auto", leaf_refresh: int = 0, traceable_args: bool = False,
-                 particles="auto", move_probs=None, local_moves=None, data_devices: int = 1):
+                 particles="auto", move_probs=None, local_moves=None, data_devices: int = 1, slide="auto"):
         if conjugate not in ("auto", True, False):
             raise ValueError(f"conjugate must be 'auto', True or False, got {conjugate!r}")
         if move_probs is not None:
@@ -359,6 +372,12 @@ class TreeMoves(MCMCKernel):
                                         or local_moves < 1):
             raise ValueError(f"local_moves must be None (the default of each function) or an integer >= 1, got "
                              f"{local_moves!r}")
+        if slide != "auto" and (isinstance(slide, bool) or not isinstance(slide, (int, np.integer)) or slide < 0):
+            raise ValueError(f"slide must be 'auto' or an integer >= 0 (0: no slides), got {slide!r}")
+        if slide != "auto" and slide and move_probs is not None and move_probs[3] > 0:
+            raise ValueError(f"slide={slide}: slides replace the change move, and swap must be 0; got move_probs="
+                             f"{move_probs}")
+        self.slide = slide if slide == "auto" else int(slide)
         self.move_probs = move_probs
         self.local_moves = None if local_moves is None else int(local_moves)
         if particles != "auto" and (isinstance(particles, bool) or not isinstance(particles, (int, np.integer))
@@ -616,6 +635,16 @@ class TreeMoves(MCMCKernel):
             cfg = dataclasses.replace(cfg, data_devices=k)
         if m == 1:
             cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
+        slide = self.slide
+        if slide == "auto":   # a sum of trees on the BART step's paths, its moves not chosen
+            slide = AUTO_SLIDE if m > 1 and conj in _GAUSSIAN_KINDS and self.move_probs is None and k == 1 else 0
+        if slide:
+            if conj not in _GAUSSIAN_KINDS:
+                raise ValueError(f"slide={self.slide}: slides run on the paths that take the BART family's step (a "
+                                 f"likelihood Normal in the function, or made so by latent draws, with Normal leaves), "
+                                 f"and {fn.site!r} takes the "
+                                 f"{dict(poisson='Gamma-Poisson').get(conj, 'general')} path")
+            cfg = dataclasses.replace(cfg, move_probs=SLIDE_MOVES, slide=slide)
         if self.move_probs is not None:
             cfg = dataclasses.replace(cfg, move_probs=self.move_probs)
         if self.local_moves is not None:

@@ -451,10 +451,52 @@ def test_the_student_t_path_is_chosen_where_the_function_is_the_location_of_a_st
     assert TreeMoves(constants).prepare((X, y), {})._fns[0].cfg.particles == 10   # one tree: the regrowth too
 
 
+def test_slides_are_a_choice_on_the_paths_of_the_bart_step_and_fail_elsewhere():
+    """``slide=k`` sets the change move to a slide on the conjugate Normal and augmented paths (moves
+    ``SLIDE_MOVES`` unless given; ``"auto"``, the default, for sums of trees there when no moves are
+    chosen); it raises before sampling with a swap among the moves, a bad value, or on a path that
+    does not take the BART family's step."""
+    from bayestrees.inference.treefn.kernel import AUTO_SLIDE, SLIDE_MOVES, TreeMoves
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 2)).astype(np.float32)
+    y = rng.poisson(2.0, size=30).astype(np.float32)
+
+    def normal(X, y=None):
+        numpyro.sample("y", dist.Normal(bt.bart_function("f", X, m=3), 1.0), obs=y)
+
+    def poisson(X, y=None):
+        numpyro.sample("y", dist.Poisson(jnp.exp(bt.bart_function("f", X, m=3))), obs=y)
+
+    cfg = TreeMoves(normal, slide=3).prepare((X, y), {})._fns[0].cfg
+    assert (cfg.slide, cfg.move_probs) == (3, SLIDE_MOVES)
+    cfg = TreeMoves(normal).prepare((X, y), {})._fns[0].cfg         # "auto": slides for sums on this path
+    assert (cfg.slide, cfg.move_probs) == (AUTO_SLIDE, SLIDE_MOVES)
+    for kernel in (TreeMoves(poisson), TreeMoves(normal, move_probs=(0.5, 0.5, 0.0, 0.0)), TreeMoves(normal, slide=0)):
+        cfg = kernel.prepare((X, y), {})._fns[0].cfg                  # "auto" elsewhere, or moves chosen: none
+        assert (cfg.slide, cfg.move_probs) == (0, (0.5, 0.5, 0.0, 0.0))
+
+    def one_tree(X, y=None):
+        numpyro.sample("y", dist.Normal(bt.tree_function("f", X, max_depth=2), 1.0), obs=y)
+
+    assert TreeMoves(one_tree).prepare((X, y), {})._fns[0].cfg.slide == 0   # one tree: the one-tree moves
+    cfg = TreeMoves(normal, slide=1, move_probs=(0.4, 0.4, 0.2, 0.0)).prepare((X, y), {})._fns[0].cfg
+    assert (cfg.slide, cfg.move_probs) == (1, (0.4, 0.4, 0.2, 0.0))
+    with pytest.raises(ValueError, match="general path"):
+        TreeMoves(poisson, slide=2).prepare((X, y), {})
+    with pytest.raises(ValueError, match="swap must be 0"):
+        TreeMoves(normal, slide=2, move_probs=(0.3, 0.3, 0.2, 0.2))
+    with pytest.raises(ValueError, match="slide must be"):
+        TreeMoves(normal, slide=-1)
+    fit = bt.sample_model(normal, X, y=y, draws=20, tune=10, chains=1, slide=2, log_likelihood=False)
+    assert np.isfinite(np.asarray(fit.idata.posterior["f"])).all()
+
+
 def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
-    """``move_probs`` and ``local_moves`` set every tree function's kernel (default: grow and prune, one
-    move a step, for sums; the one-tree moves for one tree); bad values raise before anything runs."""
-    from bayestrees.inference.treefn.kernel import ONE_TREE_MOVE_COUNT, ONE_TREE_MOVES, TreeMoves
+    """``move_probs`` and ``local_moves`` set every tree function's kernel (default: grow, prune and slide,
+    one move a step, for sums on the conjugate Normal path; the one-tree moves for one tree); bad values
+    raise before anything runs."""
+    from bayestrees.inference.treefn.kernel import ONE_TREE_MOVE_COUNT, ONE_TREE_MOVES, SLIDE_MOVES, TreeMoves
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(30, 2)).astype(np.float32)
@@ -467,7 +509,7 @@ def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
 
     default = TreeMoves(model).prepare((X, y), {})
     assert [(fn.cfg.move_probs, fn.cfg.local_moves) for fn in default._fns] == [
-        ((0.5, 0.5, 0.0, 0.0), 1), (ONE_TREE_MOVES, ONE_TREE_MOVE_COUNT)]
+        (SLIDE_MOVES, 1), (ONE_TREE_MOVES, ONE_TREE_MOVE_COUNT)]
     asked = TreeMoves(model, move_probs=(0.3, 0.3, 0.3, 0.1), local_moves=3).prepare((X, y), {})
     assert all(fn.cfg.move_probs == (0.3, 0.3, 0.3, 0.1) and fn.cfg.local_moves == 3 for fn in asked._fns)
     for kw, msg in [(dict(move_probs=(0.4, 0.2, 0.3, 0.1)), "grow = prune"), (dict(move_probs=(0.5, 0.5)), "4 prob"),

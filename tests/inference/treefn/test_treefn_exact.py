@@ -348,14 +348,14 @@ def test_tree_sites_cached_log_density_is_the_prior_of_the_trees(leaf_prior, con
     assert float(site.log_density) == pytest.approx(want, rel=1e-5, abs=1e-5)
 
 
-def _check_defaults_against(model, X, y, want, f_exact=None):
-    """``model`` sampled at the defaults with sampler seeds 0 and 1: the posterior of ``n_leaves`` within
-    TV 0.03 of ``want`` each time (and, given ``f_exact``, the posterior mean of the function at every
-    row within 4.5 Monte Carlo standard errors of it)."""
+def _check_defaults_against(model, X, y, want, f_exact=None, **kw):
+    """``model`` sampled at the defaults (or with ``kw`` for ``sample_model``) with sampler seeds 0 and 1:
+    the posterior of ``n_leaves`` within TV 0.03 of ``want`` each time (and, given ``f_exact``, the
+    posterior mean of the function at every row within 4.5 Monte Carlo standard errors of it)."""
     for seed in (0, 1):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            fit = sample_model(model, X, y, random_seed=seed, log_likelihood=False)
+            fit = sample_model(model, X, y, random_seed=seed, log_likelihood=False, **kw)
         got = Counter(np.asarray(fit.idata.posterior["f_n_leaves"]).ravel().tolist())
         assert _tv(got, want) < 0.03, (seed, _tv(got, want), got, want)
         f = np.asarray(fit.idata.posterior["f"])
@@ -403,21 +403,34 @@ def test_one_tree_function_at_its_defaults_matches_enumeration(data_seed):
     _check_defaults_against(model, X, y, want)
 
 
+def _by_quadrature(codes, y, row_log_lik, sd=1.5):
+    """``(want, f_exact)``: the exact posterior of ``n_leaves`` and of the function at every row, each
+    leaf's value integrated on a grid under its ``N(0, sd^2)`` prior (``sd``: tree_function's default
+    leaf_sd); ``row_log_lik(y_rows[:, None], mu[None, :])`` is the rows' log likelihood at leaf value ``mu``."""
+    grid = np.linspace(-8 * sd, 8 * sd, 8001)
+    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
+
+    def leaf_log_post(rows):   # log p(y_rows | mu) p(mu) on the grid
+        return row_log_lik(y[rows][:, None], grid[None, :]).sum(0) + log_g
+
+    def log_leaf(rows):
+        return logsumexp(leaf_log_post(rows))
+
+    def leaf_mean(rows):
+        lp = leaf_log_post(rows)
+        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
+
+    return _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, leaf_mean, n=len(y))
+
+
 def _one_tree_poisson(data_seed):
     """The Poisson one-tree case: ``(X, y, want, model)``, counts with a log link and an offset, the
     default Normal leaves (the general path), and the exact posterior of ``n_leaves`` by quadrature per leaf."""
     X, codes, _ = _one_tree_data(data_seed)
     rng = np.random.default_rng(100 + data_seed)
-    offset, sd = 0.8, 1.5                                        # sd: tree_function's default leaf_sd
+    offset = 0.8
     y = rng.poisson(np.exp(offset + np.where(codes[:, 0] >= 2, 0.6, -0.4))).astype(np.float32)
-    grid = np.linspace(-8 * sd, 8 * sd, 8001)
-    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
-
-    def log_leaf(rows):
-        yy, eta = y[rows][:, None], offset + grid[None, :]
-        return logsumexp((yy * eta - np.exp(eta) - gammaln(yy + 1)).sum(0) + log_g)
-
-    want, _ = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, n=len(y))
+    want, _ = _by_quadrature(codes, y, lambda yy, mu: yy * (offset + mu) - np.exp(offset + mu) - gammaln(yy + 1))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
@@ -443,24 +456,10 @@ def _one_tree_logit(data_seed):
     and of the function at every row by quadrature per leaf."""
     X, codes, _ = _one_tree_data(data_seed)
     rng = np.random.default_rng(200 + data_seed)
-    trials, offset, sd = 6, -0.3, 1.5                            # sd: tree_function's default leaf_sd
+    trials, offset = 6, -0.3
     eta_true = offset + np.where(codes[:, 0] >= 2, 1.2, -0.8) + np.where(codes[:, 1] >= 2, 0.5, 0.0)
     y = rng.binomial(trials, 1.0 / (1.0 + np.exp(-eta_true))).astype(np.float32)
-    grid = np.linspace(-8 * sd, 8 * sd, 8001)
-    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
-
-    def leaf_log_post(rows):   # log p(y_rows | mu) p(mu) on the grid (the binomial coefficients cancel)
-        yy, eta = y[rows][:, None], offset + grid[None, :]
-        return (yy * eta - trials * np.logaddexp(0.0, eta)).sum(0) + log_g
-
-    def log_leaf(rows):
-        return logsumexp(leaf_log_post(rows))
-
-    def leaf_mean(rows):
-        lp = leaf_log_post(rows)
-        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
-
-    want, f_exact = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, leaf_mean, n=len(y))
+    want, f_exact = _by_quadrature(codes, y, lambda yy, mu: yy * (offset + mu) - trials * np.logaddexp(0.0, offset + mu))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
@@ -488,21 +487,8 @@ def _one_tree_student_t(data_seed):
     rng = np.random.default_rng(300 + data_seed)
     y = y.copy()
     y[rng.choice(len(y), 2, replace=False)] += np.asarray([4.0, -3.0], np.float32)   # outliers
-    nu, scale, offset, sd = 3.0, 0.5, 0.4, 1.5                    # sd: tree_function's default leaf_sd
-    grid = np.linspace(-8 * sd, 8 * sd, 8001)
-    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
-
-    def leaf_log_post(rows):   # log p(y_rows | mu) p(mu) on the grid
-        return stats.t(nu, loc=offset + grid[None, :], scale=scale).logpdf(y[rows][:, None]).sum(0) + log_g
-
-    def log_leaf(rows):
-        return logsumexp(leaf_log_post(rows))
-
-    def leaf_mean(rows):
-        lp = leaf_log_post(rows)
-        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
-
-    want, f_exact = _exact(_enumerate(codes, alpha=0.95, beta=2.0), log_leaf, leaf_mean, n=len(y))
+    nu, scale, offset = 3.0, 0.5, 0.4
+    want, f_exact = _by_quadrature(codes, y, lambda yy, mu: stats.t(nu, loc=offset + mu, scale=scale).logpdf(yy))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
@@ -519,6 +505,15 @@ def test_one_tree_student_t_function_at_its_defaults_matches_enumeration(data_se
     posterior of every tree and of the function at every row."""
     X, y, want, f_exact, model = _one_tree_student_t(data_seed)
     _check_defaults_against(model, X, y, want, f_exact)
+
+
+@pytest.mark.slow
+def test_slides_on_a_student_t_function_match_enumeration():
+    """``slide=2`` (the change move as a slide of a threshold at a node whose children are leaves, the
+    BART family's) on the Student-t one-tree case: the same exact posterior of the trees and of the
+    function at every row."""
+    X, y, want, f_exact, model = _one_tree_student_t(1)
+    _check_defaults_against(model, X, y, want, f_exact, slide=2)
 
 
 @pytest.mark.slow
