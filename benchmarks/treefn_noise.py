@@ -43,11 +43,14 @@ the ``gamma`` loss on the squared out-of-fold residuals for the variance).
     python benchmarks/treefn_noise.py --case student_t --n 2000
     python benchmarks/treefn_noise.py --case hetero --n 2000
     python benchmarks/treefn_noise.py --case student_t --paths augmented --slide 3
+    python benchmarks/treefn_noise.py --case student_t --paths augmented --pymc    # and pymc-bart (.venv-pymc)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -150,6 +153,86 @@ def summary(values: dict) -> dict:
     return out
 
 
+PYMC_PYTHON = Path(__file__).resolve().parents[1] / ".venv-pymc" / "bin" / "python"
+
+
+def pymc_worker(data: str, result: str, draws: int, tune: int, chains: int, seed: int) -> None:
+    """pymc-bart on the Student-t case (run in ``.venv-pymc``): ``pmb.BART("mu", X, y - centre, m)`` for
+    the function, ``sigma`` and ``nu`` with the same priors, ``pm.sample``'s defaults (PGBART for the
+    trees, NUTS for the rest); a short run first compiles.  The kept trees are matched to their chain and
+    draw by their sum at training rows against the trace of ``mu`` (the order pymc-bart keeps them in
+    is its processes'), then evaluated at the held-out rows."""
+    import logging
+
+    import pymc as pm
+    import pymc_bart as pmb
+
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    d = np.load(data)
+    Xtr, ytr, Xte, yte = d["Xtr"], d["ytr"], d["Xte"], d["yte"]
+    centre, scale, m = float(d["centre"]), float(d["scale"]), int(d["m"])
+
+    def build():
+        with pm.Model() as model:
+            mu = pmb.BART("mu", Xtr, ytr - centre, m=m)
+            sigma = pm.HalfNormal("sigma", scale)
+            nu = pm.Gamma("nu", 2.0, 0.1)
+            pm.StudentT("y", nu=nu, mu=centre + mu, sigma=sigma, observed=ytr)
+        return model, mu
+
+    t0 = time.perf_counter()
+    model, _ = build()
+    with model:
+        pm.sample(draws=5, tune=5, chains=1, cores=1, random_seed=seed + 100, progressbar=False,
+                  compute_convergence_checks=False)
+    compile_s = time.perf_counter() - t0
+    model, mu = build()
+    t0 = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False)
+    seconds = time.perf_counter() - t0
+    k = 50
+    trace = idata.posterior["mu"].values[:, :, :k]
+    C, D = trace.shape[:2]
+    flat = trace.reshape(C * D, -1)
+    Xall = np.vstack([Xtr[:k], Xte])
+    # every kept tree set's sum (pymc-bart may keep more sets than draws, e.g. some of the tuning
+    # steps'): each draw takes the set whose sum at k training rows is its trace of mu
+    V = np.stack([sum(np.asarray(tree.predict(x=Xall)).reshape(-1) for odim in entry for tree in odim)
+                  for entry in mu.owner.op.all_trees])
+    err = np.max(np.abs(flat[:, None, :] - V[None, :, :k]), axis=2)      # (draws, sets)
+    pick = err.argmin(axis=1)
+    worst = float(err[np.arange(C * D), pick].max())
+    if worst > 1e-5 or len(set(pick.tolist())) != C * D:
+        raise RuntimeError(f"could not match pymc-bart's kept trees to the trace (worst {worst})")
+    f = V[pick, k:]
+    f = f.reshape(C, D, -1)
+    post = idata.posterior
+    sigma, nu = (np.asarray(post[v])[..., None] for v in ("sigma", "nu"))
+    rec = dict(seconds=seconds, compile_seconds=compile_s, match_worst_abs=worst,
+               **summary({"f": f[..., :10], "sigma": np.asarray(post["sigma"]), "nu": np.asarray(post["nu"])}),
+               log_score=lppd(stats.t.logpdf(yte, nu, centre + f, sigma)))
+    Path(result).write_text(json.dumps(rec))
+
+
+def run_pymc(a, Xtr, ytr, Xte, yte, centre, scale, base) -> dict:
+    """The pymc-bart side in ``.venv-pymc`` (a subprocess of :func:`pymc_worker`): its record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data, result = Path(tmp) / "data.npz", Path(tmp) / "result.json"
+        np.savez(data, Xtr=Xtr, ytr=ytr, Xte=Xte, yte=yte, centre=centre, scale=scale, m=a.m)
+        cmd = [str(PYMC_PYTHON), str(Path(__file__).resolve()), "--pymc-worker", str(data), str(result),
+               "--draws", str(a.draws), "--tune", str(a.tune), "--chains", str(a.chains)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"pymc-bart failed: {p.stderr[-4000:]}")
+        rec = json.loads(result.read_text())
+    return dict(case=a.case, n_train=len(ytr), n_test=len(yte), m=a.m, chains=a.chains, draws=a.draws, tune=a.tune,
+                path="pymc-bart", sampler="pm.sample defaults: PGBART (10 particles, 5 of 50 trees a step), NUTS",
+                sampler_seed=1, **rec, **base, time=time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default="student_t", choices=("student_t", "hetero", "normal"))
@@ -164,8 +247,13 @@ def main(argv=None):
     ap.add_argument("--slide", type=lambda v: v if v == "auto" else int(v), default="auto",
                     help="sample_model's slide (the BART step's paths only; default 'auto')")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pymc", action="store_true",
+                    help="also pymc-bart on the Student-t case, in .venv-pymc (pip install pymc pymc-bart)")
+    ap.add_argument("--pymc-worker", nargs=2, metavar=("DATA", "RESULT"), help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
+    if a.pymc_worker:
+        return pymc_worker(*a.pymc_worker, a.draws, a.tune, a.chains, 1)
     rng = np.random.default_rng(a.seed)
     n_test = min(a.n // 4, 2000)
     X, y = simulate(a.case, a.n + n_test, rng)
@@ -237,6 +325,13 @@ def main(argv=None):
             print(json.dumps(rec), flush=True)
             with open(a.out, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
+    if a.pymc:
+        if a.case != "student_t":
+            raise SystemExit("--pymc: the Student-t case only")
+        rec = run_pymc(a, Xtr, ytr, Xte, yte, centre, scale, base)
+        print(json.dumps(rec), flush=True)
+        with open(a.out, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
 
 
 if __name__ == "__main__":
