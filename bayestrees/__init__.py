@@ -39,6 +39,9 @@ from .estimators.bart import BARTClassifier, BARTRegressor  # noqa: E402
 # --- trees inside the user's own model: tree functions in NumPyro models ---
 from .inference.treefn import bart_function, load_model_fit, sample_model, tree_function  # noqa: E402
 from .models.numpyro_model import NumPyroModel  # noqa: E402
+# --- causal effects: Bayesian causal forests, built on the tree functions ---
+from . import causal  # noqa: E402
+from .estimators.bcf import BCFRegressor  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -54,6 +57,7 @@ __all__ = [
     "BETMixture", "BETRegressor", "BETClassifier",
     "BART", "BARTRegressor", "BARTClassifier",
     "bart_function", "tree_function", "sample_model", "load_model_fit", "NumPyroModel",
+    "causal", "BCFRegressor",
     "set_compilation_cache", "compilation_cache_dir",
     "__version__",
 ]

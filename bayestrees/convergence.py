@@ -75,7 +75,9 @@ class ConvergenceReport:
                   "model": "a model with tree functions: more kept steps (the tree moves' slow mode does not end "
                            "with burn-in and grows with n), a non-centred form of the sites NUTS "
                            "updates, and fewer trees or a smaller leaf_sd where a tree function and another "
-                           "site explain the same thing (an intercept)"}.get(
+                           "site explain the same thing (an intercept)",
+                  "bcf": "a Bayesian causal forest: more draws (the effect's scale moves slowly with its trees), "
+                         "and a check that both arms overlap in the propensity (pihat far from 0 and 1)"}.get(
             self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "
                          "temperatures=...")
         advice = ("The draws are not yet the posterior: run longer chains (draws, tune) or a kernel that "

@@ -63,8 +63,12 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
         def score(self, X, y, sample_weight=None):
             return float(np.mean(self.predict(X) == np.asarray(y)))
 
-__all__ = ["TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "ChipmanPriorMixin", "RegressorBase",
+__all__ = ["EstimatorBase", "TreeEstimatorMixin", "FamilyEstimator", "DrawsMixin", "ChipmanPriorMixin", "RegressorBase",
            "ClassifierBase", "NotFittedError", "load", "HAVE_SKLEARN", "RENAMED", "parameters_doc"]
+
+#: scikit-learn's ``BaseEstimator`` where it is installed (``get_params``, ``set_params``, ``clone``),
+#: else a small fallback with ``get_params`` and ``set_params``
+EstimatorBase = _SkBase
 
 #: the default of a former parameter name: "not given" (the new name is used)
 RENAMED = "renamed"

@@ -1,0 +1,137 @@
+"""Bayesian causal forests (BCF; Hahn, Murray & Carvalho 2020, *Bayesian Analysis* 15(3)).
+
+The model, on the standardised outcome ``y~ = (y - y_loc) / y_scale``:
+
+    y~_i = mu(x_i, pihat_i) + tau(x_i) z_i + e_i,    e_i ~ N(0, sigma^2 / w_i)
+
+written, as in the paper (section 5.2-5.3) and the ``bcf`` R package's defaults, with two sums of
+trees inside a NumPyro model (:func:`bayestrees.bart_function`), sampled by
+:func:`bayestrees.sample_model` (the trees by the BART family's step, every scalar by NUTS):
+
+* **the prognostic function** ``mu(x, pihat) = s_mu mu~(x, pihat)``: ``mu~`` a sum of
+  :data:`M_MU` = 200 trees with the Chipman prior ``(0.95, 2)`` that also sees the propensity
+  estimate ``pihat`` (the paper's remedy for regularisation-induced confounding) and leaves of sd
+  ``MU_SD / sqrt(200)`` (``MU_SD = 2``: the function's prior sd twice the outcome's); its scale
+  ``s_mu ~ C+(0, 1)``, half-Cauchy, so the scale of ``mu`` has prior median ``2 sd(y)``
+  (``use_muscale``);
+* **the effect function** ``tau(x) = (b1 - b0) tau~(x)``: ``tau~`` a sum of :data:`M_TAU` = 50 trees
+  with the stronger depth prior ``(0.25, 3)`` (most of its trees stumps: a homogeneous effect is
+  the prior's centre), and the treatment coding ``b_z``, ``b0, b1 ~ N(0, 1/2)`` (section 5.3), that
+  enters the likelihood as ``b_{z_i} tau~(x_i)`` in place of ``tau(x_i) z_i`` (the paper's
+  "adaptive coding": the ``b0 tau~(x)`` of the control rows is absorbed by ``mu``).  ``b1 - b0 ~
+  N(0, 1)``, so ``|b1 - b0|`` is half-Normal with median 0.674 and the leaves of ``tau~`` have sd
+  ``TAU_SD / (0.674 sqrt(50))`` (``TAU_SD = 1``): the scale of ``tau`` has prior median ``sd(y)``
+  (``use_tauscale``);
+* **the noise**: ``sigma^2 ~ nu lambda / chi2_nu`` (``nu = 3``, ``lambda`` from ``sigma_hat``, the
+  residual sd of a linear fit, with ``P(sigma < sigma_hat) = 0.9``: the BART family's prior).
+
+Both functions enter the Normal likelihood linearly with a factor that does not depend on them
+(``s_mu`` and ``b_{z_i}``), so the likelihood is quadratic in each with a diagonal Hessian: the tree
+moves take the conjugate path, with row precisions ``s_mu^2 w_i / sigma^2`` for ``mu~`` and
+``b_{z_i}^2 w_i / sigma^2`` for ``tau~``.
+
+The posterior contract (deterministic sites of the model, in the outcome's units): ``mu`` and
+``tau`` at the rows, ``ate`` (the mean of ``tau`` over the rows: the sample average effect),
+``catt`` (over the treated rows), ``sigma``.  :class:`bayestrees.BCFRegressor` fits it from arrays.
+
+A user who wants more (group intercepts, group-varying effects: multilevel BCF; another
+likelihood) writes the model in NumPyro with :func:`bayestrees.bart_function` directly, starting
+from :func:`bcf_model` (the guide, "Causal effects").
+"""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from .inference.treefn import bart_function
+from .priors import ChipmanPrior
+
+__all__ = ["bcf_model", "sigma_prior_lambda", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
+           "HALF_NORMAL_MEDIAN"]
+
+#: trees of the prognostic function (the paper's and ``bcf``'s ``ntree_control``)
+M_MU = 200
+#: trees of the effect function (``ntree_moderate``)
+M_TAU = 50
+#: depth prior of the prognostic trees (``base_control``, ``power_control``)
+MU_PRIOR = ChipmanPrior(0.95, 2.0)
+#: depth prior of the effect trees (``base_moderate``, ``power_moderate``): most trees are stumps
+TAU_PRIOR = ChipmanPrior(0.25, 3.0)
+#: prior sd of ``mu~``, in sd of the outcome (``sd_control = 2 sd(y)``)
+MU_SD = 2.0
+#: prior median of the effect's scale, in sd of the outcome (``sd_moderate = sd(y)``)
+TAU_SD = 1.0
+#: the median of ``|N(0, 1)|``: the leaves of ``tau~`` are widened by it so that ``TAU_SD`` is a median
+HALF_NORMAL_MEDIAN = 0.6745
+
+
+def sigma_prior_lambda(sigma_hat: float, nu: float = 3.0, q: float = 0.9) -> float:
+    """``lambda`` of ``sigma^2 ~ nu lambda / chi2_nu`` such that ``P(sigma < sigma_hat) = q``."""
+    from scipy.stats import chi2
+
+    return float(sigma_hat) ** 2 * float(chi2.ppf(1.0 - q, nu)) / float(nu)
+
+
+def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_scale: float = 1.0,
+              nu: float = 3.0, lam: float = 1.0, m_mu: int = M_MU, m_tau: int = M_TAU,
+              mu_prior=MU_PRIOR, tau_prior=TAU_PRIOR, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
+              max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts_mu=None, cuts_tau=None):
+    """The Bayesian causal forest as a NumPyro model (the module docstring).
+
+    Parameters
+    ----------
+    X_mu : array (n, d_mu)
+        The prognostic function's features: the covariates and, by the paper's default, the
+        propensity estimate as a last column.
+    X_tau : array (n, d_tau)
+        The effect function's features (the covariates).
+    z : array (n,) of 0 and 1
+        The treatment.
+    y : array (n,), optional
+        The outcome, standardised (``(y - y_loc) / y_scale``); ``None`` to draw it (prediction).
+    weights : array (n,), optional
+        Row weights: row ``i``'s noise sd is ``sigma / sqrt(w_i)``.
+    y_loc, y_scale : float
+        The standardisation, to write ``mu``, ``tau``, ``ate``, ``catt`` and ``sigma`` in the outcome's units.
+    nu, lam : float
+        The noise prior ``sigma^2 ~ nu lam / chi2_nu`` on the standardised scale
+        (:func:`sigma_prior_lambda`).
+    m_mu, m_tau, mu_prior, tau_prior, mu_sd, tau_sd
+        The two sums of trees (module docstring; defaults the paper's).
+    max_depth, min_leaf_rows, max_bins, cuts_mu, cuts_tau
+        As :func:`bayestrees.bart_function`; ``cuts_*`` the training rows' cut tables, to evaluate the
+        model at new rows with the training fit's rules.
+    """
+    z = jnp.asarray(z)
+    mu_t = bart_function("mu_tilde", X_mu, m=m_mu, prior=mu_prior, leaf_sd=mu_sd / math.sqrt(m_mu),
+                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_mu)
+    tau_t = bart_function("tau_tilde", X_tau, m=m_tau, prior=tau_prior,
+                          leaf_sd=tau_sd / (HALF_NORMAL_MEDIAN * math.sqrt(m_tau)),
+                          max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_tau)
+    mu_scale = numpyro.sample("mu_scale", dist.HalfCauchy(1.0))
+    b0 = numpyro.sample("b0", dist.Normal(0.0, math.sqrt(0.5)))
+    b1 = numpyro.sample("b1", dist.Normal(0.0, math.sqrt(0.5)))
+    sigma2 = numpyro.sample("sigma2", dist.InverseGamma(nu / 2.0, nu * lam / 2.0))
+    treated = z > 0
+    mu = mu_scale * mu_t + b0 * tau_t      # the control rows' mean
+    tau = (b1 - b0) * tau_t
+    numpyro.deterministic("mu", y_loc + y_scale * mu)
+    numpyro.deterministic("tau", y_scale * tau)
+    numpyro.deterministic("ate", y_scale * jnp.mean(tau))
+    numpyro.deterministic("catt", y_scale * jnp.sum(jnp.where(treated, tau, 0.0)) / jnp.maximum(jnp.sum(treated), 1))
+    numpyro.deterministic("sigma", y_scale * jnp.sqrt(sigma2))
+    sd = jnp.sqrt(sigma2) if weights is None else jnp.sqrt(sigma2 / jnp.asarray(weights))
+    numpyro.sample("y", dist.Normal(mu_scale * mu_t + jnp.where(treated, b1, b0) * tau_t, sd), obs=y)
+
+
+def standardise(y, weights=None) -> tuple[float, float]:
+    """``(loc, scale)`` of the outcome: its (weighted) mean and sd (1 where the sd is 0)."""
+    y = np.asarray(y, np.float64)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, np.float64)
+    loc = float(np.sum(w * y) / np.sum(w))
+    sd = float(np.sqrt(np.sum(w * (y - loc) ** 2) / np.sum(w)))
+    return loc, (sd if sd > 0 else 1.0)

@@ -1,0 +1,310 @@
+"""``bt.BCFRegressor``: Bayesian causal forests (:mod:`bayestrees.causal`) in scikit-learn's style."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..convergence import ConvergenceWarning, convergence_table, warn_convergence
+from ..causal import M_MU, M_TAU, MU_PRIOR, MU_SD, TAU_PRIOR, TAU_SD, bcf_model, sigma_prior_lambda, standardise
+from ..data import check_y_regression
+from ..inference.bart.fit import check_weights
+from ..inference.treefn import sample_model
+from ..inference.treefn.site import cut_table
+from .base import EstimatorBase, NotFittedError
+
+__all__ = ["BCFRegressor"]
+
+
+def _features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
+    if hasattr(X, "tocsr") or hasattr(X, "todense"):
+        raise TypeError("sparse input is not supported: pass a dense array (X.toarray())")
+    try:
+        A = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers (encode categorical columns first)") from None
+    if A.ndim == 1:
+        A = A[:, None]
+    if A.ndim != 2 or A.shape[0] == 0:
+        raise ValueError(f"{name} must be a 2-d array of rows, got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} holds NaN or infinite values (row {int(np.argwhere(~np.isfinite(A))[0][0])}); "
+                         "Bayesian causal forests route finite features only")
+    if n_features is not None and A.shape[1] != n_features:
+        raise ValueError(f"{name} has {A.shape[1]} features, but the model was fitted on {n_features}")
+    return A
+
+
+def _treatment(z, n: int, *, both: bool = True) -> np.ndarray:
+    z = np.asarray(z)
+    if z.ndim != 1 or z.shape[0] != n:
+        raise ValueError(f"z must be one treatment per row ({n}), got shape {z.shape}")
+    if not np.all(np.isin(z, (0, 1))):
+        raise ValueError("z must be a binary treatment coded 0 (control) and 1 (treated)")
+    z = z.astype(np.int32)
+    if both and (z.min() == z.max()):
+        raise ValueError("z holds one arm only; the effect needs treated and control rows")
+    return z
+
+
+def _propensity(pihat, n: int) -> np.ndarray:
+    p = np.asarray(pihat, np.float64).reshape(-1)
+    if p.shape[0] != n or not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
+        raise ValueError(f"pihat must be {n} probabilities in [0, 1]")
+    return p
+
+
+class BCFRegressor(EstimatorBase):
+    """Bayesian causal forest for a continuous outcome and a binary treatment (Hahn, Murray & Carvalho 2020).
+
+    ``y = mu(x, pihat) + tau(x) z + e``: a prognostic sum of trees that sees the propensity estimate,
+    and an effect sum of trees with a stronger depth prior and its own scale; the defaults are the
+    paper's (:mod:`bayestrees.causal`).  Sampled as a NumPyro model (:func:`bayestrees.sample_model`:
+    the trees by the BART family's conjugate step, the scales, the treatment coding and ``sigma``
+    by NUTS).
+
+    Parameters
+    ----------
+    m_mu, m_tau : int, default 200 and 50
+        Trees of the prognostic and the effect function.
+    mu_prior, tau_prior : bt.priors.ChipmanPrior, optional
+        Their depth priors (default ``(0.95, 2)`` and ``(0.25, 3)``).
+    mu_sd, tau_sd : float, default 2 and 1
+        Prior scales, in sd of the outcome: ``mu``'s prior sd before its half-Cauchy scale, and the
+        prior median of the effect's scale.
+    nu, q : float, default 3 and 0.9
+        The noise prior ``sigma^2 ~ nu lambda / chi2_nu`` with ``P(sigma < sigma_hat) = q``.
+    sigma_hat : float, optional
+        The prior's guess of ``sigma`` (default: the residual sd of a linear fit of ``y`` on ``X``
+        and ``z``).
+    propensity : {"bart"}, default "bart"
+        How ``pihat`` is estimated when ``fit`` is not given one: the posterior mean of
+        ``P(z = 1 | x)`` under ``bt.BARTClassifier`` (50 trees, 2 chains of 500 + 500), plugged in as
+        the paper does: its uncertainty is not carried into the effect's posterior.
+    include_pi : {"mu", "none"}, default "mu"
+        Give ``pihat`` to the prognostic function as a feature (the paper's default) or not.
+    max_depth, min_leaf_rows, max_bins : int
+        As :func:`bayestrees.bart_function`.
+    draws, tune, chains : int, default 1000, 1000, 4
+    random_state : int, optional
+    progressbar : bool, default False
+
+    Attributes
+    ----------
+    fit_ : bt.inference.treefn.ModelFit
+        The sampled model.
+    idata_ : arviz.InferenceData
+        ``posterior``: ``tau`` and ``mu`` at the training rows (the CATE and the control mean),
+        ``ate``, ``catt``, ``sigma``, ``b0``, ``b1``, ``mu_scale``, each function's ``n_leaves``,
+        ``depth`` and ``split_counts`` (``mu_tilde_*``, ``tau_tilde_*``); ``log_likelihood``
+        (pointwise); ``observed_data``.
+    convergence_ : ConvergenceReport
+    propensity_ : (n,) the training rows' ``pihat``
+    cate_ : (n,) posterior mean effect at the training rows
+    ate_ , catt_ : float
+        Posterior means of the sample average effect and of the average effect on the treated.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); z = rng.binomial(1, 0.5, size=200)
+    >>> y = X[:, 0] + (1.0 + X[:, 1]) * z + 0.5 * rng.normal(size=200)
+    >>> bcf = bt.BCFRegressor(m_mu=20, m_tau=10, draws=100, tune=100, chains=2, random_state=0)
+    >>> bcf = bcf.fit(X, y, z, pihat=np.full(200, 0.5))
+    >>> bcf.effect_interval(X[:3]).shape
+    (3, 2)
+    """
+
+    def __init__(self, m_mu: int = M_MU, m_tau: int = M_TAU, *, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
+                 tau_sd: float = TAU_SD, nu: float = 3.0, q: float = 0.9, sigma_hat=None, propensity: str = "bart",
+                 include_pi: str = "mu", max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
+                 draws: int = 1000, tune: int = 1000, chains: int = 4, random_state=None, progressbar: bool = False):
+        self.m_mu = m_mu
+        self.m_tau = m_tau
+        self.mu_prior = mu_prior
+        self.tau_prior = tau_prior
+        self.mu_sd = mu_sd
+        self.tau_sd = tau_sd
+        self.nu = nu
+        self.q = q
+        self.sigma_hat = sigma_hat
+        self.propensity = propensity
+        self.include_pi = include_pi
+        self.max_depth = max_depth
+        self.min_leaf_rows = min_leaf_rows
+        self.max_bins = max_bins
+        self.draws = draws
+        self.tune = tune
+        self.chains = chains
+        self.random_state = random_state
+        self.progressbar = progressbar
+
+    # ---- fitting -------------------------------------------------------------------------------
+    def _seed(self) -> int:
+        rs = self.random_state
+        return 0 if rs is None else int(rs)
+
+    def _estimate_propensity(self, X, z) -> np.ndarray:
+        if self.propensity != "bart":
+            raise ValueError(f"propensity must be 'bart' (or give pihat to fit), got {self.propensity!r}")
+        from .bart import BARTClassifier
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the propensity model's own convergence is not the user's question
+            model = BARTClassifier(m=50, draws=500, tune=500, chains=2, random_state=self._seed()).fit(X, z)
+        self.propensity_model_ = model
+        return model.predict_proba(X)[:, 1]
+
+    def _mu_features(self, X, pihat) -> np.ndarray:
+        if self.include_pi == "mu":
+            return np.column_stack([X, pihat])
+        if self.include_pi == "none":
+            return X
+        raise ValueError(f"include_pi must be 'mu' or 'none', got {self.include_pi!r}")
+
+    def fit(self, X, y, z, pihat=None, sample_weight=None) -> "BCFRegressor":
+        """Sample the posterior.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+            Covariates (finite numbers).
+        y : array-like (n,)
+            The outcome.
+        z : array-like (n,) of 0 and 1
+            The treatment.
+        pihat : array-like (n,), optional
+            Propensity estimates ``P(z = 1 | x)``; default: estimated (``propensity``).
+        sample_weight : array-like (n,), optional
+            Row ``i``'s noise sd is ``sigma / sqrt(w_i)``.
+
+        Returns
+        -------
+        self
+        """
+        X = _features(X)
+        n = X.shape[0]
+        y = check_y_regression(y, n)
+        z = _treatment(z, n)
+        w = check_weights(sample_weight, n, "sample_weight", all_zero=False)
+        for name in ("m_mu", "m_tau", "draws", "tune", "chains"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or v < (0 if name == "tune" else 1):
+                raise ValueError(f"{name} must be an integer >= {0 if name == 'tune' else 1}, got {v!r}")
+        self.propensity_model_ = None
+        pihat = self._estimate_propensity(X, z) if pihat is None else _propensity(pihat, n)
+        self.propensity_ = pihat
+        X_mu = self._mu_features(X, pihat)
+        loc, scale = standardise(y, w)
+        ys = (y - loc) / scale
+        sigma_hat = self.sigma_hat
+        if sigma_hat is None:
+            A = np.column_stack([np.ones(n), X, z])
+            live = np.ones(n, bool) if w is None else w > 0
+            if int(live.sum()) > A.shape[1]:
+                sw = np.sqrt(np.ones(n) if w is None else w)[live]
+                beta, *_ = np.linalg.lstsq(A[live] * sw[:, None], ys[live] * sw, rcond=None)
+                r = (ys - A @ beta)[live]
+                sigma_hat = float(np.sqrt(np.sum((sw * r) ** 2) / (live.sum() - A.shape[1])))
+            else:
+                sigma_hat = 1.0
+        else:
+            sigma_hat = float(sigma_hat) / scale
+        self.cuts_mu_ = cut_table(X_mu, self.max_bins)
+        self.cuts_tau_ = cut_table(X, self.max_bins)
+        self._settings = dict(y_loc=loc, y_scale=scale, nu=float(self.nu), lam=sigma_prior_lambda(sigma_hat, self.nu, self.q),
+                              m_mu=int(self.m_mu), m_tau=int(self.m_tau),
+                              mu_prior=MU_PRIOR if self.mu_prior is None else self.mu_prior,
+                              tau_prior=TAU_PRIOR if self.tau_prior is None else self.tau_prior,
+                              mu_sd=float(self.mu_sd), tau_sd=float(self.tau_sd), max_depth=int(self.max_depth),
+                              min_leaf_rows=int(self.min_leaf_rows), max_bins=int(self.max_bins),
+                              cuts_mu=self.cuts_mu_, cuts_tau=self.cuts_tau_)
+        with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit = sample_model(bcf_model, X_mu.astype(np.float32), X.astype(np.float32), z, ys.astype(np.float32),
+                           weights=None if w is None else w.astype(np.float32), draws=int(self.draws),
+                               tune=int(self.tune), chains=int(self.chains), random_seed=self._seed(),
+                               progressbar=self.progressbar, **self._settings)
+        self.fit_ = fit
+        self.idata_ = fit.idata
+        self.convergence_ = None
+        if int(self.chains) > 1:
+            self.convergence_ = convergence_table(self._identified(), "bcf")
+            warn_convergence(self.convergence_, stacklevel=2)
+        self.n_features_in_ = X.shape[1]
+        post = fit.idata.posterior
+        self.cate_ = np.asarray(post["tau"]).reshape(-1, n).mean(0)
+        self.ate_ = float(np.asarray(post["ate"]).mean())
+        self.catt_ = float(np.asarray(post["catt"]).mean())
+        return self
+
+    def _identified(self) -> dict:
+        """The scalar summaries the data identify, ``{name: (chains, draws)}``: ``ate``, ``catt``,
+        ``sigma``, the mean of ``mu`` over the rows, and each function's total leaves.  ``b0``,
+        ``b1``, ``mu_scale`` and the functions ``mu~``, ``tau~`` are working parameters (``tau~``
+        times ``c`` with ``b / c`` is the same model), so their own R-hat says nothing of the
+        effect's and is left out."""
+        post = self.idata_.posterior
+        out = {v: np.asarray(post[v], np.float64) for v in ("ate", "catt", "sigma")}
+        out["mu_mean"] = np.asarray(post["mu"], np.float64).mean(-1)
+        for name in ("mu_tilde", "tau_tilde"):
+            out[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"], np.float64).sum(-1)
+        return out
+
+    # ---- the posterior at new rows ------------------------------------------------------------
+    def _check(self):
+        if getattr(self, "fit_", None) is None:
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with X, y and z first.")
+
+    def _draws(self, name: str) -> np.ndarray:
+        return np.asarray(self.fit_.samples[name], np.float64).reshape(-1)
+
+    def _tilde(self, name: str, X) -> np.ndarray:
+        f = self.fit_.function(name, X)            # (chain, draw, n)
+        return np.asarray(f, np.float64).reshape(-1, f.shape[-1])
+
+    def effect_draws(self, X) -> np.ndarray:
+        """Posterior draws of the conditional average treatment effect ``tau(x)``: ``(chains * draws, n)``."""
+        self._check()
+        X = _features(X, n_features=self.n_features_in_)
+        scale = self._settings["y_scale"]
+        return scale * (self._draws("b1") - self._draws("b0"))[:, None] * self._tilde("tau_tilde", X)
+
+    def effect(self, X) -> np.ndarray:
+        """Posterior mean of ``tau(x)`` at the rows of ``X``: ``(n,)``."""
+        return self.effect_draws(X).mean(0)
+
+    def effect_interval(self, X, prob: float = 0.9) -> np.ndarray:
+        """Equal-tailed ``prob`` credible interval of ``tau(x)``: ``(n, 2)``."""
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob}")
+        return np.moveaxis(np.quantile(self.effect_draws(X), [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
+
+    def ate_interval(self, prob: float = 0.95) -> np.ndarray:
+        """Equal-tailed ``prob`` credible interval of the sample average treatment effect: ``(2,)``."""
+        self._check()
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob}")
+        return np.quantile(np.asarray(self.idata_.posterior["ate"]).ravel(), [(1 - prob) / 2, (1 + prob) / 2])
+
+    def predict_draws(self, X, z, pihat=None) -> np.ndarray:
+        """Posterior draws of ``E[y | x, z] = mu(x, pihat) + tau(x) z``: ``(chains * draws, n)``.
+        ``pihat`` defaults to the fitted propensity model's estimate (``propensity``) at ``X``."""
+        self._check()
+        X = _features(X, n_features=self.n_features_in_)
+        n = X.shape[0]
+        z = _treatment(z, n, both=False)
+        if pihat is None and self.include_pi == "mu":
+            if self.propensity_model_ is None:
+                raise ValueError("the model was fitted with a given pihat: give pihat for these rows too")
+            pihat = self.propensity_model_.predict_proba(X)[:, 1]
+        pihat = np.zeros(n) if pihat is None else _propensity(pihat, n)
+        s = self._settings
+        tau_t = self._tilde("tau_tilde", X)
+        mu_t = self._tilde("mu_tilde", self._mu_features(X, pihat))
+        b = np.where(z[None, :] > 0, self._draws("b1")[:, None], self._draws("b0")[:, None])
+        return s["y_loc"] + s["y_scale"] * (self._draws("mu_scale")[:, None] * mu_t + b * tau_t)
+
+    def predict(self, X, z, pihat=None) -> np.ndarray:
+        """Posterior mean of ``E[y | x, z]``: ``(n,)``."""
+        return self.predict_draws(X, z, pihat).mean(0)
