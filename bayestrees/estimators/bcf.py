@@ -11,9 +11,21 @@ from ..data import check_y_regression
 from ..inference.bart.fit import check_weights
 from ..inference.treefn import sample_model
 from ..inference.treefn.site import cut_table
-from .base import EstimatorBase, NotFittedError
+from .base import EstimatorBase, NotFittedError, TreeEstimatorMixin
 
-__all__ = ["BCFRegressor"]
+__all__ = ["BCFRegressor", "estimate_propensity"]
+
+
+def estimate_propensity(X, z, random_state: int = 0):
+    """``(pihat, model)``: the posterior mean of ``P(z = 1 | x)`` at the rows of ``X`` under a
+    ``bt.BARTClassifier`` of 50 trees (2 chains of 500 + 500 steps), and that fitted model (for new
+    rows).  A plug-in estimate, as the paper's: a BCF fitted with it does not carry its uncertainty."""
+    from .bart import BARTClassifier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the propensity model's own convergence is not the user's question
+        model = BARTClassifier(m=50, draws=500, tune=500, chains=2, random_state=random_state).fit(X, z)
+    return model.predict_proba(X)[:, 1], model
 
 
 def _features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
@@ -147,13 +159,8 @@ class BCFRegressor(EstimatorBase):
     def _estimate_propensity(self, X, z) -> np.ndarray:
         if self.propensity != "bart":
             raise ValueError(f"propensity must be 'bart' (or give pihat to fit), got {self.propensity!r}")
-        from .bart import BARTClassifier
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # the propensity model's own convergence is not the user's question
-            model = BARTClassifier(m=50, draws=500, tune=500, chains=2, random_state=self._seed()).fit(X, z)
-        self.propensity_model_ = model
-        return model.predict_proba(X)[:, 1]
+        pihat, self.propensity_model_ = estimate_propensity(X, z, self._seed())
+        return pihat
 
     def _mu_features(self, X, pihat) -> np.ndarray:
         if self.include_pi == "mu":
@@ -250,6 +257,11 @@ class BCFRegressor(EstimatorBase):
         for name in ("mu_tilde", "tau_tilde"):
             out[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"], np.float64).sum(-1)
         return out
+
+    def save(self, path) -> None:
+        """Save the fitted model (a pickle: draws, InferenceData, settings); :func:`bayestrees.load` reads it."""
+        self._check()
+        TreeEstimatorMixin.save(self, path)
 
     # ---- the posterior at new rows ------------------------------------------------------------
     def _check(self):
