@@ -6,7 +6,7 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["load_mcycle", "load_haberman", "load_california_housing"]
+__all__ = ["load_mcycle", "load_haberman", "load_california_housing", "load_nhefs"]
 
 
 def _path(name: str):
@@ -57,3 +57,31 @@ def load_california_housing():
     with _path("california_housing.csv.gz").open("rb") as raw, gzip.open(raw, "rt") as fh:
         arr = np.loadtxt(fh, delimiter=",", skiprows=1)
     return arr[:, :8], arr[:, 8], list(CALIFORNIA_FEATURES)
+
+
+#: the covariates of :func:`load_nhefs`'s ``X``, in order
+NHEFS_FEATURES = ["sex", "race", "age", "education", "smokeintensity", "smokeyrs", "exercise", "active", "wt71"]
+
+
+def load_nhefs():
+    """Smoking cessation and weight gain (NHEFS): 1,566 smokers, an observational treatment.
+
+    Returns ``(X, y, z, feature_names)``: ``z`` is 1 for those who quit smoking between the 1971
+    baseline and the 1982 follow-up (``qsmk``, 403 of them), ``y`` the weight change over those years
+    in kg (``wt82_71``), and ``X`` (float64, 1,566 x 9) the baseline covariates ``sex`` (0 male, 1
+    female), ``race`` (0 white, 1 other), ``age``, ``education`` (1-5: up to 8th grade, high school
+    dropout, high school, college dropout, college), ``smokeintensity`` (cigarettes a day),
+    ``smokeyrs`` (years of smoking), ``exercise`` (0 much, 1 moderate, 2 little or none), ``active``
+    (0 very, 1 moderately, 2 inactive) and ``wt71`` (kg in 1971): the
+    confounders of Hernan & Robins's analyses of this data (*Causal Inference: What If*, 2020,
+    chapters 12-15, where the average effect of quitting is estimated at about 3.5 kg).
+
+    Source: the National Health and Nutrition Examination Survey I Epidemiologic Follow-up Study
+    (NHEFS) of the U.S. National Center for Health Statistics (``wwwn.cdc.gov/nchs/nhanes/nhefs``),
+    the complete cases as prepared by Hernan & Robins for their book and distributed in the
+    ``causaldata`` package (``nhefs_complete``, MIT licence); the survey data are a work of the U.S.
+    government in the public domain.  Shipped as gzipped CSV (about 19 KB) of these 11 columns.
+    """
+    with _path("nhefs.csv.gz").open("rb") as raw, gzip.open(raw, "rt") as fh:
+        arr = np.loadtxt(fh, delimiter=",", skiprows=1)
+    return arr[:, 2:], arr[:, 1], arr[:, 0].astype(int), list(NHEFS_FEATURES)

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIALS = ROOT / "tutorials"
-NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart", "models"]
+NAMES = ["forests", "pcfg", "safebayes", "bcart", "compare", "bart", "models", "causal"]
 if (TUTORIALS / "bet.py").exists():
     NAMES.append("bet")
 
