@@ -50,7 +50,7 @@ import numpyro.distributions as dist
 from .inference.treefn import bart_function
 from .priors import ChipmanPrior
 
-__all__ = ["bcf_model", "sigma_prior_lambda", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
+__all__ = ["bcf_model", "bcf_settings", "sigma_prior_lambda", "standardise", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
            "HALF_NORMAL_MEDIAN"]
 
 #: trees of the prognostic function (the paper's and ``bcf``'s ``ntree_control``)
@@ -135,3 +135,37 @@ def standardise(y, weights=None) -> tuple[float, float]:
     loc = float(np.sum(w * y) / np.sum(w))
     sd = float(np.sqrt(np.sum(w * (y - loc) ** 2) / np.sum(w)))
     return loc, (sd if sd > 0 else 1.0)
+
+
+def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float = 0.9, sigma_hat=None,
+                 m_mu: int = M_MU, m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
+                 tau_sd: float = TAU_SD, max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100):
+    """``(y~, settings)``: the standardised outcome and the keyword arguments of :func:`bcf_model` for
+    these training rows: the standardisation, the noise prior's ``lambda`` (from ``sigma_hat``, in the
+    outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau`` and
+    ``z``), the trees' settings and the cut tables of the training rows (new rows are split by them)."""
+    from .inference.treefn.site import cut_table
+
+    y = np.asarray(y, np.float64)
+    X_tau = np.asarray(X_tau, np.float64)
+    n = y.shape[0]
+    w = None if weights is None else np.asarray(weights, np.float64)
+    loc, scale = standardise(y, w)
+    ys = (y - loc) / scale
+    if sigma_hat is None:
+        A = np.column_stack([np.ones(n), X_tau, np.asarray(z, np.float64)])
+        live = np.ones(n, bool) if w is None else w > 0
+        sigma = 1.0
+        if int(live.sum()) > A.shape[1]:
+            sw = np.sqrt(np.ones(n) if w is None else w)[live]
+            beta, *_ = np.linalg.lstsq(A[live] * sw[:, None], ys[live] * sw, rcond=None)
+            r = (ys - A @ beta)[live]
+            sigma = float(np.sqrt(np.sum((sw * r) ** 2) / (live.sum() - A.shape[1])))
+    else:
+        sigma = float(sigma_hat) / scale
+    settings = dict(y_loc=loc, y_scale=scale, nu=float(nu), lam=sigma_prior_lambda(max(sigma, 1e-6), nu, q),
+                    m_mu=int(m_mu), m_tau=int(m_tau), mu_prior=MU_PRIOR if mu_prior is None else mu_prior,
+                    tau_prior=TAU_PRIOR if tau_prior is None else tau_prior, mu_sd=float(mu_sd), tau_sd=float(tau_sd),
+                    max_depth=int(max_depth), min_leaf_rows=int(min_leaf_rows), max_bins=int(max_bins),
+                    cuts_mu=cut_table(np.asarray(X_mu, np.float64), max_bins), cuts_tau=cut_table(X_tau, max_bins))
+    return ys, settings

@@ -6,11 +6,10 @@ import warnings
 import numpy as np
 
 from ..convergence import ConvergenceWarning, convergence_table, warn_convergence
-from ..causal import M_MU, M_TAU, MU_PRIOR, MU_SD, TAU_PRIOR, TAU_SD, bcf_model, sigma_prior_lambda, standardise
+from ..causal import M_MU, M_TAU, MU_SD, TAU_SD, bcf_model, bcf_settings
 from ..data import check_y_regression
 from ..inference.bart.fit import check_weights
 from ..inference.treefn import sample_model
-from ..inference.treefn.site import cut_table
 from .base import EstimatorBase, NotFittedError, TreeEstimatorMixin
 
 __all__ = ["BCFRegressor", "estimate_propensity"]
@@ -202,30 +201,11 @@ class BCFRegressor(EstimatorBase):
         pihat = self._estimate_propensity(X, z) if pihat is None else _propensity(pihat, n)
         self.propensity_ = pihat
         X_mu = self._mu_features(X, pihat)
-        loc, scale = standardise(y, w)
-        ys = (y - loc) / scale
-        sigma_hat = self.sigma_hat
-        if sigma_hat is None:
-            A = np.column_stack([np.ones(n), X, z])
-            live = np.ones(n, bool) if w is None else w > 0
-            if int(live.sum()) > A.shape[1]:
-                sw = np.sqrt(np.ones(n) if w is None else w)[live]
-                beta, *_ = np.linalg.lstsq(A[live] * sw[:, None], ys[live] * sw, rcond=None)
-                r = (ys - A @ beta)[live]
-                sigma_hat = float(np.sqrt(np.sum((sw * r) ** 2) / (live.sum() - A.shape[1])))
-            else:
-                sigma_hat = 1.0
-        else:
-            sigma_hat = float(sigma_hat) / scale
-        self.cuts_mu_ = cut_table(X_mu, self.max_bins)
-        self.cuts_tau_ = cut_table(X, self.max_bins)
-        self._settings = dict(y_loc=loc, y_scale=scale, nu=float(self.nu), lam=sigma_prior_lambda(sigma_hat, self.nu, self.q),
-                              m_mu=int(self.m_mu), m_tau=int(self.m_tau),
-                              mu_prior=MU_PRIOR if self.mu_prior is None else self.mu_prior,
-                              tau_prior=TAU_PRIOR if self.tau_prior is None else self.tau_prior,
-                              mu_sd=float(self.mu_sd), tau_sd=float(self.tau_sd), max_depth=int(self.max_depth),
-                              min_leaf_rows=int(self.min_leaf_rows), max_bins=int(self.max_bins),
-                              cuts_mu=self.cuts_mu_, cuts_tau=self.cuts_tau_)
+        ys, self._settings = bcf_settings(X_mu, X, y, z, w, nu=self.nu, q=self.q, sigma_hat=self.sigma_hat,
+                                          m_mu=self.m_mu, m_tau=self.m_tau, mu_prior=self.mu_prior,
+                                          tau_prior=self.tau_prior, mu_sd=self.mu_sd, tau_sd=self.tau_sd,
+                                          max_depth=self.max_depth, min_leaf_rows=self.min_leaf_rows,
+                                          max_bins=self.max_bins)
         with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
             warnings.simplefilter("ignore", ConvergenceWarning)
             fit = sample_model(bcf_model, X_mu.astype(np.float32), X.astype(np.float32), z, ys.astype(np.float32),
@@ -276,32 +256,88 @@ class BCFRegressor(EstimatorBase):
         return np.asarray(f, np.float64).reshape(-1, f.shape[-1])
 
     def effect_draws(self, X) -> np.ndarray:
-        """Posterior draws of the conditional average treatment effect ``tau(x)``: ``(chains * draws, n)``."""
+        """Posterior draws of the conditional average treatment effect ``tau(x)``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+            Rows of the training covariates' columns.
+
+        Returns
+        -------
+        np.ndarray
+            ``(chains * draws, n)``, in the outcome's units.
+        """
         self._check()
         X = _features(X, n_features=self.n_features_in_)
         scale = self._settings["y_scale"]
         return scale * (self._draws("b1") - self._draws("b0"))[:, None] * self._tilde("tau_tilde", X)
 
     def effect(self, X) -> np.ndarray:
-        """Posterior mean of ``tau(x)`` at the rows of ``X``: ``(n,)``."""
+        """Posterior mean of the effect ``tau(x)``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+
+        Returns
+        -------
+        np.ndarray
+            ``(n,)``.
+        """
         return self.effect_draws(X).mean(0)
 
     def effect_interval(self, X, prob: float = 0.9) -> np.ndarray:
-        """Equal-tailed ``prob`` credible interval of ``tau(x)``: ``(n, 2)``."""
+        """Equal-tailed credible interval of the effect ``tau(x)``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        prob : float in (0, 1), default 0.9
+
+        Returns
+        -------
+        np.ndarray
+            ``(n, 2)``: lower and upper ends.
+        """
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob}")
         return np.moveaxis(np.quantile(self.effect_draws(X), [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
 
     def ate_interval(self, prob: float = 0.95) -> np.ndarray:
-        """Equal-tailed ``prob`` credible interval of the sample average treatment effect: ``(2,)``."""
+        """Equal-tailed credible interval of the sample average treatment effect (over the training rows).
+
+        Parameters
+        ----------
+        prob : float in (0, 1), default 0.95
+
+        Returns
+        -------
+        np.ndarray
+            ``(2,)``: lower and upper ends.
+        """
         self._check()
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob}")
         return np.quantile(np.asarray(self.idata_.posterior["ate"]).ravel(), [(1 - prob) / 2, (1 + prob) / 2])
 
     def predict_draws(self, X, z, pihat=None) -> np.ndarray:
-        """Posterior draws of ``E[y | x, z] = mu(x, pihat) + tau(x) z``: ``(chains * draws, n)``.
-        ``pihat`` defaults to the fitted propensity model's estimate (``propensity``) at ``X``."""
+        """Posterior draws of the mean outcome ``E[y | x, z] = mu(x, pihat) + tau(x) z``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        z : array-like (n,) of 0 and 1
+            The treatment at which to predict each row.
+        pihat : array-like (n,), optional
+            Propensity estimates at ``X``; default the fitted propensity model's (``propensity``),
+            required when ``fit`` was given ``pihat``.
+
+        Returns
+        -------
+        np.ndarray
+            ``(chains * draws, n)``.
+        """
         self._check()
         X = _features(X, n_features=self.n_features_in_)
         n = X.shape[0]
@@ -318,5 +354,18 @@ class BCFRegressor(EstimatorBase):
         return s["y_loc"] + s["y_scale"] * (self._draws("mu_scale")[:, None] * mu_t + b * tau_t)
 
     def predict(self, X, z, pihat=None) -> np.ndarray:
-        """Posterior mean of ``E[y | x, z]``: ``(n,)``."""
+        """Posterior mean of the mean outcome ``E[y | x, z]``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        z : array-like (n,) of 0 and 1
+        pihat : array-like (n,), optional
+            As :meth:`predict_draws`.
+
+        Returns
+        -------
+        np.ndarray
+            ``(n,)``.
+        """
         return self.predict_draws(X, z, pihat).mean(0)

@@ -109,3 +109,24 @@ def test_new_rows_are_checked_and_persistence(fitted, tmp_path):
     from sklearn.base import clone
 
     assert clone(m).get_params() == m.get_params()
+
+
+def test_the_model_context_variable_predicts_at_new_rows():
+    """``bt.BCF`` in ``bt.Model()``: the posterior contract, and predictive draws at swapped-in rows equal
+    to the posterior's at the same training rows (the training cut tables split the new rows)."""
+    X, y, z, tau, pi = _data(n=60)
+    with bt.Model():
+        Xd, zd, pd_ = bt.Data("X", X), bt.Data("z", z), bt.Data("p", pi)
+        bt.BCF("y", Xd, y, zd, pihat=pd_, m_mu=5, m_tau=3)
+        idata = bt.sample(draws=20, tune=20, chains=1, random_seed=0)
+        bt.set_data({"X": X[:7], "z": z[:7], "p": pi[:7]})
+        pred = bt.sample_posterior_predictive(idata, predictions=True)
+        assert {"tau", "mu", "ate", "catt", "sigma"} <= set(idata.posterior.data_vars)
+        np.testing.assert_allclose(pred.predictions["tau"].values, idata.posterior["tau"].values[..., :7], atol=1e-4)
+        np.testing.assert_allclose(pred.predictions["mu"].values, idata.posterior["mu"].values[..., :7], atol=1e-3)
+        bt.set_data({"X": X[:7], "z": z[:6], "p": pi[:7]})
+        with pytest.raises(ValueError, match="same rows"):
+            bt.sample_posterior_predictive(idata, predictions=True)
+    with bt.Model():
+        with pytest.raises(ValueError, match="both arms"):
+            bt.BCF("y", X, y, np.zeros_like(z), pihat=pi)
