@@ -321,11 +321,14 @@ def truncated_normal(u, mean, sd, positive):
     With ``s = +1`` (positive) or ``-1`` and ``a = -s mean / sd``, ``T ~ N(0, 1) | T > a`` is
     ``-Phi^-1(u Phi(-a))`` (inverse distribution function in the lower tail, exact in float32 for
     ``a <= 8``); beyond, the tail ``a + E / a``, ``E ~ Exp(1)`` (relative error below ``1 / a^2``).
-    The draw is ``mean + s sd T``.
+    The draw is ``mean + s sd T``.  The product ``u Phi(-a)`` is kept at least the smallest normal
+    float: at the smallest uniform :func:`~bayestrees.random_bits.open_uniform` gives (``tiny``, one
+    draw in ``2^23``) it would flush to 0 on the CPU, whose ``Phi^-1`` is ``-inf``, and the latent
+    would be infinite (the chain then NaN).
     """
     s = jnp.where(positive, 1.0, -1.0).astype(mean.dtype)
     a = -s * mean / sd
-    inner = -ndtri(u * ndtr(-jnp.minimum(a, 8.0)))
+    inner = -ndtri(jnp.maximum(u * ndtr(-jnp.minimum(a, 8.0)), jnp.finfo(mean.dtype).tiny))
     tail = a - jnp.log(u) / jnp.maximum(a, 1.0)
     t = jnp.maximum(jnp.where(a > 8.0, tail, inner), a)
     return mean + s * sd * t
