@@ -58,10 +58,17 @@ invariant.  With Normal leaves, ``eta = g + f`` (``g`` from the other sites) and
   (Geweke 1993), whose conditional is ``lambda_i ~ Gamma((nu_i + 1) / 2, (nu_i + ((y_i - eta_i) / s_i)^2) /
   2)``: ``b_i = lambda_i / s_i^2`` and ``a_i = b_i (y_i - eta_i)``.
 
+The function may enter the predictor with a factor of each row's own that does not depend on it,
+``eta_i = g_i + s_i f_i`` (a treatment ``z_i`` times an effect function, a coding ``b_{z_i}``, a
+scale from another site): the latents' Gaussian likelihood in ``eta`` is then one in ``f`` with
+``a_i s_i`` and ``b_i s_i^2`` (rows with ``s_i = 0`` carry nothing on ``f``); ``s`` is the
+predictor's derivative in ``f_i``, one forward pass a step (exactly 1 where ``eta = g + f``).
+
 ``conjugate="auto"`` checks the form at :meth:`TreeMoves.init` (traces of the model at two random
-values of the other sites and two random points ``f``: one observed site of such a family,
-unscaled, whose linear predictor (of shape ``(n,)``) moves with ``f`` one for one while its other
-parameters stay, and no other term of ``L`` that changes with ``f``).
+values of the other sites and two random points ``f``: one observed site of such a family, not
+scaled by a handler, whose linear predictor (of shape ``(n,)``) moves with ``f`` linearly, with the
+same slope in each row at both points, while its other parameters stay, and no other term of ``L``
+that changes with ``f``).
 
 General path (any likelihood): one joint move per tree
 ------------------------------------------------------
@@ -284,14 +291,23 @@ def _fixed_values(kind: str, base):
     return tuple(getattr(base, name, 1) for name in AUGMENTED[kind].fixed)
 
 
-def augmented_terms(model, model_args, model_kwargs, values: dict, site: str, n: int):
-    """``(kind, linear, y, *fixed)`` of the augmented observed ``site`` at ``values``, each array of
-    shape ``(n,)`` (:data:`AUGMENTED`)."""
-    tr = _trace_at(model, model_args, model_kwargs, values)
-    kind, base = _augmented_base(tr[site]["fn"])
-    shape = (n,)
-    arrays = (getattr(base, AUGMENTED[kind].linear), tr[site]["value"]) + _fixed_values(kind, base)
-    return (kind,) + tuple(jnp.broadcast_to(jnp.asarray(x), shape) for x in arrays)
+def augmented_terms(model, model_args, model_kwargs, values_at, f, site: str, kind: str):
+    """``(linear, slope, y, *fixed)`` of the augmented observed ``site`` (:data:`AUGMENTED`, of kind
+    ``kind``) with the function at ``f`` (``values_at(f)``: every site's value): its linear predictor,
+    that predictor's derivative in each row's ``f_i`` (one forward pass: 1 where the function enters
+    unscaled, ``s_i`` where the predictor is ``g + s_i f_i``), the observed value and the fixed
+    parameters, each of shape ``(n,)``."""
+    n = f.shape[0]
+    aug = AUGMENTED[kind]
+
+    def linear_at(f):
+        tr = _trace_at(model, model_args, model_kwargs, values_at(f))
+        _, base = _augmented_base(tr[site]["fn"])
+        rest = (tr[site]["value"],) + _fixed_values(kind, base)
+        return jnp.broadcast_to(jnp.asarray(getattr(base, aug.linear)), (n,)), rest
+
+    linear, slope, rest = jax.jvp(linear_at, (f,), (jnp.ones_like(f),), has_aux=True)
+    return (linear, slope) + tuple(jnp.broadcast_to(jnp.asarray(x), (n,)) for x in rest)
 
 
 class _Fn(NamedTuple):
@@ -557,10 +573,10 @@ class TreeMoves(MCMCKernel):
     def _augmented_site(self, fn: _Fn, fns, model_args, kw):
         """``(site, kind)``: the observed site of an augmented path (module docstring) and its kind if
         ``L`` has that path's form, else ``(None, None)``: one observed site of a family of
-        :data:`AUGMENTED`, unscaled, whose linear predictor (of shape ``(n,)``) moves with ``f`` one for
-        one while its other parameters stay, and no other term of ``L`` that depends on ``f``
-        (checked at two random values of the other sites and two random points ``f``, to 1e-4
-        relative)."""
+        :data:`AUGMENTED`, not scaled by a handler, whose linear predictor (of shape ``(n,)``) moves with
+        ``f`` linearly (the same slope in each row at both points, not 0 everywhere) while its other
+        parameters stay, and no other term of ``L`` that depends on ``f`` (checked at two random values
+        of the other sites and two random points ``f``, to 1e-4 relative)."""
         if fn.column >= 0 or _traced(model_args, kw):   # (its checks read values)
             return None, None
         n = fn.dist.X.shape[0]
@@ -583,9 +599,16 @@ class TreeMoves(MCMCKernel):
             lin1, lin2 = (getattr(x, AUGMENTED[kind].linear) for x in (b1, b2))
             if jnp.shape(lin1) != (n,):
                 return None, None
+            # the predictor moves with f linearly: its slope in each row the same at f1 and f2, and the
+            # change from f2 to f1 that slope times the change of f
+            values_at = partial(fn.with_values, base)
+            s1, s2 = (np.asarray(augmented_terms(self._model, model_args, kw, values_at, f, name, kind)[1], np.float64)
+                      for f in (f1, f2))
             moved = np.asarray(lin1, np.float64) - np.asarray(lin2, np.float64)
             d = np.asarray(f1, np.float64) - np.asarray(f2, np.float64)
-            if np.max(np.abs(moved - d)) > 1e-4 * (np.max(np.abs(d)) + 1.0):
+            tol = 1e-4 * (np.max(np.abs(s1)) + 1e-30)
+            if not np.any(s1 != 0) or np.max(np.abs(s1 - s2)) > tol \
+                    or np.max(np.abs(moved - s1 * d)) > 1e-4 * (np.max(np.abs(s1 * d)) + 1.0):
                 return None, None
             for p1, p2 in zip(_fixed_values(kind, b1), _fixed_values(kind, b2)):   # the rest does not move
                 p1, p2 = np.asarray(p1, np.float64), np.asarray(p2, np.float64)
@@ -755,11 +778,11 @@ class TreeMoves(MCMCKernel):
 
             step = {"normal": self._conjugate_step, "poisson": self._poisson_step}.get(self._conj[i], self._general_step)
             if self._conj[i] in AUGMENTED:
-                def terms(f, values=values, fn=fn):
-                    return augmented_terms(self._model, model_args, model_kwargs, fn.with_values(values, f),
-                                           self._augmented[fn.name], f.shape[0])
+                def terms(f, values=values, fn=fn, kind=self._conj[i]):
+                    return augmented_terms(self._model, model_args, model_kwargs, partial(fn.with_values, values), f,
+                                           self._augmented[fn.name], kind)
 
-                step = partial(self._augmented_step, terms=terms)
+                step = partial(self._augmented_step, terms=terms, kind=self._conj[i])
             gaussian = self._conj[i] in _GAUSSIAN_KINDS
             if not gaussian and fn.cfg.local_moves > 1:   # the BART step repeats its own moves
                 step = partial(self._repeated, step)
@@ -796,13 +819,14 @@ class TreeMoves(MCMCKernel):
         _, a, h = self._vgh(L, f)
         return self._gaussian_step(key, st, fn, f, a, jnp.maximum(-h, 0.0))
 
-    def _augmented_step(self, key, st, fn: _Fn, L, terms):
+    def _augmented_step(self, key, st, fn: _Fn, L, terms, kind: str):
         """An augmented path (module docstring): the latents given the function, then the BART family's
-        step on the Gaussian likelihood they make."""
+        step on the Gaussian likelihood they make (in the linear predictor ``eta``: ``a (eta' - eta) - b
+        (eta' - eta)^2 / 2``; with ``eta = g + s f``, in the function ``s a (f' - f) - s^2 b (f' - f)^2 / 2``)."""
         f = st.z - st.resid
-        kind, linear, y, *fixed = terms(f)
+        linear, slope, y, *fixed = terms(f)
         a, b = AUGMENTED[kind].draw(random_bits.fold_in(key, 1), linear, y, *fixed, f.dtype)
-        return self._gaussian_step(key, st, fn, f, a, b)
+        return self._gaussian_step(key, st, fn, f, slope * a, slope * slope * b)
 
     def _gaussian_step(self, key, st, fn: _Fn, f, a, b):
         """The BART family's step for the likelihood ``sum_i a_i (f'_i - f_i) - b_i (f'_i - f_i)^2 / 2``

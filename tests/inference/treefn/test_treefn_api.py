@@ -377,7 +377,8 @@ def test_particles_run_on_every_path_but_the_general_path_of_log_gamma_leaves():
 def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_function():
     """``conjugate="auto"`` takes the logit path (Polya-Gamma draws) for a Bernoulli or Binomial observation
     whose logits are another site's value plus the function, and the general path where the function
-    enters otherwise: through ``probs``, scaled, observed twice, or in a scaled site."""
+    enters otherwise: through ``probs``, not linearly, observed twice, or in a scaled site.  A factor of
+    the function that does not depend on it (2, or a treatment times a coefficient) keeps the path."""
     from bayestrees.inference.treefn.kernel import TreeMoves
 
     rng = np.random.default_rng(0)
@@ -397,6 +398,16 @@ def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_functi
     def twice(X, y=None):
         numpyro.sample("y", dist.Bernoulli(logits=2.0 * bt.bart_function("f", X, m=3)), obs=y)
 
+    z = (rng.uniform(size=30) < 0.5).astype(np.float32)
+
+    def treated(X, y=None):   # a causal forest's effect: zero where z = 0, a sampled coefficient
+        b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Bernoulli(logits=0.3 + b * z * bt.bart_function("f", X, m=3)), obs=y)
+
+    def squared(X, y=None):
+        f = bt.bart_function("f", X, m=3)
+        numpyro.sample("y", dist.Bernoulli(logits=f + 0.1 * f * f), obs=y)
+
     def two_sites(X, y=None):
         f = bt.bart_function("f", X, m=3)
         numpyro.sample("y", dist.Bernoulli(logits=f), obs=y)
@@ -406,8 +417,8 @@ def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_functi
         with numpyro.handlers.scale(scale=2.0):
             numpyro.sample("y", dist.Bernoulli(logits=bt.bart_function("f", X, m=3)), obs=y)
 
-    for model, kind in ((bernoulli, "logit"), (binomial, "logit"), (probs, ""), (twice, ""), (two_sites, ""),
-                        (scaled, "")):
+    for model, kind in ((bernoulli, "logit"), (binomial, "logit"), (probs, ""), (twice, "logit"), (treated, "logit"),
+                        (squared, ""), (two_sites, ""), (scaled, "")):
         kernel = TreeMoves(model).prepare((X, y), {})
         assert kernel.conjugate_kinds == (kind,), model.__name__
     assert TreeMoves(binomial).prepare((X, y), {})._fns[0].cfg.particles == 10   # one tree: the regrowth too
@@ -417,8 +428,8 @@ def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_functi
 def test_the_student_t_path_is_chosen_where_the_function_is_the_location_of_a_student_t():
     """``conjugate="auto"`` takes the Student-t path (the scale mixture's latents) for a Student-t
     observation whose location is other sites plus the function and whose degrees of freedom and scale
-    do not depend on it (sites of their own, or constants), and the general path where the function
-    also sets the scale, enters scaled, or the site is scaled."""
+    do not depend on it (sites of their own, or constants), also with a factor that does not depend
+    on it, and the general path where the function also sets the scale or the site is scaled."""
     from bayestrees.inference.treefn.kernel import TreeMoves
 
     rng = np.random.default_rng(0)
@@ -445,7 +456,7 @@ def test_the_student_t_path_is_chosen_where_the_function_is_the_location_of_a_st
         with numpyro.handlers.scale(scale=2.0):
             numpyro.sample("y", dist.StudentT(4.0, bt.bart_function("f", X, m=3), 1.0), obs=y)
 
-    for model, kind in ((sites, "student_t"), (constants, "student_t"), (scale_moves, ""), (twice, ""),
+    for model, kind in ((sites, "student_t"), (constants, "student_t"), (scale_moves, ""), (twice, "student_t"),
                         (scaled, "")):
         assert TreeMoves(model).prepare((X, y), {}).conjugate_kinds == (kind,), model.__name__
     assert TreeMoves(constants).prepare((X, y), {})._fns[0].cfg.particles == 10   # one tree: the regrowth too

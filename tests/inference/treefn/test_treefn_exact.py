@@ -478,6 +478,30 @@ def test_one_tree_logit_function_at_its_defaults_matches_enumeration(data_seed):
     _check_defaults_against(model, X, y, want, f_exact)
 
 
+@pytest.mark.slow
+def test_a_logit_function_with_a_factor_per_row_matches_enumeration(data_seed=0):
+    """The logit path with the function entering the predictor times a factor of each row's own,
+    ``logits = offset + s_i f_i`` (a treatment times an effect function, as in a causal forest; some
+    ``s_i`` negative, some 0): the latents' Gaussian likelihood is then ``s a`` and ``s^2 b`` in ``f``.
+    Against the exact posterior of every tree and of the function at every row (quadrature per leaf
+    with each row's factor), at the defaults."""
+    X, codes, _ = _one_tree_data(data_seed)
+    rng = np.random.default_rng(400 + data_seed)
+    trials, offset = 6, -0.3
+    s = np.array([1.3, -0.6, 0.0, 1.0, 0.8, -1.1, 0.0, 1.5, 0.5], np.float32)[: len(X)]
+    eta_true = offset + s * (np.where(codes[:, 0] >= 2, 1.2, -0.8) + np.where(codes[:, 1] >= 2, 0.5, 0.0))
+    y = rng.binomial(trials, 1.0 / (1.0 + np.exp(-eta_true))).astype(np.float32)
+    rows = np.arange(len(y))     # the quadrature's "y": row indices, so each row's factor is at hand
+    want, f_exact = _by_quadrature(codes, rows, lambda i, mu: y[i] * (offset + s[i] * mu)
+                                   - trials * np.logaddexp(0.0, offset + s[i] * mu))
+
+    def model(X, y=None):
+        f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
+        numpyro.sample("y", dist.Binomial(trials, logits=offset + s * f), obs=y)
+
+    _check_defaults_against(model, X, y, want, f_exact)
+
+
 def _one_tree_student_t(data_seed):
     """The Student-t one-tree case: ``(X, y, want, f_exact, model)``, the one-tree data with two rows
     moved far out, a Student-t likelihood of known degrees of freedom and scale and an offset, the default Normal
