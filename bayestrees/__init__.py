@@ -41,6 +41,7 @@ from .inference.treefn import bart_function, load_model_fit, sample_model, tree_
 from .models.numpyro_model import NumPyroModel  # noqa: E402
 # --- causal effects: Bayesian causal forests, built on the tree functions ---
 from . import causal  # noqa: E402
+from . import distributions  # noqa: E402
 from .estimators.bcf import BCFRegressor  # noqa: E402
 from .models.bcf import BCF  # noqa: E402
 
@@ -58,7 +59,7 @@ __all__ = [
     "BETMixture", "BETRegressor", "BETClassifier",
     "BART", "BARTRegressor", "BARTClassifier",
     "bart_function", "tree_function", "sample_model", "load_model_fit", "NumPyroModel",
-    "causal", "BCF", "BCFRegressor",
+    "causal", "distributions", "BCF", "BCFRegressor",
     "set_compilation_cache", "compilation_cache_dir",
     "__version__",
 ]

@@ -56,7 +56,10 @@ invariant.  With Normal leaves, ``eta = g + f`` (``g`` from the other sites) and
 * **student_t** (an observed ``dist.StudentT(nu, eta, s)``, ``nu`` and ``s`` from the other sites or
   fixed): the scale mixture ``y_i ~ N(eta_i, s_i^2 / lambda_i)``, ``lambda_i ~ Gamma(nu_i / 2, nu_i / 2)``
   (Geweke 1993), whose conditional is ``lambda_i ~ Gamma((nu_i + 1) / 2, (nu_i + ((y_i - eta_i) / s_i)^2) /
-  2)``: ``b_i = lambda_i / s_i^2`` and ``a_i = b_i (y_i - eta_i)``.
+  2)``: ``b_i = lambda_i / s_i^2`` and ``a_i = b_i (y_i - eta_i)``;
+* **probit** (an observed ``bt.distributions.BernoulliProbit(eta)``, ``P(y_i = 1) = Phi(eta_i)``): the
+  latent ``z_i ~ N(eta_i, 1)`` truncated to ``z_i > 0`` where ``y_i = 1`` and to ``z_i < 0`` elsewhere
+  (Albert & Chib 1993, as the BART family's probit), ``b_i = 1`` and ``a_i = z_i - eta_i``.
 
 The function may enter the predictor with a factor of each row's own that does not depend on it,
 ``eta_i = g_i + s_i f_i`` (a treatment ``z_i`` times an effect function, a coding ``b_{z_i}``, a
@@ -141,6 +144,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
 from ...batching import cell_sums, scatter_add, take
+from ...distributions import BernoulliProbit
 from ...leaves import GammaPoissonLeaves, KnownVarianceNormalLeaves, NormalRows
 from ...polya_gamma import polya_gamma
 from . import leaf_priors
@@ -263,12 +267,21 @@ def _student_t_terms(key, loc, y, df, scale, dtype):
     return b * (y.astype(dtype) - loc), b
 
 
+def _probit_terms(key, eta, y, dtype):
+    """The probit path's latents ``z ~ N(eta, 1)`` truncated to the side of ``y`` (Albert & Chib 1993):
+    precision 1, ``a = z - eta``."""
+    u = random_bits.open_uniform(key, eta.shape).astype(dtype)
+    z = bart_kernel.truncated_normal(u, eta.astype(dtype), jnp.ones((), dtype), y > 0.5)
+    return z - eta, jnp.ones_like(z)
+
+
 #: the augmented paths: kind -> its observation family (``dist.Bernoulli(logits=...)``,
-#: ``dist.Binomial(n, logits=...)``; ``dist.StudentT(df, loc, scale)``)
+#: ``dist.Binomial(n, logits=...)``; ``dist.StudentT(df, loc, scale)``; ``bt.distributions.BernoulliProbit(eta)``)
 AUGMENTED = {
     "logit": Augmentation(classes=(dist.BernoulliLogits, dist.BinomialLogits), linear="logits",
                           fixed=("total_count",), draw=_polya_gamma_terms),
     "student_t": Augmentation(classes=(dist.StudentT,), linear="loc", fixed=("df", "scale"), draw=_student_t_terms),
+    "probit": Augmentation(classes=(BernoulliProbit,), linear="eta", fixed=(), draw=_probit_terms),
 }
 #: the conjugate kinds whose step is the BART family's Gaussian step (the augmented ones given their latents)
 _GAUSSIAN_KINDS = ("normal",) + tuple(AUGMENTED)

@@ -502,6 +502,36 @@ def test_a_logit_function_with_a_factor_per_row_matches_enumeration(data_seed=0)
     _check_defaults_against(model, X, y, want, f_exact)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", [False, True], ids=["plain", "factor_per_row"])
+def test_a_probit_function_matches_enumeration(factor, data_seed=0):
+    """The probit path (``bt.distributions.BernoulliProbit``: truncated-normal latents, then the BART
+    family's step), with the function entering plainly or times a factor of each row's own, against
+    the exact posterior of every tree and of the function at every row (quadrature per leaf), at the
+    defaults."""
+    from bayestrees.distributions import BernoulliProbit
+
+    X, codes, _ = _one_tree_data(data_seed, n=10)
+    rng = np.random.default_rng(500 + data_seed)
+    offset = 0.2
+    s = (np.array([1.3, -0.6, 0.0, 1.0, 0.8, -1.1, 0.0, 1.5, 0.5, 1.0], np.float32) if factor
+         else np.ones(len(X), np.float32))
+    eta_true = offset + s * (np.where(codes[:, 0] >= 2, 1.2, -0.8) + np.where(codes[:, 1] >= 2, 0.5, 0.0))
+    y = (rng.normal(size=len(X)) < eta_true).astype(np.float32)
+    rows = np.arange(len(y))
+    want, f_exact = _by_quadrature(codes, rows, lambda i, mu: np.where(y[i] > 0.5, stats.norm.logcdf(offset + s[i] * mu),
+                                                                       stats.norm.logcdf(-(offset + s[i] * mu))))
+
+    def model(X, y=None):
+        f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
+        numpyro.sample("y", BernoulliProbit(offset + s * f), obs=y)
+
+    from bayestrees.inference.treefn.kernel import TreeMoves
+
+    assert TreeMoves(model).prepare((X, y), {}).conjugate_kinds == ("probit",)
+    _check_defaults_against(model, X, y, want, f_exact)
+
+
 def _one_tree_student_t(data_seed):
     """The Student-t one-tree case: ``(X, y, want, f_exact, model)``, the one-tree data with two rows
     moved far out, a Student-t likelihood of known degrees of freedom and scale and an offset, the default Normal
