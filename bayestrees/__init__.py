@@ -42,7 +42,7 @@ from .models.numpyro_model import NumPyroModel  # noqa: E402
 # --- causal effects: Bayesian causal forests, built on the tree functions ---
 from . import causal  # noqa: E402
 from . import distributions  # noqa: E402
-from .estimators.bcf import BCFRegressor  # noqa: E402
+from .estimators.bcf import BCFClassifier, BCFRegressor  # noqa: E402
 from .models.bcf import BCF  # noqa: E402
 
 __version__ = "0.1.0"
@@ -59,7 +59,7 @@ __all__ = [
     "BETMixture", "BETRegressor", "BETClassifier",
     "BART", "BARTRegressor", "BARTClassifier",
     "bart_function", "tree_function", "sample_model", "load_model_fit", "NumPyroModel",
-    "causal", "distributions", "BCF", "BCFRegressor",
+    "causal", "distributions", "BCF", "BCFRegressor", "BCFClassifier",
     "set_compilation_cache", "compilation_cache_dir",
     "__version__",
 ]

@@ -34,6 +34,13 @@ The posterior contract (deterministic sites of the model, in the outcome's units
 ``tau`` at the rows, ``ate`` (the mean of ``tau`` over the rows: the sample average effect),
 ``catt`` (over the treated rows), ``sigma``.  :class:`bayestrees.BCFRegressor` fits it from arrays.
 
+**Binary outcomes** (``outcome="probit"``, :class:`bayestrees.BCFClassifier`): ``P(y = 1) = Phi(o +
+mu(x, pihat) + tau(x) z)`` with the same two sums of trees and priors on the probit's latent scale
+(noise sd 1, in place of the standardised outcome's), ``o = Phi^-1(mean y)``; the effect is reported
+on the probability scale, ``Phi(o + mu + tau) - Phi(o + mu)`` at each row.  The trees take the
+probit path (truncated-normal latents, then the conjugate step; the coding ``b_z`` multiplies
+``tau~`` row by row, which that path takes).
+
 A user who wants more (group intercepts, group-varying effects: multilevel BCF; another
 likelihood) writes the model in NumPyro with :func:`bayestrees.bart_function` directly, starting
 from :func:`bcf_model` (the guide, "Causal effects").
@@ -47,6 +54,9 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from jax.scipy.special import ndtr
+
+from .distributions import BernoulliProbit
 from .inference.treefn import bart_function
 from .priors import ChipmanPrior
 
@@ -79,7 +89,8 @@ def sigma_prior_lambda(sigma_hat: float, nu: float = 3.0, q: float = 0.9) -> flo
 def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_scale: float = 1.0,
               nu: float = 3.0, lam: float = 1.0, m_mu: int = M_MU, m_tau: int = M_TAU,
               mu_prior=MU_PRIOR, tau_prior=TAU_PRIOR, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
-              max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts_mu=None, cuts_tau=None):
+              max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts_mu=None, cuts_tau=None,
+              outcome: str = "normal"):
     """The Bayesian causal forest as a NumPyro model (the module docstring).
 
     Parameters
@@ -105,6 +116,11 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
     max_depth, min_leaf_rows, max_bins, cuts_mu, cuts_tau
         As :func:`bayestrees.bart_function`; ``cuts_*`` the training rows' cut tables, to evaluate the
         model at new rows with the training fit's rules.
+    outcome : {"normal", "probit"}
+        ``"probit"``: a binary ``y`` (0 or 1) with ``P(y = 1) = Phi(y_loc + mu + tau z)`` (the latent's
+        noise sd is 1, which takes the place of the standardised outcome's; ``y_loc`` the offset
+        ``Phi^-1(mean y)``, ``y_scale`` unused, no ``sigma``); ``mu`` is then the control rows'
+        probability and ``tau``, ``ate``, ``catt`` differences of probabilities.
     """
     z = jnp.asarray(z)
     mu_t = bart_function("mu_tilde", X_mu, m=m_mu, prior=mu_prior, leaf_sd=mu_sd / math.sqrt(m_mu),
@@ -115,17 +131,28 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
     mu_scale = numpyro.sample("mu_scale", dist.HalfCauchy(1.0))
     b0 = numpyro.sample("b0", dist.Normal(0.0, math.sqrt(0.5)))
     b1 = numpyro.sample("b1", dist.Normal(0.0, math.sqrt(0.5)))
-    sigma2 = numpyro.sample("sigma2", dist.InverseGamma(nu / 2.0, nu * lam / 2.0))
     treated = z > 0
-    mu = mu_scale * mu_t + b0 * tau_t      # the control rows' mean
-    tau = (b1 - b0) * tau_t
-    numpyro.deterministic("mu", y_loc + y_scale * mu)
-    numpyro.deterministic("tau", y_scale * tau)
-    numpyro.deterministic("ate", y_scale * jnp.mean(tau))
-    numpyro.deterministic("catt", y_scale * jnp.sum(jnp.where(treated, tau, 0.0)) / jnp.maximum(jnp.sum(treated), 1))
+    control = mu_scale * mu_t + b0 * tau_t      # the control rows' mean (the probit: its latent)
+    eta = mu_scale * mu_t + jnp.where(treated, b1, b0) * tau_t
+    if outcome == "probit":   # the effect on the probability of a 1
+        mu = ndtr(y_loc + control)
+        tau = ndtr(y_loc + control + (b1 - b0) * tau_t) - mu
+    else:
+        mu = y_loc + y_scale * control
+        tau = y_scale * (b1 - b0) * tau_t
+    numpyro.deterministic("mu", mu)
+    numpyro.deterministic("tau", tau)
+    numpyro.deterministic("ate", jnp.mean(tau))
+    numpyro.deterministic("catt", jnp.sum(jnp.where(treated, tau, 0.0)) / jnp.maximum(jnp.sum(treated), 1))
+    if outcome == "probit":
+        numpyro.sample("y", BernoulliProbit(y_loc + eta), obs=y)
+        return
+    if outcome != "normal":
+        raise ValueError(f"outcome must be 'normal' or 'probit', got {outcome!r}")
+    sigma2 = numpyro.sample("sigma2", dist.InverseGamma(nu / 2.0, nu * lam / 2.0))
     numpyro.deterministic("sigma", y_scale * jnp.sqrt(sigma2))
     sd = jnp.sqrt(sigma2) if weights is None else jnp.sqrt(sigma2 / jnp.asarray(weights))
-    numpyro.sample("y", dist.Normal(mu_scale * mu_t + jnp.where(treated, b1, b0) * tau_t, sd), obs=y)
+    numpyro.sample("y", dist.Normal(eta, sd), obs=y)
 
 
 def standardise(y, weights=None) -> tuple[float, float]:
@@ -139,20 +166,31 @@ def standardise(y, weights=None) -> tuple[float, float]:
 
 def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float = 0.9, sigma_hat=None,
                  m_mu: int = M_MU, m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
-                 tau_sd: float = TAU_SD, max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100):
+                 tau_sd: float = TAU_SD, max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
+                 outcome: str = "normal"):
     """``(y~, settings)``: the standardised outcome and the keyword arguments of :func:`bcf_model` for
     these training rows: the standardisation, the noise prior's ``lambda`` (from ``sigma_hat``, in the
     outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau`` and
-    ``z``), the trees' settings and the cut tables of the training rows (new rows are split by them)."""
+    ``z``), the trees' settings and the cut tables of the training rows (new rows are split by them).
+    ``outcome="probit"``: ``y`` holds 0 and 1, kept as it is, and ``y_loc`` is the offset
+    ``Phi^-1(mean y)``."""
+    from scipy.special import ndtri
+
     from .inference.treefn.site import cut_table
 
     y = np.asarray(y, np.float64)
     X_tau = np.asarray(X_tau, np.float64)
     n = y.shape[0]
     w = None if weights is None else np.asarray(weights, np.float64)
-    loc, scale = standardise(y, w)
-    ys = (y - loc) / scale
-    if sigma_hat is None:
+    if outcome == "probit":
+        rate = float(np.clip(np.average(y, weights=w), 0.01, 0.99))
+        loc, scale, ys = float(ndtri(rate)), 1.0, y
+    else:
+        loc, scale = standardise(y, w)
+        ys = (y - loc) / scale
+    if outcome == "probit":
+        sigma = 1.0
+    elif sigma_hat is None:
         A = np.column_stack([np.ones(n), X_tau, np.asarray(z, np.float64)])
         live = np.ones(n, bool) if w is None else w > 0
         sigma = 1.0
@@ -167,5 +205,6 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
                     m_mu=int(m_mu), m_tau=int(m_tau), mu_prior=MU_PRIOR if mu_prior is None else mu_prior,
                     tau_prior=TAU_PRIOR if tau_prior is None else tau_prior, mu_sd=float(mu_sd), tau_sd=float(tau_sd),
                     max_depth=int(max_depth), min_leaf_rows=int(min_leaf_rows), max_bins=int(max_bins),
-                    cuts_mu=cut_table(np.asarray(X_mu, np.float64), max_bins), cuts_tau=cut_table(X_tau, max_bins))
+                    cuts_mu=cut_table(np.asarray(X_mu, np.float64), max_bins), cuts_tau=cut_table(X_tau, max_bins),
+                    outcome=outcome)
     return ys, settings

@@ -10,9 +10,9 @@ from ..causal import M_MU, M_TAU, MU_SD, TAU_SD, bcf_model, bcf_settings
 from ..data import check_y_regression
 from ..inference.bart.fit import check_weights
 from ..inference.treefn import sample_model
-from .base import EstimatorBase, NotFittedError, TreeEstimatorMixin
+from .base import EstimatorBase, NotFittedError, TreeEstimatorMixin, parameters_doc
 
-__all__ = ["BCFRegressor", "estimate_propensity"]
+__all__ = ["BCFRegressor", "BCFClassifier", "estimate_propensity"]
 
 
 def estimate_propensity(X, z, random_state: int = 0):
@@ -151,6 +151,12 @@ class BCFRegressor(EstimatorBase):
         self.progressbar = progressbar
 
     # ---- fitting -------------------------------------------------------------------------------
+    _outcome = "normal"
+
+    @staticmethod
+    def _check_outcome(y, n: int) -> np.ndarray:
+        return check_y_regression(y, n)
+
     def _seed(self) -> int:
         rs = self.random_state
         return 0 if rs is None else int(rs)
@@ -190,7 +196,7 @@ class BCFRegressor(EstimatorBase):
         """
         X = _features(X)
         n = X.shape[0]
-        y = check_y_regression(y, n)
+        y = self._check_outcome(y, n)
         z = _treatment(z, n)
         w = check_weights(sample_weight, n, "sample_weight", all_zero=False)
         for name in ("m_mu", "m_tau", "draws", "tune", "chains"):
@@ -205,7 +211,7 @@ class BCFRegressor(EstimatorBase):
                                           m_mu=self.m_mu, m_tau=self.m_tau, mu_prior=self.mu_prior,
                                           tau_prior=self.tau_prior, mu_sd=self.mu_sd, tau_sd=self.tau_sd,
                                           max_depth=self.max_depth, min_leaf_rows=self.min_leaf_rows,
-                                          max_bins=self.max_bins)
+                                          max_bins=self.max_bins, outcome=self._outcome)
         with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
             warnings.simplefilter("ignore", ConvergenceWarning)
             fit = sample_model(bcf_model, X_mu.astype(np.float32), X.astype(np.float32), z, ys.astype(np.float32),
@@ -232,7 +238,7 @@ class BCFRegressor(EstimatorBase):
         times ``c`` with ``b / c`` is the same model), so their own R-hat says nothing of the
         effect's and is left out."""
         post = self.idata_.posterior
-        out = {v: np.asarray(post[v], np.float64) for v in ("ate", "catt", "sigma")}
+        out = {v: np.asarray(post[v], np.float64) for v in ("ate", "catt", "sigma") if v in post}
         out["mu_mean"] = np.asarray(post["mu"], np.float64).mean(-1)
         for name in ("mu_tilde", "tau_tilde"):
             out[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"], np.float64).sum(-1)
@@ -369,3 +375,160 @@ class BCFRegressor(EstimatorBase):
             ``(n,)``.
         """
         return self.predict_draws(X, z, pihat).mean(0)
+
+
+class BCFClassifier(BCFRegressor):
+    __doc__ = parameters_doc(
+        """Bayesian causal forest for a binary outcome (probit) and a binary treatment.
+
+        ``P(y = 1 | x, z) = Phi(o + mu(x, pihat) + tau(x) z)``: the model of :class:`BCFRegressor` on the
+        probit's latent scale (:mod:`bayestrees.causal`, ``outcome="probit"``), the trees by the probit
+        path of the tree functions.  The effect is reported as a difference of probabilities,
+        ``Phi(o + mu + tau) - Phi(o + mu)``, which depends on ``mu`` as well as ``tau``: at new rows it
+        needs ``pihat`` there (the fitted propensity model's by default).  ``nu``, ``q`` and
+        ``sigma_hat`` are unused: the latent's sd is 1.""",
+        BCFRegressor,
+        examples="""
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); z = rng.binomial(1, 0.5, size=200)
+        >>> y = (X[:, 0] + 0.8 * z + rng.normal(size=200) > 0).astype(int)
+        >>> clf = bt.BCFClassifier(m_mu=20, m_tau=10, draws=100, tune=100, chains=2, random_state=0)
+        >>> clf = clf.fit(X, y, z, pihat=np.full(200, 0.5))
+        >>> clf.effect(X[:3], pihat=np.full(3, 0.5)).shape
+        (3,)""")
+
+    _outcome = "probit"
+
+    @staticmethod
+    def _check_outcome(y, n: int) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(f"y must be one outcome per row ({n}), got shape {y.shape}")
+        if not np.all(np.isin(y, (0, 1))):
+            raise ValueError("y must be a binary outcome coded 0 and 1 (BCFRegressor takes a continuous one)")
+        return y.astype(np.float64)
+
+    def _pihat_at(self, X, pihat):
+        n = X.shape[0]
+        if pihat is None and self.include_pi == "mu":
+            if self.propensity_model_ is None:
+                raise ValueError("the model was fitted with a given pihat: give pihat for these rows too")
+            pihat = self.propensity_model_.predict_proba(X)[:, 1]
+        return np.zeros(n) if pihat is None else _propensity(pihat, n)
+
+    def _latents(self, X, pihat):
+        """``(control, effect)`` latent draws at the rows of ``X``: ``o + mu`` and ``(b1 - b0) tau~``."""
+        tau_t = self._tilde("tau_tilde", X)
+        mu_t = self._tilde("mu_tilde", self._mu_features(X, self._pihat_at(X, pihat)))
+        control = self._settings["y_loc"] + self._draws("mu_scale")[:, None] * mu_t + self._draws("b0")[:, None] * tau_t
+        return control, (self._draws("b1") - self._draws("b0"))[:, None] * tau_t
+
+    def effect_draws(self, X, pihat=None) -> np.ndarray:
+        """Posterior draws of the effect on the probability of a 1, ``P(y = 1 | x, 1) - P(y = 1 | x, 0)``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        pihat : array-like (n,), optional
+            Propensity estimates at ``X`` (default: the fitted propensity model's; required when
+            ``fit`` was given ``pihat``).
+
+        Returns
+        -------
+        np.ndarray
+            ``(chains * draws, n)``.
+        """
+        from scipy.special import ndtr
+
+        self._check()
+        X = _features(X, n_features=self.n_features_in_)
+        control, effect = self._latents(X, pihat)
+        return ndtr(control + effect) - ndtr(control)
+
+    def effect(self, X, pihat=None) -> np.ndarray:
+        """Posterior mean of the effect on the probability of a 1.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        pihat : array-like (n,), optional
+
+        Returns
+        -------
+        np.ndarray
+            ``(n,)``.
+        """
+        return self.effect_draws(X, pihat).mean(0)
+
+    def effect_interval(self, X, prob: float = 0.9, pihat=None) -> np.ndarray:
+        """Equal-tailed credible interval of the effect on the probability of a 1.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        prob : float in (0, 1), default 0.9
+        pihat : array-like (n,), optional
+
+        Returns
+        -------
+        np.ndarray
+            ``(n, 2)``.
+        """
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob}")
+        return np.moveaxis(np.quantile(self.effect_draws(X, pihat), [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
+
+    def predict_draws(self, X, z, pihat=None) -> np.ndarray:
+        """Posterior draws of ``P(y = 1 | x, z)``.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        z : array-like (n,) of 0 and 1
+        pihat : array-like (n,), optional
+
+        Returns
+        -------
+        np.ndarray
+            ``(chains * draws, n)``.
+        """
+        from scipy.special import ndtr
+
+        self._check()
+        X = _features(X, n_features=self.n_features_in_)
+        z = _treatment(z, X.shape[0], both=False)
+        control, effect = self._latents(X, pihat)
+        return ndtr(control + z[None, :] * effect)
+
+    def predict_proba(self, X, z, pihat=None) -> np.ndarray:
+        """Posterior mean class probabilities.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        z : array-like (n,) of 0 and 1
+        pihat : array-like (n,), optional
+
+        Returns
+        -------
+        np.ndarray
+            ``(n, 2)``: ``P(y = 0)`` and ``P(y = 1)``.
+        """
+        p = self.predict_draws(X, z, pihat).mean(0)
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, X, z, pihat=None) -> np.ndarray:
+        """The more probable outcome, 0 or 1.
+
+        Parameters
+        ----------
+        X : array-like (n, d)
+        z : array-like (n,) of 0 and 1
+        pihat : array-like (n,), optional
+
+        Returns
+        -------
+        np.ndarray
+            ``(n,)`` of 0 and 1.
+        """
+        return (self.predict_draws(X, z, pihat).mean(0) > 0.5).astype(int)

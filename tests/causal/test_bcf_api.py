@@ -130,3 +130,37 @@ def test_the_model_context_variable_predicts_at_new_rows():
     with bt.Model():
         with pytest.raises(ValueError, match="both arms"):
             bt.BCF("y", X, y, np.zeros_like(z), pihat=pi)
+
+
+def test_both_functions_take_the_conjugate_paths():
+    """The prognostic and the effect trees (times the coding ``b_z``) take the BART family's step: the
+    Normal path for a continuous outcome, the probit path (truncated-normal latents) for a binary one."""
+    from bayestrees.causal import bcf_model, bcf_settings
+    from bayestrees.inference.treefn.kernel import TreeMoves
+
+    X, y, z, tau, pi = _data(n=60)
+    X_mu = np.column_stack([X, pi])
+    for outcome, yy, kind in (("normal", y, "normal"), ("probit", (y > np.median(y)).astype(float), "probit")):
+        ys, settings = bcf_settings(X_mu, X, yy, z, m_mu=5, m_tau=3, outcome=outcome)
+        kernel = TreeMoves(bcf_model).prepare((X_mu, X, z), dict(y=ys, **settings))
+        assert kernel.conjugate_kinds == (kind, kind), (outcome, kernel.conjugate_kinds)
+
+
+def test_the_classifier_reports_the_effect_on_the_probability():
+    """``BCFClassifier``: a binary outcome; the effect at new rows (a difference of probabilities, which
+    needs ``pihat`` there) equals the posterior's ``tau`` at the same training rows, within [-1, 1]."""
+    rng = np.random.default_rng(3)
+    X, _, z, _, pi = _data(n=150, seed=3)
+    y = (X[:, 0] + 0.8 * z + rng.normal(size=150) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = bt.BCFClassifier(**SMALL).fit(X, y, z, pihat=pi)
+    tau = np.asarray(clf.idata_.posterior["tau"]).reshape(400, -1)[:, :6]
+    d = clf.effect_draws(X[:6], pihat=pi[:6])
+    np.testing.assert_allclose(d, tau, atol=2e-4)
+    assert np.all(np.abs(d) <= 1)
+    p = clf.predict_proba(X[:6], z[:6], pihat=pi[:6])
+    assert p.shape == (6, 2) and np.allclose(p.sum(1), 1)
+    assert "sigma" not in clf.idata_.posterior and set(clf.convergence_.table) >= {"ate", "catt"}
+    with pytest.raises(ValueError, match="binary outcome"):
+        bt.BCFClassifier(**SMALL).fit(X, y + 1, z, pihat=pi)
