@@ -478,7 +478,7 @@ def test_one_tree_logit_function_at_its_defaults_matches_enumeration(data_seed):
     _check_defaults_against(model, X, y, want, f_exact)
 
 
-@pytest.mark.slow
+@pytest.mark.full_only   # the factor's code is the probit test's (factor_per_row), which the suite runs
 def test_a_logit_function_with_a_factor_per_row_matches_enumeration(data_seed=0):
     """The logit path with the function entering the predictor times a factor of each row's own,
     ``logits = offset + s_i f_i`` (a treatment times an effect function, as in a causal forest; some
@@ -503,7 +503,8 @@ def test_a_logit_function_with_a_factor_per_row_matches_enumeration(data_seed=0)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("factor", [False, True], ids=["plain", "factor_per_row"])
+@pytest.mark.parametrize("factor", [pytest.param(False, marks=pytest.mark.full_only), True],
+                         ids=["plain", "factor_per_row"])
 def test_a_probit_function_matches_enumeration(factor, data_seed=0):
     """The probit path (``bt.distributions.BernoulliProbit``: truncated-normal latents, then the BART
     family's step), with the function entering plainly or times a factor of each row's own, against
