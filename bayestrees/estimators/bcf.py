@@ -65,6 +65,13 @@ def _propensity(pihat, n: int) -> np.ndarray:
     return p
 
 
+def _interval(draws: np.ndarray, prob: float) -> np.ndarray:
+    """Equal-tailed ``prob`` interval of ``draws`` over their first axis, ends on the last axis."""
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
+    return np.moveaxis(np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
+
+
 class BCFRegressor(EstimatorBase):
     """Bayesian causal forest for a continuous outcome and a binary treatment (Hahn, Murray & Carvalho 2020).
 
@@ -306,9 +313,7 @@ class BCFRegressor(EstimatorBase):
         np.ndarray
             ``(n, 2)``: lower and upper ends.
         """
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        return np.moveaxis(np.quantile(self.effect_draws(X), [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
+        return _interval(self.effect_draws(X), prob)
 
     def ate_interval(self, prob: float = 0.95) -> np.ndarray:
         """Equal-tailed credible interval of the sample average treatment effect (over the training rows).
@@ -323,9 +328,7 @@ class BCFRegressor(EstimatorBase):
             ``(2,)``: lower and upper ends.
         """
         self._check()
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        return np.quantile(np.asarray(self.idata_.posterior["ate"]).ravel(), [(1 - prob) / 2, (1 + prob) / 2])
+        return _interval(np.asarray(self.idata_.posterior["ate"]).ravel(), prob)
 
     def predict_draws(self, X, z, pihat=None) -> np.ndarray:
         """Posterior draws of the mean outcome ``E[y | x, z] = mu(x, pihat) + tau(x) z``.
@@ -344,20 +347,32 @@ class BCFRegressor(EstimatorBase):
         np.ndarray
             ``(chains * draws, n)``.
         """
+        X, z = self._rows(X, z)
+        control, effect = self._latents(X, pihat)
+        return self._settings["y_loc"] + self._settings["y_scale"] * (control + z * effect)
+
+    def _rows(self, X, z):
+        """New rows and their treatment, checked: ``(X, z[None, :])``."""
         self._check()
         X = _features(X, n_features=self.n_features_in_)
+        return X, _treatment(z, X.shape[0], both=False)[None, :]
+
+    def _pihat_at(self, X, pihat):
+        """``pihat`` at new rows: given, else the fitted propensity model's (0 where unused)."""
         n = X.shape[0]
-        z = _treatment(z, n, both=False)
         if pihat is None and self.include_pi == "mu":
             if self.propensity_model_ is None:
                 raise ValueError("the model was fitted with a given pihat: give pihat for these rows too")
             pihat = self.propensity_model_.predict_proba(X)[:, 1]
-        pihat = np.zeros(n) if pihat is None else _propensity(pihat, n)
-        s = self._settings
+        return np.zeros(n) if pihat is None else _propensity(pihat, n)
+
+    def _latents(self, X, pihat):
+        """``(control, effect)`` draws at the rows of ``X`` on the model's scale (standardised, or the
+        probit's latent without its offset): ``mu_scale mu~ + b0 tau~`` and ``(b1 - b0) tau~``."""
         tau_t = self._tilde("tau_tilde", X)
-        mu_t = self._tilde("mu_tilde", self._mu_features(X, pihat))
-        b = np.where(z[None, :] > 0, self._draws("b1")[:, None], self._draws("b0")[:, None])
-        return s["y_loc"] + s["y_scale"] * (self._draws("mu_scale")[:, None] * mu_t + b * tau_t)
+        mu_t = self._tilde("mu_tilde", self._mu_features(X, self._pihat_at(X, pihat)))
+        control = self._draws("mu_scale")[:, None] * mu_t + self._draws("b0")[:, None] * tau_t
+        return control, (self._draws("b1") - self._draws("b0"))[:, None] * tau_t
 
     def predict(self, X, z, pihat=None) -> np.ndarray:
         """Posterior mean of the mean outcome ``E[y | x, z]``.
@@ -408,21 +423,6 @@ class BCFClassifier(BCFRegressor):
             raise ValueError("y must be a binary outcome coded 0 and 1 (BCFRegressor takes a continuous one)")
         return y.astype(np.float64)
 
-    def _pihat_at(self, X, pihat):
-        n = X.shape[0]
-        if pihat is None and self.include_pi == "mu":
-            if self.propensity_model_ is None:
-                raise ValueError("the model was fitted with a given pihat: give pihat for these rows too")
-            pihat = self.propensity_model_.predict_proba(X)[:, 1]
-        return np.zeros(n) if pihat is None else _propensity(pihat, n)
-
-    def _latents(self, X, pihat):
-        """``(control, effect)`` latent draws at the rows of ``X``: ``o + mu`` and ``(b1 - b0) tau~``."""
-        tau_t = self._tilde("tau_tilde", X)
-        mu_t = self._tilde("mu_tilde", self._mu_features(X, self._pihat_at(X, pihat)))
-        control = self._settings["y_loc"] + self._draws("mu_scale")[:, None] * mu_t + self._draws("b0")[:, None] * tau_t
-        return control, (self._draws("b1") - self._draws("b0"))[:, None] * tau_t
-
     def effect_draws(self, X, pihat=None) -> np.ndarray:
         """Posterior draws of the effect on the probability of a 1, ``P(y = 1 | x, 1) - P(y = 1 | x, 0)``.
 
@@ -443,6 +443,7 @@ class BCFClassifier(BCFRegressor):
         self._check()
         X = _features(X, n_features=self.n_features_in_)
         control, effect = self._latents(X, pihat)
+        control = control + self._settings["y_loc"]
         return ndtr(control + effect) - ndtr(control)
 
     def effect(self, X, pihat=None) -> np.ndarray:
@@ -474,9 +475,7 @@ class BCFClassifier(BCFRegressor):
         np.ndarray
             ``(n, 2)``.
         """
-        if not 0 < prob < 1:
-            raise ValueError(f"prob must be in (0, 1), got {prob}")
-        return np.moveaxis(np.quantile(self.effect_draws(X, pihat), [(1 - prob) / 2, (1 + prob) / 2], axis=0), 0, -1)
+        return _interval(self.effect_draws(X, pihat), prob)
 
     def predict_draws(self, X, z, pihat=None) -> np.ndarray:
         """Posterior draws of ``P(y = 1 | x, z)``.
@@ -494,11 +493,9 @@ class BCFClassifier(BCFRegressor):
         """
         from scipy.special import ndtr
 
-        self._check()
-        X = _features(X, n_features=self.n_features_in_)
-        z = _treatment(z, X.shape[0], both=False)
+        X, z = self._rows(X, z)
         control, effect = self._latents(X, pihat)
-        return ndtr(control + z[None, :] * effect)
+        return ndtr(self._settings["y_loc"] + control + z * effect)
 
     def predict_proba(self, X, z, pihat=None) -> np.ndarray:
         """Posterior mean class probabilities.

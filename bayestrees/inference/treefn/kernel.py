@@ -174,6 +174,9 @@ ONE_TREE_MOVE_COUNT = 50
 SLIDE_MOVES = (0.35, 0.35, 0.3, 0.0)
 #: the slides' reach (codes either way) of ``slide="auto"`` for sums of trees on the BART step's paths
 AUTO_SLIDE = 3
+#: rows whose precision is below this fraction of the largest take the function from the trees' sum
+#: after a step of the BART family's Gaussian step (:meth:`TreeMoves._gaussian_step`)
+FAINT_PRECISION = 1e-2
 
 
 class TreeMovesState(NamedTuple):
@@ -521,7 +524,9 @@ class TreeMoves(MCMCKernel):
         """Per function: its conjugate path (:meth:`_conjugate_kind`) if ``L`` has that path's form
         (module docstring), else ``""`` (the general path)."""
         self._augmented = {}   # function name -> its augmented observed site (the augmented paths)
+        self._uneven = {}      # function name -> whether its rows' precisions may differ (TreeMoves._gaussian_step)
         if self.conjugate is True or self.conjugate is False:   # (no check: the data may be traced here)
+            self._uneven = {fn.name: True for fn in fns}
             return tuple(self._conjugate_kind(fn) if self.conjugate else "" for fn in fns)
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
         out = []
@@ -553,6 +558,8 @@ class TreeMoves(MCMCKernel):
                 ok &= bool(np.max(np.abs(hv1 - h1 * v)) <= tol) and bool(np.all(h1 <= 0))   # a diagonal Hessian
                 if kind == "normal":   # ... constant in f
                     ok &= bool(np.max(np.abs(hv2 - hv1)) <= tol)
+                    uneven = bool(np.ptp(h1) > 1e-6 * (float(np.max(np.abs(h1))) + 1e-30))
+                    self._uneven[fn.name] = self._uneven.get(fn.name, False) or uneven
                 else:                  # ... proportional to exp(f), and y = a - h the same at f1 and f2, >= 0
                     pred = h1 * np.exp(np.asarray(f2, np.float64) - np.asarray(f1, np.float64))
                     ok &= bool(np.max(np.abs(h2 - pred)) <= 1e-4 * (float(np.max(np.abs(pred))) + 1e-30))
@@ -564,6 +571,7 @@ class TreeMoves(MCMCKernel):
                 if site is not None:
                     kind, ok = aug, True
                     self._augmented[fn.name] = site
+                    self._uneven[fn.name] = True   # the latents' precisions differ from row to row
             out.append(kind if ok else "")
         return tuple(out)
 
@@ -851,6 +859,17 @@ class TreeMoves(MCMCKernel):
         st = st._replace(resid=c - f, z=c, sigma2=jnp.ones((), c.dtype), wsum=jnp.where(heap.leaf_slots(st.feature), wsum, 0.0))
         data = fn.data._replace(y=c, weight=b)
         new, info = bart_kernel.build_kernel(fn.cfg).step(key, st, data)
+        # The function after the step is the pseudo-response minus the running residual, exact to the
+        # rounding of c; a row of faint precision (a factor s_i near 0: b_i = s_i^2 b'_i) has c_i = f_i +
+        # a_i / b_i far from f_i, and that rounding (|c_i| times float32's epsilon) would stay in the
+        # function from step to step.  Those rows take the trees' sum instead.
+        # (Only where the precisions may differ between rows, as the check at init found: an even
+        # precision has no faint row, and its program stays as it was.)
+        if self._uneven.get(fn.name, True):
+            faint = live & (b < FAINT_PRECISION * jnp.max(b))
+            trees_sum = jax.lax.scan(lambda acc, vl: (acc + take(vl[0], vl[1]), None), jnp.zeros_like(c),
+                                     (new.value, new.leaf.astype(jnp.int32)))[0]
+            new = new._replace(z=jnp.where(faint, trees_sum, new.z), resid=jnp.where(faint, 0.0, new.resid))
         return new, jnp.sum(info.accepted)
 
     def _poisson_step(self, key, st, fn: _Fn, L):

@@ -561,3 +561,28 @@ def test_bad_data_is_named_before_sampling():
         fit.function("f", np.array([[np.nan, 0.5]]))
     with pytest.raises(ValueError, match="no tree function 'g'"):
         fit.function("g", X)
+
+
+def test_rows_of_faint_precision_keep_the_trees_values():
+    """A function that enters the mean times a factor near 0 in some rows (``s_i = 1e-3``: a causal forest's
+    effect where the coding ``b0`` is small) has there a pseudo-response ``f + a / b`` about 1,000 times
+    the residual; the function, read back as pseudo-response minus running residual, lost ``|c| eps`` a
+    step (about 1e-4 after a few hundred steps).  Such rows take the trees' sum: the kept function
+    equals the kept trees evaluated at the rows, at every draw."""
+    rng = np.random.default_rng(0)
+    n = 80
+    X = rng.uniform(size=(n, 2)).astype(np.float32)
+    s = np.where(np.arange(n) % 4 == 0, 1e-3, 1.0).astype(np.float32)
+    y = (np.sin(4 * X[:, 0]) * s + 0.3 * rng.normal(size=n)).astype(np.float32)
+
+    def model(X, y=None):
+        f = bt.bart_function("f", X, m=5, leaf_sd=0.5)
+        numpyro.sample("y", dist.Normal(s * f, 0.3), obs=y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = bt.sample_model(model, X, y=y, draws=150, tune=150, chains=1, random_seed=0, log_likelihood=False)
+    trees = np.asarray(fit.idata[bt.convert.TREE_GROUP]["f_trees"])[0]
+    f = fit.idata.posterior["f"].values[0]
+    got = np.stack([np.asarray(evaluate(trees[d], X)) for d in range(0, 150, 10)])
+    np.testing.assert_allclose(got, f[::10], atol=2e-5)
