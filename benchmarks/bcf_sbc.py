@@ -24,6 +24,13 @@ nothing.
     .venv/bin/python benchmarks/bcf_sbc.py                 # 100 data sets
     .venv/bin/python benchmarks/bcf_sbc.py --n-sims 10     # that it works
 
+A process that fits many data sets accumulates compiled programs until LLVM cannot map more memory
+(one run stopped so after 36 fits), so the data sets can be fitted in batches of processes
+(``--first``, ``--n-sims``, the same ``--run-id``) and the table made from their records::
+
+    for k in 0 20 40 60 80; do .venv/bin/python benchmarks/bcf_sbc.py --first $k --n-sims 20 --run-id R; done
+    .venv/bin/python benchmarks/bcf_sbc.py --combine R
+
 Records (one JSON line per data set, then the summary) are appended to ``--out``.
 """
 from __future__ import annotations
@@ -60,6 +67,9 @@ def values(draws: dict, q: str) -> np.ndarray:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-sims", type=int, default=100)
+    ap.add_argument("--first", type=int, default=0, help="the first data set's index")
+    ap.add_argument("--run-id", default="", help="tags the records of one run's batches")
+    ap.add_argument("--combine", default=None, metavar="RUN_ID", help="the table of a run's records in --out")
     ap.add_argument("--n", type=int, default=60)
     ap.add_argument("--m-mu", type=int, default=10)
     ap.add_argument("--m-tau", type=int, default=5)
@@ -73,9 +83,13 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bcf_sbc.jsonl"))
     args = ap.parse_args(argv)
 
+    if args.combine is not None:
+        recs = [json.loads(line) for line in open(args.out)]
+        recs = [r for r in recs if r.get("part") == "sim" and r.get("run_id") == args.combine]
+        return report(recs, args, time_s=sum(r["seconds"] for r in recs))
+
     import jax
     from numpyro.infer import Predictive
-    from scipy import stats
 
     import bayestrees as bt
     from bayestrees.causal import bcf_model
@@ -86,10 +100,9 @@ def main(argv=None):
     X_mu, X_tau, z = design(args.seed, args.n)
     kw = dict(y_loc=0.0, y_scale=1.0, nu=3.0, lam=args.lam, m_mu=args.m_mu, m_tau=args.m_tau)
     prior = Predictive(bcf_model, num_samples=1)
-    ranks = {q: [] for q in QUANTITIES}
     records = []
     t_start = time.perf_counter()
-    for i in range(args.n_sims):
+    for i in range(args.first, args.first + args.n_sims):
         sim = {k: np.asarray(v)[0] for k, v in prior(jax.random.key(1_000 * args.seed + 2 * i), X_mu, X_tau, z,
                                                      **kw).items()}
         truth = {q: float(values(sim, q)) for q in QUANTITIES}
@@ -101,32 +114,39 @@ def main(argv=None):
                                   jit_data=True, **kw)
         secs = time.perf_counter() - t0
         post = fit.idata.posterior
-        rec = dict(part="sim", sim=i, seed=args.seed, L=L, truth=truth, seconds=round(secs, 2))
+        rec = dict(part="sim", sim=i, seed=args.seed, run_id=args.run_id, L=L, truth=truth, seconds=round(secs, 2))
         rec["rank"] = {}
         for q in QUANTITIES:
             d = values({v: post[v].values for v in ("ate", "tau", "mu", "sigma")}, q)[:, args.thin - 1::args.thin]
             rec["rank"][q] = int(np.sum(d.ravel() < truth[q]))
-            ranks[q].append(rec["rank"][q])
         records.append(rec)
         print(json.dumps(rec), flush=True)
+        with open(args.out, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+    return report(records, args, time_s=round(time.perf_counter() - t_start, 1))
+
+
+def report(records, args, time_s):
+    """The chi-squared table of the records' ranks, printed and appended to ``--out``."""
+    from scipy import stats
+
+    L = args.chains * args.draws
+    ranks = {q: [r["rank"][q] for r in records] for q in QUANTITIES}
     summary = {}
     for q in QUANTITIES:
         counts = np.bincount(np.asarray(ranks[q]) * args.bins // (L + 1), minlength=args.bins)
         chi2, p = stats.chisquare(counts)
         summary[q] = dict(chi2=float(chi2), dof=args.bins - 1, p=float(p), counts=counts.tolist(),
                           passes_1pct=bool(p > 0.01), passes_bonferroni=bool(p > 0.01 / len(QUANTITIES)))
-    out = dict(part="summary", n_sims=args.n_sims, settings=vars(args), summary=summary,
-               seconds=round(time.perf_counter() - t_start, 1))
+    out = dict(part="summary", n_sims=len(records), settings=vars(args), summary=summary, seconds=time_s)
     with open(args.out, "a") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec) + "\n")
         fh.write(json.dumps(out) + "\n")
     print("\n| quantity | chi-squared | dof | p | 1% | Bonferroni |")
     print("|---|---:|---:|---:|---|---|")
     for q, r in summary.items():
         print(f"| {q} | {r['chi2']:.1f} | {r['dof']} | {r['p']:.3f} | {'pass' if r['passes_1pct'] else 'FAIL'} | "
               f"{'pass' if r['passes_bonferroni'] else 'FAIL'} |")
-    print(f"{args.n_sims} data sets in {out['seconds']} s")
+    print(f"{len(records)} data sets, {out['seconds']} s of fitting")
 
 
 if __name__ == "__main__":
