@@ -140,6 +140,8 @@ def main():
     if args.stochtree_worker:
         return stochtree_worker(*args.stochtree_worker)
 
+    import jax
+
     from bayestrees.estimators.bcf import estimate_propensity
 
     rows = []
@@ -157,6 +159,7 @@ def main():
                 peers = [m for m in args.methods if m.startswith("stochtree")]
                 if peers:
                     fits.update(fit_stochtree(peers, X, y, z, pihat, rep, args.stochtree_python))
+                jax.clear_caches()   # this data set's compiled programs (else 20 GB after 76 fits: lab notes)
                 for method, (draws, sec, extra) in fits.items():
                     rec = dict(design=dname, n=n, rep=rep, seed=seed, method=method, seconds=round(sec, 2),
                                **metrics(draws, tau), **extra)

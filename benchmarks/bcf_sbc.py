@@ -24,8 +24,9 @@ nothing.
     .venv/bin/python benchmarks/bcf_sbc.py                 # 100 data sets
     .venv/bin/python benchmarks/bcf_sbc.py --n-sims 10     # that it works
 
-A process that fits many data sets accumulates compiled programs until LLVM cannot map more memory
-(one run stopped so after 36 fits), so the data sets can be fitted in batches of processes
+A process that fits many data sets keeps their compiled programs in JAX's caches until LLVM cannot
+map more memory (one run stopped so after 36 fits); the script now clears those caches after each
+fit (``jax.clear_caches()``), and the data sets can also be fitted in batches of processes
 (``--first``, ``--n-sims``, the same ``--run-id``) and the table made from their records::
 
     for k in 0 20 40 60 80; do .venv/bin/python benchmarks/bcf_sbc.py --first $k --n-sims 20 --run-id R; done
@@ -113,6 +114,7 @@ def main(argv=None):
                                   chains=args.chains, random_seed=1_000 * args.seed + 2 * i + 1, log_likelihood=False,
                                   jit_data=True, **kw)
         secs = time.perf_counter() - t0
+        jax.clear_caches()   # (the data are arguments, but NumPyro's run functions are new each fit)
         post = fit.idata.posterior
         rec = dict(part="sim", sim=i, seed=args.seed, run_id=args.run_id, L=L, truth=truth, seconds=round(secs, 2))
         rec["rank"] = {}
