@@ -167,7 +167,7 @@ def main():
                     print(json.dumps(rec), flush=True)
                     with open(args.out, "a") as fh:
                         fh.write(json.dumps(rec) + "\n")
-    print(f"\n| n | design | method | reps | CATE RMSE | ATE bias | ATE RMSE | 95% coverage | interval length | s/fit |")
+    print("\n| n | design | method | reps | CATE RMSE | ATE bias | ATE RMSE | 95% coverage | interval length | s/fit |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     keys = sorted({(r["n"], r["design"], r["method"]) for r in rows}, key=lambda k: (k[0], DESIGNS.index(k[1]), k[2]))
     for n, dname, method in keys:
