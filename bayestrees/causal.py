@@ -58,9 +58,9 @@ from jax.scipy.special import ndtr
 
 from .distributions import BernoulliProbit
 from .inference.treefn import bart_function
-from .priors import ChipmanPrior
+from .priors import ChipmanPrior, sigma_prior_lambda
 
-__all__ = ["bcf_model", "bcf_settings", "sigma_prior_lambda", "standardise", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
+__all__ = ["bcf_model", "bcf_settings", "standardise", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
            "HALF_NORMAL_MEDIAN"]
 
 #: trees of the prognostic function (the paper's and ``bcf``'s ``ntree_control``)
@@ -77,13 +77,6 @@ MU_SD = 2.0
 TAU_SD = 1.0
 #: the median of ``|N(0, 1)|``: the leaves of ``tau~`` are widened by it so that ``TAU_SD`` is a median
 HALF_NORMAL_MEDIAN = 0.6745
-
-
-def sigma_prior_lambda(sigma_hat: float, nu: float = 3.0, q: float = 0.9) -> float:
-    """``lambda`` of ``sigma^2 ~ nu lambda / chi2_nu`` such that ``P(sigma < sigma_hat) = q``."""
-    from scipy.stats import chi2
-
-    return float(sigma_hat) ** 2 * float(chi2.ppf(1.0 - q, nu)) / float(nu)
 
 
 def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_scale: float = 1.0,
@@ -110,7 +103,7 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
         The standardisation, to write ``mu``, ``tau``, ``ate``, ``catt`` and ``sigma`` in the outcome's units.
     nu, lam : float
         The noise prior ``sigma^2 ~ nu lam / chi2_nu`` on the standardised scale
-        (:func:`sigma_prior_lambda`).
+        (:func:`bayestrees.priors.sigma_prior_lambda`).
     m_mu, m_tau, mu_prior, tau_prior, mu_sd, tau_sd
         The two sums of trees (module docstring; defaults the paper's).
     max_depth, min_leaf_rows, max_bins, cuts_mu, cuts_tau

@@ -38,7 +38,15 @@ from jax.scipy.special import gammaln
 from .data import check_finite, check_probability
 from .tree import Tree
 
-__all__ = ["ChipmanPrior", "DepthDecayPrior", "CodeStringPrior", "LeafCountPrior", "TreePrior"]
+__all__ = ["ChipmanPrior", "DepthDecayPrior", "CodeStringPrior", "LeafCountPrior", "TreePrior", "sigma_prior_lambda"]
+
+
+def sigma_prior_lambda(sigma_hat: float, nu: float = 3.0, q: float = 0.9) -> float:
+    """``lambda`` of the noise prior ``sigma^2 ~ nu lambda / chi2_nu`` such that ``P(sigma < sigma_hat) = q``
+    (Chipman, George & McCulloch 2010; BART's and the Bayesian causal forest's)."""
+    from scipy.stats import chi2
+
+    return float(sigma_hat) ** 2 * float(chi2.ppf(1.0 - float(q), float(nu))) / float(nu)
 
 
 class _Base:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -140,7 +141,8 @@ def report(records, args, time_s):
         chi2, p = stats.chisquare(counts)
         summary[q] = dict(chi2=float(chi2), dof=args.bins - 1, p=float(p), counts=counts.tolist(),
                           passes_1pct=bool(p > 0.01), passes_bonferroni=bool(p > 0.01 / len(QUANTITIES)))
-    out = dict(part="summary", n_sims=len(records), settings=vars(args), summary=summary, seconds=time_s)
+    settings = dict(vars(args), out=os.path.relpath(args.out, ROOT))   # (paths relative to the repository)
+    out = dict(part="summary", n_sims=len(records), settings=settings, summary=summary, seconds=time_s)
     with open(args.out, "a") as fh:
         fh.write(json.dumps(out) + "\n")
     print("\n| quantity | chi-squared | dof | p | 1% | Bonferroni |")

@@ -78,7 +78,7 @@ import numpy as np
 from ...convert import predictive_group, to_inferencedata
 from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
     sampler_inputs
-from ...priors import ChipmanPrior, DepthDecayPrior, canonical, traced_params
+from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
 from .. import moves
 from ..proposals import check_move_probs
@@ -437,9 +437,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         ys = (yr - shift) / scale
         sigma_hat = (float(config.sigma_hat) / scale if config.sigma_hat is not None
                      else max(sigma_hat_of(data, ys, w), 1e-6))
-        from scipy.stats import chi2
-
-        lam = sigma_hat ** 2 * float(chi2.ppf(1.0 - float(config.q), float(config.nu))) / float(config.nu)
+        lam = sigma_prior_lambda(sigma_hat, config.nu, config.q)
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
     sigma_mu = config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
