@@ -7,7 +7,6 @@ The tutorials are rendered without being run (``BAYESTREES_DOCS_EXECUTE=0``), so
 seconds, not the minutes of the tutorials' fits.
 """
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +26,6 @@ SITE = ROOT / "docs" / "site"
 def built_site(tmp_path_factory):
     out = tmp_path_factory.mktemp("docs-html")
     env = dict(os.environ, BAYESTREES_DOCS_EXECUTE="0", MPLBACKEND="Agg")
-    # autosummary writes its pages here and never removes one whose name has moved: start afresh
-    # (the folder is generated and ignored by git)
-    shutil.rmtree(SITE / "api" / "generated", ignore_errors=True)
     # -W: every warning fails the build; -E: read every page again (no saved environment)
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html",
