@@ -325,6 +325,14 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
 # (b') two trees, sigma sampled: exact enumeration
 # ------------------------------------------------------------------------------------------------
 #: the two-stump case: 8 rows, 2 features of 4 codes, sigma^2 ~ IG(nu / 2, nu lambda / 2)
+#: The invariance tests with the particle Gibbs regrowth (not BART's default: ``particles=0``) take
+#: 25-35 s each on 2 cores; they run with ``BAYESTREES_FULL_TESTS=1``.  The suite checks the same
+#: regrowth (:mod:`bayestrees.inference.regrow` inside this kernel) against enumeration where it is a
+#: default: a function of one tree on the conjugate path
+#: (``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``).
+REGROWTH_FULL = pytest.mark.full_only
+
+
 _STUMPS = dict(n=8, d=2, m=2, tau2=0.25 ** 2, alpha=0.95, nu=3.0, lam=0.02)
 
 
@@ -460,7 +468,8 @@ def _steps_of_independent_chains(seed, trees, resid, y, s2, data, kcfg, steps):
 # (b'') the step leaves the exact posterior where it is
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", [{}, {"particles": 4, "local_moves": 2, "n_codes": 4}], ids=["moves", "moves+regrowth"])
+@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2, "n_codes": 4}, marks=REGROWTH_FULL)],
+                         ids=["moves", "moves+regrowth"])
 def test_steps_from_the_exact_posterior_stay_at_it(kernel):
     """60,000 independent states (two stumps and their leaf values) drawn from the exact posterior
     (``sigma`` fixed; the pair by enumeration, the four leaf values from their joint Normal given the
@@ -564,7 +573,8 @@ def _heap_trees(codes, lo, hi, max_depth, alpha, beta, q, log_leaf):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", [{}, {"particles": 4, "local_moves": 2}], ids=["moves", "moves+regrowth"])
+@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2}, marks=REGROWTH_FULL)],
+                         ids=["moves", "moves+regrowth"])
 def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     """One tree of depth <= 2 (``sigma`` fixed): 30,000 states drawn from the exact posterior (the tree
     by enumeration of every heap tree, its leaf values from their Normal conditional), each moved
