@@ -125,10 +125,10 @@ class BCFRegressor(EstimatorBase):
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(200, 3)); z = rng.binomial(1, 0.5, size=200)
-    >>> y = X[:, 0] + (1.0 + X[:, 1]) * z + 0.5 * rng.normal(size=200)
-    >>> bcf = bt.BCFRegressor(m_mu=20, m_tau=10, draws=100, tune=100, chains=2, random_state=0)
-    >>> bcf = bcf.fit(X, y, z, pihat=np.full(200, 0.5))
+    >>> X = rng.normal(size=(100, 3)); z = rng.binomial(1, 0.5, size=100)
+    >>> y = X[:, 0] + (1.0 + X[:, 1]) * z + 0.5 * rng.normal(size=100)
+    >>> bcf = bt.BCFRegressor(m_mu=10, m_tau=5, draws=50, tune=50, chains=1, random_state=0)
+    >>> bcf = bcf.fit(X, y, z, pihat=np.full(100, 0.5))
     >>> bcf.effect_interval(X[:3]).shape
     (3, 2)
     """
@@ -405,10 +405,10 @@ class BCFClassifier(BCFRegressor):
         BCFRegressor,
         examples="""
         >>> rng = np.random.default_rng(0)
-        >>> X = rng.normal(size=(200, 2)); z = rng.binomial(1, 0.5, size=200)
-        >>> y = (X[:, 0] + 0.8 * z + rng.normal(size=200) > 0).astype(int)
-        >>> clf = bt.BCFClassifier(m_mu=20, m_tau=10, draws=100, tune=100, chains=2, random_state=0)
-        >>> clf = clf.fit(X, y, z, pihat=np.full(200, 0.5))
+        >>> X = rng.normal(size=(100, 2)); z = rng.binomial(1, 0.5, size=100)
+        >>> y = (X[:, 0] + 0.8 * z + rng.normal(size=100) > 0).astype(int)
+        >>> clf = bt.BCFClassifier(m_mu=10, m_tau=5, draws=50, tune=50, chains=1, random_state=0)
+        >>> clf = clf.fit(X, y, z, pihat=np.full(100, 0.5))
         >>> clf.effect(X[:3], pihat=np.full(3, 0.5)).shape
         (3,)""")
 
