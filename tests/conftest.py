@@ -78,8 +78,10 @@ def pytest_unconfigure(config):
 #: the command line, the float64 fits) anywhere, often last: :func:`pytest_configure` turns that off,
 #: so the order below is the one the processes take.
 #: ``BAYESTREES_FULL_TESTS=1`` also runs the tests marked ``full_only``: slow variants of non-default
-#: kernels whose parts each have their own exactness test in the default run (the suite keeps to
-#: its 10 minutes on 2 cores; they passed in the whole suite of 2026-11-25 before they were marked).
+#: kernels whose parts each have their own exactness test in the default run, and the further data
+#: seeds of the exactness tests at the default lengths (the suite runs one or two of each).  Each
+#: passed in the whole suite before it was marked (2026-11-25; the data seeds and BART's regrowth
+#: variants on 2026-12-03).
 FULL_TESTS = os.environ.get("BAYESTREES_FULL_TESTS", "0") not in ("", "0")
 
 
