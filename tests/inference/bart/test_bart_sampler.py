@@ -325,14 +325,6 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
 # (b') two trees, sigma sampled: exact enumeration
 # ------------------------------------------------------------------------------------------------
 #: the two-stump case: 8 rows, 2 features of 4 codes, sigma^2 ~ IG(nu / 2, nu lambda / 2)
-#: The invariance tests with the particle Gibbs regrowth (not BART's default: ``particles=0``) take
-#: 25-35 s each on 2 cores; they run with ``BAYESTREES_FULL_TESTS=1``.  The suite checks the same
-#: regrowth (:mod:`bayestrees.inference.regrow` inside this kernel) against enumeration where it is a
-#: default: a function of one tree on the conjugate path
-#: (``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``).
-REGROWTH_FULL = pytest.mark.full_only
-
-
 _STUMPS = dict(n=8, d=2, m=2, tau2=0.25 ** 2, alpha=0.95, nu=3.0, lam=0.02)
 
 
@@ -467,6 +459,14 @@ def _steps_of_independent_chains(seed, trees, resid, y, s2, data, kcfg, steps):
 # ------------------------------------------------------------------------------------------------
 # (b'') the step leaves the exact posterior where it is
 # ------------------------------------------------------------------------------------------------
+#: The invariance tests with the particle Gibbs regrowth (not BART's default: ``particles=0``) take
+#: 25-35 s each on 2 cores; they run with ``BAYESTREES_FULL_TESTS=1``.  The suite checks the same
+#: regrowth (:mod:`bayestrees.inference.regrow` inside this kernel) against enumeration where it is a
+#: default: a function of one tree on the conjugate path
+#: (``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``).
+REGROWTH_FULL = pytest.mark.full_only
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2, "n_codes": 4}, marks=REGROWTH_FULL)],
                          ids=["moves", "moves+regrowth"])
