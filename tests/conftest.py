@@ -101,7 +101,7 @@ def pytest_runtest_setup(item):
 LONG_FILES = (  # longest first, so that two processes end together; seconds per file from a run of the
                # whole suite on 2026-12-03 (2 processes on a 2-core box, nothing else running), less
                # the tests since marked full_only; the rest, under 30 s each, in collection order
-              "test_treefn_exact.py",  # about 730 s (the one-tree cases at the default lengths, 2 sampler seeds each)
+              "test_treefn_exact.py",  # about 920 s (the one-tree cases at the default lengths, 2 sampler seeds each)
               "test_tutorials.py",  # about 316 s (one fixture: every tutorial's quick run, in a subprocess)
               "test_doc_examples.py",  # about 184 s
               "test_treefn_api.py",  # about 182 s
