@@ -61,7 +61,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     SUITE_CACHE = tempfile.mkdtemp(prefix="bayestrees-test-jax-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = SUITE_CACHE
     os.environ["BAYESTREES_TEST_SUITE_CACHE"] = SUITE_CACHE
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+    # every program, however quick to compile: the small ones (the set-up, the summaries, the eager
+    # operations) are compiled once per process otherwise (threshold 0 against 0.3 s: four estimator
+    # files on 2 processes 148-149 s against 162-165 s, docs/lab-notes/performance.md)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("BAYESTREES_COMPILATION_CACHE", os.environ.get("JAX_COMPILATION_CACHE_DIR") or "0")
 
 
