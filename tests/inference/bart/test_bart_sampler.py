@@ -459,16 +459,13 @@ def _steps_of_independent_chains(seed, trees, resid, y, s2, data, kcfg, steps):
 # ------------------------------------------------------------------------------------------------
 # (b'') the step leaves the exact posterior where it is
 # ------------------------------------------------------------------------------------------------
-#: The invariance tests with the particle Gibbs regrowth (not BART's default: ``particles=0``) take
-#: 25-35 s each on 2 cores; they run with ``BAYESTREES_FULL_TESTS=1``.  The suite checks the same
-#: regrowth (:mod:`bayestrees.inference.regrow` inside this kernel) against enumeration where it is a
-#: default: a function of one tree on the conjugate path
-#: (``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``).
-REGROWTH_FULL = pytest.mark.full_only
-
-
+# The invariance tests with the particle Gibbs regrowth (not BART's default: ``particles=0``) take
+# 25-35 s each on 2 cores; they run with ``BAYESTREES_FULL_TESTS=1``.  The suite checks the same
+# regrowth (:mod:`bayestrees.inference.regrow` inside this kernel) against enumeration where it is a
+# default: a function of one tree on the conjugate path
+# (``tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration``).
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2, "n_codes": 4}, marks=REGROWTH_FULL)],
+@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2, "n_codes": 4}, marks=pytest.mark.full_only)],
                          ids=["moves", "moves+regrowth"])
 def test_steps_from_the_exact_posterior_stay_at_it(kernel):
     """60,000 independent states (two stumps and their leaf values) drawn from the exact posterior
@@ -573,7 +570,7 @@ def _heap_trees(codes, lo, hi, max_depth, alpha, beta, q, log_leaf):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2}, marks=REGROWTH_FULL)],
+@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2}, marks=pytest.mark.full_only)],
                          ids=["moves", "moves+regrowth"])
 def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     """One tree of depth <= 2 (``sigma`` fixed): 30,000 states drawn from the exact posterior (the tree
