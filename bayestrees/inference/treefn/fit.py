@@ -27,7 +27,7 @@ from ...sharding import check_data_devices
 from ..bart.kernel import host_tree_summaries
 from ...data import check_int
 from .kernel import TreeMoves, tree_sites
-from .site import TreeEnsemble, TreeValues, stump_initialisation
+from .site import FeatureTable, TreeEnsemble, TreeValues, feature_arguments, stump_initialisation
 
 __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
 
@@ -288,10 +288,11 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     jit_data : bool, default False
         Compile the sampling with the model's data as arguments of the programs instead of their
         constants: every array among ``*args`` and ``**kwargs`` of a numeric dtype and one
-        dimension or more that is not a tree function's features (``X`` of a ``bart_function``;
-        those, Python values and 0-d arrays stay constants).  Another call with new data of the
-        same shapes and dtypes (a new ``y``: simulation-based calibration, ``bt.set_data``, a
-        re-fit) is then the same programs, loaded from JAX's persistent compilation cache
+        dimension or more (Python values and 0-d arrays stay constants), the tree functions'
+        features among them, and each tree function's cut table and codes (computed from its
+        concrete features first).  Another call with new data of the same shapes and dtypes (a new
+        ``y``, new features with as many cut points: simulation-based calibration, ``bt.set_data``,
+        a re-fit) is then the same programs, loaded from JAX's persistent compilation cache
         (:mod:`bayestrees.compile_cache`, on by default) instead of compiled again (the sampling
         loop: 20-30 s at XLA's defaults for a model of 1,000 rows).  The draws are not
         bit-identical to ``jit_data=False``: there XLA evaluates what depends on the data alone
@@ -299,9 +300,10 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         observed values), here when the program runs, and the two differ in float32 rounding
         (about 1e-7 in the leaf values after the first step: ``docs/lab-notes/models.md``).  They are the
         same whether the program was compiled or loaded.  The model must run with those arrays
-        traced: its tree features model arguments themselves (not computed inside the model from
-        another argument: then only the 1-d arrays are made arguments), and no data value needed
-        in Python (``float(y.max())``, a boolean mask); else a ``ValueError`` says why.
+        traced, and no data value needed in Python (``float(y.max())``, a boolean mask); a model
+        whose tree features are computed inside it with NumPy keeps them (and their tables)
+        constants, one whose other data cannot be traced either keeps all but its 1-d arrays
+        constants, and else a ``ValueError`` says why.
     **kwargs
         The model's keyword arguments (the observed data, e.g. ``y=y``).
 
@@ -361,7 +363,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     _check_model_data(tr)
     others = [k for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"] and k not in trees
               and s["infer"].get("enumerate") != "parallel"]
-    if jit_data:   # the data as arguments of the compiled programs, the tree features their constants
+    if jit_data:   # the data (tree features and their tables included) as arguments of the compiled programs
         run_model, run_args, run_kwargs = _data_as_arguments(model, args, kwargs, tr, trees)
     else:
         run_model, run_args, run_kwargs = model, tuple(args), dict(kwargs)
@@ -406,7 +408,7 @@ class _CompiledInitGibbs(Gibbs):
     about 300 small programs for a small model.  (The sampling loop is compiled apart, by NumPyro:
     compiled with the set-up in one program, a Poisson model of 1,000 rows and 50 trees took minutes
     to compile at XLA's defaults.)  With ``data_args`` the model's arguments (its data, the tree
-    features left out: :func:`_data_as_arguments`) are arguments of that program, not constants."""
+    features and their tables: :func:`_data_as_arguments`) are arguments of that program, not constants."""
 
     def __init__(self, blocks, data_args: bool = False):
         super().__init__(blocks)
@@ -422,39 +424,56 @@ class _CompiledInitGibbs(Gibbs):
 
 class _DataModel:
     """The user's model as a function of its data arrays alone: ``model(*data)`` rebuilds the
-    arguments ``(args, kwargs)`` with ``data`` at their places and every other value (the tree
-    features, Python values, ...) as it was given, and calls the user's model."""
+    arguments ``(args, kwargs)`` with ``data`` at their places and every other value (Python values,
+    ...) as it was given, and calls the user's model.  With ``tables`` (function name -> its
+    :class:`~bayestrees.inference.treefn.site.FeatureTable`), the arrays of each table follow the
+    data in ``data``, and the tree functions read their cut tables and codes from there
+    (:func:`~bayestrees.inference.treefn.site.feature_arguments`)."""
 
-    def __init__(self, model, treedef, leaves: list, places: tuple):
+    def __init__(self, model, treedef, leaves: list, places: tuple, tables: dict | None = None):
         self.model, self.treedef, self.places = model, treedef, places
         self.leaves = [None if i in places else v for i, v in enumerate(leaves)]
+        self.rows = {name: t.rows for name, t in (tables or {}).items()}
         self.__name__ = getattr(model, "__name__", "model")
+
+    @staticmethod
+    def table_arrays(tables: dict) -> tuple:
+        """The arrays of ``tables`` in the order :meth:`__call__` reads them."""
+        return tuple(a for name in tables for a in tables[name][:4])
 
     def __call__(self, *data, **extra):
         leaves = list(self.leaves)
         for i, v in zip(self.places, data):
             leaves[i] = v
         args, kwargs = jax.tree.unflatten(self.treedef, leaves)
-        return self.model(*args, **kwargs, **extra)
+        if not self.rows:
+            return self.model(*args, **kwargs, **extra)
+        rest = data[len(self.places):]
+        tables = {name: FeatureTable(*rest[4 * j: 4 * j + 4], rows) for j, (name, rows) in enumerate(self.rows.items())}
+        with feature_arguments(tables):
+            return self.model(*args, **kwargs, **extra)
 
 
 def _data_as_arguments(model, args, kwargs, tr, trees):
     """``(run_model, run_args, run_kwargs)`` for ``sample_model(..., jit_data=True)``.
 
     NumPyro compiles the sampling loop with the model's arguments as constants of the program
-    (``jit_model_args=False``), so every new ``y`` is a new program.  The tree sites need their
-    features concrete (cut points, codes), so not every argument can be traced (NumPyro's
-    ``jit_model_args=True`` alone).  Here the arrays among the arguments (the leaves of ``(args,
-    kwargs)`` of a numeric dtype, one dimension or more) that are not a tree feature (equal to the
-    ``X`` of a tree site) become the positional arguments of a :class:`_DataModel` that closes over
-    everything else; run with ``jit_model_args=True`` (and the set-up and the conjugacy probe
-    taking them as arguments too), another data set of the same shapes and dtypes is the same
-    programs.  When the model does not run with them traced (checked by tracing it once,
-    abstractly), the 1-d arrays alone are tried, then a ``ValueError`` says why.
+    (``jit_model_args=False``), so every new ``y`` is a new program.  Here the arrays among the
+    arguments (the leaves of ``(args, kwargs)`` of a numeric dtype, one dimension or more) become
+    the positional arguments of a :class:`_DataModel` that closes over everything else, followed by
+    every tree function's feature table (cut points, codes, code ranges: computed here from the
+    concrete features, as the site computes them), which the tree functions then read instead of
+    computing them from their features (those need concrete values).  Run with
+    ``jit_model_args=True`` (and the set-up and the conjugacy probe taking them as arguments too),
+    another data set of the same shapes and dtypes (a new ``y``, new features with as many cut
+    points) is the same programs.  When the model does not run with them traced (checked by tracing
+    it once, abstractly), the tree features are left constants (their tables too), then the 1-d
+    arrays alone are tried, then a ``ValueError`` says why.
     """
     flat, treedef = jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))
     leaves = [v for _, v in flat]
     features = [tr[t]["fn"].X for t in trees]
+    tables = {tr[t]["infer"].get("function", t): tr[t]["fn"].table(rows=f"features of {t}") for t in trees}
 
     def name(path):
         head = f"argument {path[1].idx}" if path[0].idx == 0 else str(path[1].key)
@@ -468,15 +487,20 @@ def _data_as_arguments(model, args, kwargs, tr, trees):
         return (isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer) and v.ndim >= 1
                 and np.issubdtype(v.dtype, np.number) and not np.issubdtype(v.dtype, np.complexfloating))
 
-    candidates = [i for i, v in enumerate(leaves) if is_data(v) and not is_feature(v)]
-    if not candidates:
+    candidates = [i for i, v in enumerate(leaves) if is_data(v)]
+    not_features = tuple(i for i in candidates if not is_feature(leaves[i]))
+    if not not_features:   # nothing but the features: the model as it is
         return model, tuple(args), dict(kwargs)
+    tries = [(tuple(candidates), tables), (not_features, None),
+             (tuple(i for i in not_features if np.ndim(leaves[i]) == 1), None)]
     errors = []
-    for places in dict.fromkeys((tuple(candidates), tuple(i for i in candidates if np.ndim(leaves[i]) == 1))):
-        if not places:
+    seen = set()
+    for places, with_tables in tries:
+        if not places or (places, with_tables is None) in seen:
             continue
-        run_model = _DataModel(model, treedef, leaves, places)
-        run_args = tuple(leaves[i] for i in places)
+        seen.add((places, with_tables is None))
+        run_model = _DataModel(model, treedef, leaves, places, with_tables)
+        run_args = tuple(leaves[i] for i in places) + (_DataModel.table_arrays(with_tables) if with_tables else ())
         error = _trace_error(run_model, run_args)
         if error is None:
             return run_model, run_args, {}

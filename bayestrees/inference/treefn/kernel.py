@@ -155,7 +155,7 @@ from .. import proposals
 from .. import regrow
 from ..bart import kernel as bart_kernel
 from ..metropolis import accept
-from .site import TreeEnsemble, TreeValues, rows_key, stump_initialisation
+from .site import TreeEnsemble, TreeValues, stump_initialisation
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", "REGROW_PARTICLES"]
 
@@ -464,21 +464,48 @@ class TreeMoves(MCMCKernel):
                                            m=spec.m, move_probs=(0.5, 0.5, 0.0, 0.0),
                                            min_leaf_rows=max(int(spec.min_leaf_rows), 0), probit=False,
                                            sample_sigma=False, sparse=False)
-            n = d.X.shape[0]
-            data = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(d.codes.T)), y=jnp.zeros(n),
-                                        weight=jnp.ones(n), rows=jnp.ones(n), nu=jnp.asarray(1.0),
-                                        nu_lam=jnp.asarray(1.0), sigma2=jnp.asarray(1.0), offset=jnp.asarray(0.0),
-                                        prior=traced_params(spec.prior, jnp.float32), code_lo=jnp.asarray(d.code_lo),
-                                        code_hi=jnp.asarray(d.code_hi), sparse_prior=jnp.zeros(3))
+            data = self._data_of(d)
             for column in (range(spec.outputs) if spec.outputs else (-1,)):   # one block per output
-                fns.append(_Fn(site=site, name=fname, dist=d, cfg=cfg, data=data, rows=rows_key(d.X), column=column))
+                fns.append(_Fn(site=site, name=fname, dist=d, cfg=cfg, data=data, rows=d.rows, column=column))
         return tuple(fns), tr
 
-    def _assemble(self, states) -> tuple[dict, dict]:
+    @staticmethod
+    def _data_of(d: TreeEnsemble):
+        """The BART kernel's data of a tree site: its rows' codes, code ranges and tree prior (the
+        response and weights are set per step)."""
+        n = d.X.shape[0]
+        codes = (jnp.asarray(np.ascontiguousarray(d.codes.T)) if isinstance(d.codes, np.ndarray)
+                 else jnp.asarray(d.codes).T)
+        return bart_kernel.BARTData(codes=codes, y=jnp.zeros(n), weight=jnp.ones(n), rows=jnp.ones(n),
+                                    nu=jnp.asarray(1.0), nu_lam=jnp.asarray(1.0), sigma2=jnp.asarray(1.0),
+                                    offset=jnp.asarray(0.0), prior=traced_params(d.spec.prior, jnp.float32),
+                                    code_lo=jnp.asarray(d.code_lo), code_hi=jnp.asarray(d.code_hi),
+                                    sparse_prior=jnp.zeros(3))
+
+    def _fns_at(self, model_args, model_kwargs) -> tuple:
+        """The functions as :meth:`prepare` described them, with their features' tables (codes, cut
+        points, code ranges) read from the model run at ``model_args``: with ``traceable_args`` the
+        model's features and tables may be arguments of the compiled program
+        (:func:`~bayestrees.inference.treefn.site.feature_arguments`), and then they are read
+        from there instead of being the program's constants."""
+        if not self.traceable_args:
+            return self._fns
+        kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
+        with stump_initialisation():
+            tr = prototype_trace(self._model, jax.random.key(0), model_args, kw)
+        out = []
+        for fn in self._fns:
+            d = tr[fn.site]["fn"]
+            data = fn.data._replace(codes=self._data_of(d).codes, code_lo=jnp.asarray(d.code_lo),
+                                    code_hi=jnp.asarray(d.code_hi))
+            out.append(fn._replace(dist=d, data=data))
+        return tuple(out)
+
+    def _assemble(self, states, fns=None) -> tuple[dict, dict]:
         """Every tree site's packed value and every function's values at the training rows, from the
         blocks' states (a function of several outputs: its blocks stacked, in output order)."""
         packed, values = {}, {}
-        for fn, st in zip(self._fns, states):
+        for fn, st in zip(self._fns if fns is None else fns, states):
             p, v = self._pack(fn, st), st.z - st.resid
             if fn.column < 0:
                 packed[fn.site], values[fn.name] = p, v
@@ -489,25 +516,26 @@ class TreeMoves(MCMCKernel):
         values = {k: jnp.stack(v, -1) if isinstance(v, list) else v for k, v in values.items()}
         return packed, values
 
-    def _model_values(self, states) -> dict:
+    def _model_values(self, states, fns=None) -> dict:
         """The tree sites' packed values and the functions' values at the rows, one dict (what the
         model's log density is evaluated at)."""
-        packed, values = self._assemble(states)
+        packed, values = self._assemble(states, fns)
         return {**packed, **values}
 
-    def _site_values(self, states) -> dict:
+    def _site_values(self, states, fns=None) -> dict:
         """The tree sites' values for the other blocks (:class:`TreeValues`), with their log prior
         density from the states' cached per-tree log priors (the moves keep them; scoring the
         packed trees afresh, ``TreeEnsemble.log_prob``, cost a quarter of a step) and the leaves'
         log densities."""
-        packed, values = self._assemble(states)
+        fns = self._fns if fns is None else fns
+        packed, values = self._assemble(states, fns)
         lp = {}
-        for fn, st in zip(self._fns, states):
+        for fn, st in zip(fns, states):
             spec = fn.dist.spec
             lv = jnp.where(heap.leaf_slots(st.feature), leaf_priors.log_density(spec.leaf_prior, st.value, spec.leaf_sd), 0.0)
             lp[fn.site] = lp.get(fn.site, 0.0) + jnp.sum(st.log_prior) + jnp.sum(lv)
         return {site: TreeValues(packed[site], values[fn.name], lp[site], fn.rows)
-                for site, fn in {fn.site: fn for fn in self._fns}.items()}
+                for site, fn in {fn.site: fn for fn in fns}.items()}
 
     @property
     def sites(self) -> tuple:
@@ -713,15 +741,15 @@ class TreeMoves(MCMCKernel):
                 pass   # traced data (sample_model compiles the set-up): the description of prepare() holds
             else:
                 self.prepare(model_args, model_kwargs)
-        fns = self._fns
+        fns = self._fns_at(model_args, model_kwargs)
         states = [bart_kernel.build_kernel(fn.cfg).init(jax.random.fold_in(rng_key, i), fn.data) for i, fn in enumerate(fns)]
         kw = dict(model_kwargs or {})
         for i, fn in enumerate(fns):
-            states[i] = self._constant_start(i, states, model_args, kw)
-        return TreeMovesState(z=self._site_values(states), trees=tuple(states),
+            states[i] = self._constant_start(i, states, model_args, kw, fns)
+        return TreeMovesState(z=self._site_values(states, fns), trees=tuple(states),
                               accepted=jnp.zeros(len(self.sites), jnp.int32), rng_key=rng_key)
 
-    def _constant_start(self, i: int, states: list, model_args, model_kwargs, iterations: int = 30):
+    def _constant_start(self, i: int, states: list, model_args, model_kwargs, fns, iterations: int = 30):
         """Function ``i``'s starting point: every tree one leaf of value ``c / m``, with ``c`` the
         mode of ``L(c 1) - c^2 / (2 m leaf_sd^2)`` (the sum of ``m`` one-leaf trees is ``c``; the
         other sites at their starting values) by Newton's method, each step at most 1 in size and
@@ -732,11 +760,11 @@ class TreeMoves(MCMCKernel):
         proposal's Gaussian tails are lighter than the target's, and reverse proposals of the
         starting values there are too improbable to accept: the chains did not move.
         """
-        fn = self._fns[i]
+        fn = fns[i]
         st = states[i]
         m = fn.cfg.m
         tree_names = self.sites
-        values = self._model_values(states)
+        values = self._model_values(states, fns)
         f0 = st.z - st.resid
         ones = jnp.ones_like(f0)
         prec = 1.0 / (m * fn.cfg.tau2)
@@ -786,12 +814,13 @@ class TreeMoves(MCMCKernel):
     # -- a step ------------------------------------------------------------------------------------
     def sample(self, state: TreeMovesState, model_args, model_kwargs):
         model_kwargs = dict(model_kwargs or {})
-        rng_key, *keys = jax.random.split(state.rng_key, len(self._fns) + 1)
+        fns = self._fns_at(model_args, model_kwargs)
+        rng_key, *keys = jax.random.split(state.rng_key, len(fns) + 1)
         states = list(state.trees)
         sites = self.sites
         accepted = [jnp.zeros((), jnp.int32) for _ in sites]
-        for i, fn in enumerate(self._fns):
-            values = self._model_values(states)   # every function's trees and values as they are now
+        for i, fn in enumerate(fns):
+            values = self._model_values(states, fns)   # every function's trees and values as they are now
 
             def L(f, values=values, fn=fn):
                 return function_log_density(self._model, model_args, model_kwargs, fn.with_values(values, f),
@@ -816,7 +845,7 @@ class TreeMoves(MCMCKernel):
                 regrow_step = self._poisson_regrow if self._conj[i] == "poisson" else self._general_regrow
                 states[i] = regrow_step(k_regrow, states[i], fn, L)
             accepted[sites.index(fn.site)] += acc.astype(jnp.int32)
-        return TreeMovesState(z=self._site_values(states), trees=tuple(states), accepted=jnp.stack(accepted),
+        return TreeMovesState(z=self._site_values(states, fns), trees=tuple(states), accepted=jnp.stack(accepted),
                               rng_key=rng_key)
 
     @staticmethod

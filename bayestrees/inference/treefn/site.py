@@ -57,7 +57,7 @@ from . import leaf_priors
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
-           "PACKED_FIELDS"]
+           "PACKED_FIELDS", "FeatureTable", "feature_arguments"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
 PACKED_FIELDS = ("feature", "threshold", "value")
@@ -85,6 +85,42 @@ def stump_initialisation():
         yield
     finally:
         _STUMPS.reset(token)
+
+
+class FeatureTable(NamedTuple):
+    """What a tree function's sampler needs of its features: the cut table ``(d, K)``, the rows'
+    codes ``(n, d)``, each feature's code range ``[code_lo, code_hi]`` ``(d,)``, and ``rows``, the
+    fingerprint that :class:`TreeValues` carries (a Python string).  Computed from concrete
+    features when the site is built; handed in as arrays (traced arguments of a compiled program)
+    by :func:`feature_arguments`."""
+
+    cuts: Any
+    codes: Any
+    code_lo: Any
+    code_hi: Any
+    rows: str
+
+
+#: set by :func:`feature_arguments`: function name -> its FeatureTable
+_FEATURE_TABLES: contextvars.ContextVar = contextvars.ContextVar("bayestrees_treefn_feature_tables", default=None)
+
+
+@contextlib.contextmanager
+def feature_arguments(tables: dict):
+    """Within this block the tree function ``name`` takes its cut table and codes from
+    ``tables[name]`` (a :class:`FeatureTable`) instead of computing them from its ``X``, which may
+    then be a traced value.
+
+    :func:`~bayestrees.inference.treefn.fit.sample_model` (``jit_data=True``) computes every
+    function's table once from the concrete features and passes the features and tables as
+    arguments of the compiled programs, so that another data set of the same shapes (new rows,
+    new features) runs the same programs instead of compiling new ones.
+    """
+    token = _FEATURE_TABLES.set(dict(tables))
+    try:
+        yield
+    finally:
+        _FEATURE_TABLES.reset(token)
 
 
 def trees_site_name(name: str) -> str:
@@ -243,16 +279,21 @@ class TreeEnsemble(Distribution):
     arg_constraints: dict = {}
     support = constraints.real
     pytree_data_fields = ()
-    pytree_aux_fields = ("spec", "X", "cuts", "codes", "code_lo", "code_hi")
+    pytree_aux_fields = ("spec", "X", "cuts", "codes", "code_lo", "code_hi", "rows")
 
-    def __init__(self, X, spec: TreeSpec, cuts=None, *, validate_args=None):
-        self.X = np.asarray(X, np.float32)
+    def __init__(self, X, spec: TreeSpec, cuts=None, *, table: FeatureTable | None = None, validate_args=None):
         self.spec = spec
-        self.cuts = cut_table(self.X) if cuts is None else np.asarray(cuts, np.float32)
-        self.codes = encode(self.X, self.cuts)
-        n_cuts = np.sum(np.isfinite(self.cuts), 1)
-        self.code_lo = np.zeros(self.X.shape[1], np.int32)
-        self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
+        if table is not None:   # the features and their table as given (traced arguments: feature_arguments)
+            self.X = jnp.asarray(X, jnp.float32)
+            self.cuts, self.codes, self.code_lo, self.code_hi, self.rows = table
+        else:
+            self.X = np.asarray(X, np.float32)
+            self.cuts = cut_table(self.X) if cuts is None else np.asarray(cuts, np.float32)
+            self.codes = encode(self.X, self.cuts)
+            n_cuts = np.sum(np.isfinite(self.cuts), 1)
+            self.code_lo = np.zeros(self.X.shape[1], np.int32)
+            self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
+            self.rows = rows_key(self.X)
         S = 2 ** (spec.max_depth + 1) - 1
         super().__init__(batch_shape=(), event_shape=self._lead + (spec.m, S, 3), validate_args=validate_args)
 
@@ -277,6 +318,10 @@ class TreeEnsemble(Distribution):
         code = jnp.sum(row < threshold[..., None], -1).astype(jnp.int32)
         hit = jnp.take_along_axis(row, jnp.minimum(code, E.shape[1] - 1)[..., None], -1)[..., 0] == threshold
         return jnp.where(feature >= 0, code, 0), hit | (feature < 0)
+
+    def table(self, rows: str | None = None) -> FeatureTable:
+        """The features' :class:`FeatureTable` (with ``rows`` in place of its fingerprint if given)."""
+        return FeatureTable(self.cuts, self.codes, self.code_lo, self.code_hi, self.rows if rows is None else rows)
 
     def pack(self, feature, code, value):
         """A site value ``(..., m, S, 3)`` from integer split variables and codes and leaf values."""
@@ -316,7 +361,7 @@ class TreeEnsemble(Distribution):
         n_draws = int(np.prod(sample_shape)) if sample_shape else 1
         keys = jax.random.split(key, n_draws * max(self.spec.outputs, 1) * self.spec.m)
         spec = self.spec
-        f, t, v = _draw_trees(keys, jnp.asarray(self.codes.astype(np.int32)), jnp.asarray(self.code_lo),
+        f, t, v = _draw_trees(keys, jnp.asarray(self.codes).astype(jnp.int32), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
                               max_depth=int(spec.max_depth), min_rows=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
                               leaf_prior=spec.leaf_prior)
@@ -481,13 +526,21 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
     spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, leaf_priors.check_leaf_prior(leaf_prior))
-    Xc = _concrete_X(X, name)
-    if cuts is None:
-        cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
-    elif np.asarray(cuts).shape[0] != Xc.shape[1]:
-        raise ValueError(f"cuts has {np.asarray(cuts).shape[0]} rows, X has {Xc.shape[1]} features")
-    dist_ = TreeEnsemble(Xc, spec, cuts)
-    key = rows_key(Xc)
+    table = (_FEATURE_TABLES.get() or {}).get(name)
+    if table is not None:   # the table handed in (feature_arguments): X may be traced
+        Xc = jnp.asarray(X, jnp.float32)
+        if Xc.shape != jnp.shape(table.codes):
+            raise ValueError(f"the tree function {name!r} was given X of shape {Xc.shape}, its feature table is of "
+                             f"{jnp.shape(table.codes)}")
+        dist_ = TreeEnsemble(Xc, spec, table=table)
+    else:
+        Xc = _concrete_X(X, name)
+        if cuts is None:
+            cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
+        elif np.asarray(cuts).shape[0] != Xc.shape[1]:
+            raise ValueError(f"cuts has {np.asarray(cuts).shape[0]} rows, X has {Xc.shape[1]} features")
+        dist_ = TreeEnsemble(Xc, spec, cuts)
+    key = dist_.rows
     trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name, "rows": key})
     if isinstance(trees, TreeValues):
         f = trees.at_rows if trees.rows == key else function_values(trees.trees, Xc, n_out)

@@ -377,11 +377,19 @@ def _one_tree_data(seed, n=9):
 def _data_seeds(n):
     """Data seeds ``0 .. n-1`` of a one-tree case at the default lengths, ``1 ..`` marked ``full_only``.
 
-    Each case takes about half a minute on 2 cores (2 sampler seeds of 4 chains of 2,000 steps, each
-    data seed compiled anew since the features are the programs' constants).  The Normal and Poisson
-    cases run all 5 data seeds in the suite (the one-tree kernel's acceptance cases); the other
-    likelihoods' paths run data seed 0, and ``BAYESTREES_FULL_TESTS=1`` their further seeds."""
+    Each case takes about half a minute on 2 cores (2 sampler seeds of 4 chains of 2,000 steps).  The
+    Normal and Poisson cases run all 5 data seeds in the suite (the one-tree kernel's acceptance
+    cases); the other likelihoods' paths run data seed 0, and ``BAYESTREES_FULL_TESTS=1`` their
+    further seeds."""
     return [0] + [pytest.param(s, marks=pytest.mark.full_only) for s in range(1, n)]
+
+
+def _programs(data_seed) -> dict:
+    """``sample_model``'s data handling for a data seed: data seed 0 as the default (the features
+    constants of the compiled programs), the others with ``jit_data=True`` (features, their cut
+    tables and the response arguments of the programs), so that they run one compiled program per
+    case instead of one each.  The kernel and the lengths are the defaults either way."""
+    return {"jit_data": True} if data_seed else {}
 
 
 @pytest.mark.slow
@@ -410,7 +418,7 @@ def test_one_tree_function_at_its_defaults_matches_enumeration(data_seed):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
         numpyro.sample("y", dist.Normal(f, sigma), obs=y)
 
-    _check_defaults_against(model, X, y, want)
+    _check_defaults_against(model, X, y, want, **_programs(data_seed))
 
 
 def _by_quadrature(codes, y, row_log_lik, sd=1.5):
@@ -457,7 +465,7 @@ def test_one_tree_poisson_function_at_its_defaults_matches_enumeration(data_seed
     former default) the TV over these data seeds was 0.010-0.087; the one-tree moves' records are in
     ``docs/lab-notes/models.md``."""
     X, y, want, model = _one_tree_poisson(data_seed)
-    _check_defaults_against(model, X, y, want)
+    _check_defaults_against(model, X, y, want, **_programs(data_seed))
 
 
 def _one_tree_logit(data_seed):
@@ -485,7 +493,7 @@ def test_one_tree_logit_function_at_its_defaults_matches_enumeration(data_seed):
     BART family's step on the Gaussian likelihood they make) at the defaults, against the exact posterior
     of every tree and of the function at every row."""
     X, y, want, f_exact, model = _one_tree_logit(data_seed)
-    _check_defaults_against(model, X, y, want, f_exact)
+    _check_defaults_against(model, X, y, want, f_exact, **_programs(data_seed))
 
 
 @pytest.mark.full_only   # the factor's code is the probit test's (factor_per_row), which the suite runs
@@ -569,7 +577,7 @@ def test_one_tree_student_t_function_at_its_defaults_matches_enumeration(data_se
     the BART family's step on the Gaussian likelihood they make) at the defaults, against the exact
     posterior of every tree and of the function at every row."""
     X, y, want, f_exact, model = _one_tree_student_t(data_seed)
-    _check_defaults_against(model, X, y, want, f_exact)
+    _check_defaults_against(model, X, y, want, f_exact, **_programs(data_seed))
 
 
 @pytest.mark.slow
@@ -610,7 +618,7 @@ def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(dat
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q, leaf_prior="loggamma")
         numpyro.sample("y", dist.Poisson(jnp.exp(offset + f)), obs=y)
 
-    _check_defaults_against(model, X, y, want, f_exact)
+    _check_defaults_against(model, X, y, want, f_exact, **_programs(data_seed))
 
 
 @pytest.mark.slow

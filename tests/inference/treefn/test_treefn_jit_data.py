@@ -71,6 +71,31 @@ def test_a_second_fit_with_a_new_y_compiles_nothing(every_program_cached):
     assert second.function("f", X[:4]).shape == (2, 5, 4)
 
 
+def test_a_second_fit_on_new_features_compiles_nothing(every_program_cached):
+    """New features of the same shape (so as many cut points): the features and their cut table and
+    codes are arguments of the programs, so nothing compiles, and the trees drawn are trees over the
+    new features' cut points (the function at the rows is the trees evaluated at the new X)."""
+    X1, y = data(1)
+    X2 = np.random.default_rng(7).uniform(size=X1.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        bt.sample_model(linear, X1, y=y, jit_data=True, **RUN)
+        with compile_log() as log:
+            second = bt.sample_model(linear, X2, y=y, jit_data=True, **RUN)
+        again = bt.sample_model(linear, X2, y=y, jit_data=True, **RUN)
+    assert compiled(log) == []
+    for k in second.samples:   # a loaded program draws what a compiled one draws
+        assert np.array_equal(second.samples[k], again.samples[k]), k
+    f = second.idata.posterior["f"].values
+    np.testing.assert_allclose(second.function("f", X2), f, rtol=1e-5, atol=1e-6)
+    trees = second.samples["f_trees"]
+    cuts = tree_site(linear, X2, y=y).cuts
+    internal = trees[..., 0] >= 0
+    assert internal.any()
+    thresholds, features = trees[..., 1][internal], trees[..., 0][internal].astype(int)
+    assert np.all((cuts[features] == thresholds[:, None]).any(1))   # every threshold a cut point of X2's feature
+
+
 def test_the_model_context_after_set_data(every_program_cached):
     X, y1 = data(1)
     _, y2 = data(3)
@@ -97,6 +122,12 @@ def _places(model, *args, **kwargs):
     return run_model, run_args
 
 
+def tree_site(model, *args, **kwargs):
+    """The tree site's distribution of ``model`` run on concrete arguments."""
+    with stump_initialisation():
+        return prototype_trace(model, jax.random.key(0), args, kwargs)["f_trees"]["fn"]
+
+
 def test_which_arguments_are_traced():
     X, y = data(1)
     w = np.ones(N)
@@ -106,9 +137,16 @@ def test_which_arguments_are_traced():
         numpyro.sample("y", dist.Normal(f, scale / jnp.sqrt(w)), obs=y)
 
     run_model, run_args = _places(weighted, X, y=y, w=w, scale=0.3)
-    assert sorted(map(id, run_args)) == sorted((id(y), id(w)))   # X and a Python float stay constants
+    assert sorted(map(id, run_args[:3])) == sorted((id(X), id(y), id(w)))   # a Python float stays a constant
+    cuts, codes, code_lo, code_hi = run_args[3:]   # then the feature table of "f", read from the arguments
+    want = tree_site(weighted, X, y=y, w=w)
+    for got, expected in zip((cuts, codes, code_lo, code_hi), (want.cuts, want.codes, want.code_lo, want.code_hi)):
+        np.testing.assert_array_equal(got, expected)
+    with stump_initialisation():
+        tr = prototype_trace(run_model, jax.random.key(0), run_args, {})
+    assert tr["f_trees"]["fn"].codes is codes
 
-    def derived(X, y=None):   # the features computed from an argument: then only the 1-d data are traced
+    def derived(X, y=None):   # the features computed from an argument in NumPy: then the other data are traced
         f = bt.bart_function("f", np.log1p(X), m=2)
         numpyro.sample("y", dist.Normal(f, 0.3), obs=y)
 
