@@ -493,19 +493,13 @@ class TreeMoves(MCMCKernel):
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}
         with stump_initialisation():
             tr = prototype_trace(self._model, jax.random.key(0), model_args, kw)
-        out = []
-        for fn in self._fns:
-            d = tr[fn.site]["fn"]
-            data = fn.data._replace(codes=self._data_of(d).codes, code_lo=jnp.asarray(d.code_lo),
-                                    code_hi=jnp.asarray(d.code_hi))
-            out.append(fn._replace(dist=d, data=data))
-        return tuple(out)
+        return tuple(fn._replace(dist=tr[fn.site]["fn"], data=self._data_of(tr[fn.site]["fn"])) for fn in self._fns)
 
-    def _assemble(self, states, fns=None) -> tuple[dict, dict]:
+    def _assemble(self, states, fns) -> tuple[dict, dict]:
         """Every tree site's packed value and every function's values at the training rows, from the
         blocks' states (a function of several outputs: its blocks stacked, in output order)."""
         packed, values = {}, {}
-        for fn, st in zip(self._fns if fns is None else fns, states):
+        for fn, st in zip(fns, states):
             p, v = self._pack(fn, st), st.z - st.resid
             if fn.column < 0:
                 packed[fn.site], values[fn.name] = p, v
@@ -516,18 +510,17 @@ class TreeMoves(MCMCKernel):
         values = {k: jnp.stack(v, -1) if isinstance(v, list) else v for k, v in values.items()}
         return packed, values
 
-    def _model_values(self, states, fns=None) -> dict:
+    def _model_values(self, states, fns) -> dict:
         """The tree sites' packed values and the functions' values at the rows, one dict (what the
         model's log density is evaluated at)."""
         packed, values = self._assemble(states, fns)
         return {**packed, **values}
 
-    def _site_values(self, states, fns=None) -> dict:
+    def _site_values(self, states, fns) -> dict:
         """The tree sites' values for the other blocks (:class:`TreeValues`), with their log prior
         density from the states' cached per-tree log priors (the moves keep them; scoring the
         packed trees afresh, ``TreeEnsemble.log_prob``, cost a quarter of a step) and the leaves'
         log densities."""
-        fns = self._fns if fns is None else fns
         packed, values = self._assemble(states, fns)
         lp = {}
         for fn, st in zip(fns, states):
