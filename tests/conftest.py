@@ -83,8 +83,8 @@ def pytest_unconfigure(config):
 #: ``BAYESTREES_FULL_TESTS=1`` also runs the tests marked ``full_only``: slow variants of non-default
 #: kernels whose parts each have their own exactness test in the default run, and the further data
 #: seeds of the exactness tests at the default lengths (the suite runs one or two of each).  Each
-#: passed in the whole suite before it was marked (2026-11-25; the data seeds and BART's regrowth
-#: variants on 2026-12-03).
+#: passed in the whole suite before it was marked (the list and the reasons:
+#: ``docs/lab-notes/performance.md``).
 FULL_TESTS = os.environ.get("BAYESTREES_FULL_TESTS", "0") not in ("", "0")
 
 

@@ -188,7 +188,8 @@ def _exact_pcfg_chains_in_subprocess(codes, y, log_phi, max_depth, scheme, tempe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme, temperatures", [("moves", (1.0, 0.5, 0.25)), ("pgibbs", (1.0,)),
+@pytest.mark.parametrize("scheme, temperatures", [pytest.param("moves", (1.0, 0.5, 0.25), marks=pytest.mark.full_only),
+                                                  ("pgibbs", (1.0,)),
                                                   pytest.param("mixed", (1.0,), marks=pytest.mark.full_only),
                                                   ("mixed", (1.0, 0.5, 0.25))])
 def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, default_xla_env):

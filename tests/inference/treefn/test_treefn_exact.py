@@ -168,7 +168,8 @@ def test_poisson_tree_matches_enumeration_with_quadrature(leaf_refresh, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("conjugate", [False, True], ids=["general", "conjugate"])
+@pytest.mark.parametrize("conjugate", [pytest.param(False, marks=pytest.mark.full_only), True],
+                         ids=["general", "conjugate"])
 def test_normal_tree_with_sigma_fixed_matches_enumeration(conjugate, seed=0):
     """(a): Normal likelihood with sigma fixed, m = 1: the general path and the conjugate path both
     give the exact posterior of the number of leaves (so each other's, TV < 0.03 + 0.03)."""
