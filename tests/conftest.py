@@ -152,6 +152,25 @@ def rng():
     return np.random.default_rng(12345)
 
 
+@pytest.fixture
+def every_program_cached():
+    """The persistent compilation cache keeps every program while the test runs (so that a test can
+    check that a second fit compiles nothing); skipped where the process has no such cache."""
+    import jax
+
+    from bayestrees.compile_cache import compilation_cache_dir
+
+    if compilation_cache_dir() is None:
+        pytest.skip("no persistent compilation cache in this process")
+    saved = (jax.config.jax_persistent_cache_min_compile_time_secs,
+             jax.config.jax_persistent_cache_min_entry_size_bytes)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    yield
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[0])
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", saved[1])
+
+
 @pytest.fixture(scope="session")
 def default_xla_env():
     """The environment for a subprocess compiled at XLA's defaults (without the suite's ``TEST_XLA_FLAGS``;

@@ -122,6 +122,13 @@ class BCFRegressor(EstimatorBase):
     ate_ , catt_ : float
         Posterior means of the sample average effect and of the average effect on the treated.
 
+    Notes
+    -----
+    The fit passes its data (features, cut tables, outcome, treatment, weights, the outcome's
+    standardisation) as arguments of the compiled programs (:func:`bayestrees.sample_model`'s
+    ``jit_data=True``), so a second fit on data of the same shapes (a replication, a
+    cross-validation fold, a bootstrap) loads the programs the first compiled.
+
     Examples
     --------
     >>> rng = np.random.default_rng(0)
@@ -221,10 +228,13 @@ class BCFRegressor(EstimatorBase):
                                           max_bins=self.max_bins, outcome=self._outcome)
         with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
             warnings.simplefilter("ignore", ConvergenceWarning)
+            # the data and what is computed from them (the standardisation, the noise prior's scale)
+            # as arguments of the compiled programs: another fit of the same shapes compiles nothing
+            from_data = {k: np.asarray(self._settings[k], np.float32) for k in ("y_loc", "y_scale", "lam")}
             fit = sample_model(bcf_model, X_mu.astype(np.float32), X.astype(np.float32), z, ys.astype(np.float32),
-                           weights=None if w is None else w.astype(np.float32), draws=int(self.draws),
+                               weights=None if w is None else w.astype(np.float32), draws=int(self.draws),
                                tune=int(self.tune), chains=int(self.chains), random_seed=self._seed(),
-                               progressbar=self.progressbar, **self._settings)
+                               progressbar=self.progressbar, jit_data=True, **{**self._settings, **from_data})
         self.fit_ = fit
         self.idata_ = fit.idata
         self.convergence_ = None

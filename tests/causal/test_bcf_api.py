@@ -62,6 +62,23 @@ def test_the_effect_at_new_rows_is_the_fit_at_the_training_rows(fitted):
     assert lo < m.ate_ < hi
 
 
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(every_program_cached):
+    """The data, the cut tables and the standardisation are arguments of the compiled programs: a fit
+    on another data set of the same shapes loads every program the first fit compiled."""
+    from bayestrees.compile_cache import compile_log
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = bt.BCFRegressor(**SMALL).fit(*_data()[:3], pihat=_data()[4])
+    X, y, z, _, pi = _data(seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with compile_log() as log:
+            second = bt.BCFRegressor(**SMALL).fit(X, y + 10.0, z, pihat=pi)
+    assert [e.name for e in log if not e.loaded] == []
+    assert abs(second.idata_.posterior["mu"].values.mean() - first.idata_.posterior["mu"].values.mean()) > 5
+
+
 def test_a_homogeneous_effect_is_recovered():
     """A constant effect of 2 under confounded assignment, 300 rows: the 95% interval of the ATE covers it
     and the CATE is within 0.35 of it everywhere on average (seed 1; the naive difference of means is 2.9)."""

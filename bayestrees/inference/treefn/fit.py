@@ -288,8 +288,8 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     jit_data : bool, default False
         Compile the sampling with the model's data as arguments of the programs instead of their
         constants: every array among ``*args`` and ``**kwargs`` of a numeric dtype and one
-        dimension or more (Python values and 0-d arrays stay constants), the tree functions'
-        features among them, and each tree function's cut table and codes (computed from its
+        dimension or more, and every 0-d array of a real dtype (Python values and 0-d integer arrays
+        stay constants), the tree functions' features among them, and each tree function's cut table and codes (computed from its
         concrete features first).  Another call with new data of the same shapes and dtypes (a new
         ``y``, new features with as many cut points: simulation-based calibration, ``bt.set_data``,
         a re-fit) is then the same programs, loaded from JAX's persistent compilation cache
@@ -459,7 +459,8 @@ def _data_as_arguments(model, args, kwargs, tr, trees):
 
     NumPyro compiles the sampling loop with the model's arguments as constants of the program
     (``jit_model_args=False``), so every new ``y`` is a new program.  Here the arrays among the
-    arguments (the leaves of ``(args, kwargs)`` of a numeric dtype, one dimension or more) become
+    arguments (the leaves of ``(args, kwargs)`` of a numeric dtype, one dimension or more, or 0-d of
+    a real dtype) become
     the positional arguments of a :class:`_DataModel` that closes over everything else, followed by
     every tree function's feature table (cut points, codes, code ranges: computed here from the
     concrete features, as the site computes them), which the tree functions then read instead of
@@ -483,9 +484,10 @@ def _data_as_arguments(model, args, kwargs, tr, trees):
         a = np.asarray(v)
         return a.ndim == 2 and any(a.shape == X.shape and np.array_equal(a.astype(np.float32), X) for X in features)
 
-    def is_data(v):
-        return (isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer) and v.ndim >= 1
-                and np.issubdtype(v.dtype, np.number) and not np.issubdtype(v.dtype, np.complexfloating))
+    def is_data(v):   # numeric arrays of one dimension or more, and real 0-d arrays (Python numbers stay)
+        return (isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer)
+                and np.issubdtype(v.dtype, np.floating if v.ndim == 0 else np.number)
+                and not np.issubdtype(v.dtype, np.complexfloating))
 
     candidates = [i for i, v in enumerate(leaves) if is_data(v)]
     not_features = tuple(i for i in candidates if not is_feature(leaves[i]))

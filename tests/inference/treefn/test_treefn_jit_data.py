@@ -11,7 +11,7 @@ import numpyro.distributions as dist
 import pytest
 
 import bayestrees as bt
-from bayestrees.compile_cache import compilation_cache_dir, compile_log
+from bayestrees.compile_cache import compile_log
 from bayestrees.convergence import ConvergenceWarning
 from bayestrees.inference.treefn.fit import _data_as_arguments
 from bayestrees.inference.treefn.kernel import tree_sites
@@ -32,20 +32,6 @@ def data(seed):
     X = np.random.default_rng(0).uniform(size=(N, 2))
     y = (np.sin(3 * X[:, 0]) + 0.3 * np.random.default_rng(seed).normal(size=N)).astype(np.float32)
     return X, y
-
-
-@pytest.fixture
-def every_program_cached():
-    """The persistent cache keeps every program (the suite keeps those of 0.3 s or more)."""
-    if compilation_cache_dir() is None:
-        pytest.skip("no persistent compilation cache in this process")
-    saved = (jax.config.jax_persistent_cache_min_compile_time_secs,
-             jax.config.jax_persistent_cache_min_entry_size_bytes)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    yield
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[0])
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", saved[1])
 
 
 def compiled(log) -> list:
