@@ -288,13 +288,14 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     jit_data : bool, default False
         Compile the sampling with the model's data as arguments of the programs instead of their
         constants: every array among ``*args`` and ``**kwargs`` of a numeric dtype and one
-        dimension or more, and every 0-d array of a real dtype (Python values and 0-d integer arrays
-        stay constants), the tree functions' features among them, and each tree function's cut table and codes (computed from its
-        concrete features first).  Another call with new data of the same shapes and dtypes (a new
-        ``y``, new features with as many cut points: simulation-based calibration, ``bt.set_data``,
-        a re-fit) is then the same programs, loaded from JAX's persistent compilation cache
-        (:mod:`bayestrees.compile_cache`, on by default) instead of compiled again (the sampling
-        loop: 20-30 s at XLA's defaults for a model of 1,000 rows).  The draws are not
+        dimension or more, and every 0-d array of a real dtype (Python values and 0-d integer
+        arrays stay constants), the tree functions' features among them, and each tree function's
+        cut table and codes (computed from its concrete features first).  Another call with new
+        data of the same shapes and dtypes (a new ``y``, new features with as many cut points:
+        simulation-based calibration, ``bt.set_data``, a re-fit) is then the same programs,
+        loaded from JAX's persistent compilation cache (:mod:`bayestrees.compile_cache`, on by
+        default) instead of compiled again (the sampling loop: 20-30 s at XLA's defaults for a
+        model of 1,000 rows).  The draws are not
         bit-identical to ``jit_data=False``: there XLA evaluates what depends on the data alone
         when it compiles (a Normal likelihood's Hessian in ``f``, the support checks of the
         observed values), here when the program runs, and the two differ in float32 rounding
@@ -460,8 +461,8 @@ def _data_as_arguments(model, args, kwargs, tr, trees):
     NumPyro compiles the sampling loop with the model's arguments as constants of the program
     (``jit_model_args=False``), so every new ``y`` is a new program.  Here the arrays among the
     arguments (the leaves of ``(args, kwargs)`` of a numeric dtype, one dimension or more, or 0-d of
-    a real dtype) become
-    the positional arguments of a :class:`_DataModel` that closes over everything else, followed by
+    a real dtype) become the positional arguments of a :class:`_DataModel` that closes over
+    everything else, followed by
     every tree function's feature table (cut points, codes, code ranges: computed here from the
     concrete features, as the site computes them), which the tree functions then read instead of
     computing them from their features (those need concrete values).  Run with
