@@ -67,14 +67,13 @@ def test_a_second_fit_of_the_same_shapes_compiles_nothing(every_program_cached):
     on another data set of the same shapes loads every program the first fit compiled."""
     from bayestrees.compile_cache import compile_log
 
+    X1, y1, z1, _, pi1 = _data()
+    X2, y2, z2, _, pi2 = _data(seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        first = bt.BCFRegressor(**SMALL).fit(*_data()[:3], pihat=_data()[4])
-    X, y, z, _, pi = _data(seed=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = bt.BCFRegressor(**SMALL).fit(X1, y1, z1, pihat=pi1)
         with compile_log() as log:
-            second = bt.BCFRegressor(**SMALL).fit(X, y + 10.0, z, pihat=pi)
+            second = bt.BCFRegressor(**SMALL).fit(X2, y2 + 10.0, z2, pihat=pi2)
     assert [e.name for e in log if not e.loaded] == []
     assert abs(second.idata_.posterior["mu"].values.mean() - first.idata_.posterior["mu"].values.mean()) > 5
 
