@@ -9,11 +9,11 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 #: is XLA's compiler. Two flags cut that time, and change no result the tests check beyond float32
 #: rounding:
 #:
-#: * LLVM's optimisation level 0 (XLA's own graph passes still run): suite 14m05s -> 9m22s on a
-#:   2-core machine (2026-11-23);
+#: * LLVM's optimisation level 0 (XLA's own graph passes still run): the suite a third shorter on a
+#:   2-core machine;
 #: * XLA's CPU fusions emitted by the older IR emitter instead of the MLIR fusion emitters
 #:   (``--xla_cpu_use_fusion_emitters=false``): with -O0, half the backend compile time again
-#:   (``docs/lab-notes/performance.md``, 2026-11-24). It is used only beside -O0: at XLA's default LLVM level
+#:   (records: ``docs/lab-notes/performance.md``). It is used only beside -O0: at XLA's default LLVM level
 #:   it ran the compiler out of memory (``benchmarks/compile_flags.py``).
 #:
 #: The library itself runs at XLA's defaults; set ``BAYESTREES_TEST_XLA_OPT=default`` to test at them
@@ -102,8 +102,9 @@ def pytest_runtest_setup(item):
 
 
 LONG_FILES = (  # longest first, so that two processes end together; seconds per file from a run of the
-               # whole suite on 2026-12-03 (2 processes on a 2-core box, nothing else running), less
-               # the tests since marked full_only; the rest, under 30 s each, in collection order
+               # whole suite (2 processes on a 2-core box, nothing else running; the record is in
+               # docs/lab-notes/performance.md), less the tests since marked full_only; the rest,
+               # under 30 s each, in collection order
               "test_treefn_exact.py",  # about 920 s (the one-tree cases at the default lengths, 2 sampler seeds each)
               "test_tutorials.py",  # about 316 s (one fixture: every tutorial's quick run, in a subprocess)
               "test_doc_examples.py",  # about 184 s

@@ -52,7 +52,7 @@ _ESTIMATORS = [
 
 #: The sub-sample forests: the forests' estimator classes and engine with rows of weight 0 (their own
 #: compiled programme for each data shape), so scikit-learn's full set on them repeats the Bayesian
-#: forests' checks at about 35 s of a test process each (2026-11-26, loaded): in the suite the API checks
+#: forests' checks at about 35 s of a test process each: in the suite the API checks
 #: as for the MCMC families below, the full set with ``BAYESTREES_FULL_SKLEARN_CHECKS=1``
 #: (``tests/inference/forest/test_forest.py`` checks their blocks, weights and classes).
 _SUBSAMPLE = [
@@ -64,10 +64,9 @@ _SUBSAMPLE = [
 #: fit returning self, unfitted errors, n_features_in_, read-only input, tags; 15 per estimator) on one
 #: estimator per family.  The full set (about 50 checks per estimator, regressor and classifier) fits
 #: about 25 data shapes per estimator, and each new shape compiles the family's program again: about
-#: 600 s of the suite's time (2026-11-25: BET 256 s, Bayesian CART 114 s, PCFG 101 s, BART 103 s,
-#: safe-Bayes 25 s), and the API checks on all ten estimators 195 s of CPU, against the suite's
-#: 10-minute budget on 2 cores.  The full set on all ten passed on 2026-11-25 (725 passed and 2
-#: expected failures with the forests, before BART; BART's 106 passed, 2 skipped); run it with
+#: 600 s of the suite's time (BET 256 s, Bayesian CART 114 s, PCFG 101 s, BART 103 s, safe-Bayes 25 s),
+#: and the API checks on all ten estimators 195 s of CPU, against the suite's 10-minute budget on 2
+#: cores (``docs/lab-notes/performance.md``).  The full set passes on all ten; run it with
 #:     BAYESTREES_FULL_SKLEARN_CHECKS=1 .venv/bin/python -m pytest -q tests/estimators/test_sklearn_compat.py
 _FULL = os.environ.get("BAYESTREES_FULL_SKLEARN_CHECKS", "0") not in ("", "0")
 _MCMC_ESTIMATORS = [
@@ -84,7 +83,7 @@ _MCMC_ESTIMATORS = [
 ]
 if not _FULL:  # one estimator per family (the two share the family's fit, validation and tags code); BET's
     # only with the full run: each of its checks compiles the slice sampler for a new data shape, about 7 s,
-    # 100 s of one test process for its 15 checks (2026-11-25), which took the suite past 10 minutes
+    # 100 s of one test process for its 15 checks
     _MCMC_ESTIMATORS = [e for e in _MCMC_ESTIMATORS if type(e).__name__ in (
         "PCFGTreeClassifier", "SafeBayesForestClassifier", "BayesianCARTRegressor", "BARTRegressor")]
 

@@ -10,7 +10,7 @@ anchor rows that fix the response's scaling (weight 0, so the prior does not loo
 Tolerance: Pearson's chi-squared over 4 bins of 10 ranks (3 degrees of freedom), each of the four
 quantities at ``p > 0.01 / 4`` (Bonferroni: under an exact sampler with independent kept draws, the
 test fails for at most 1% of seeds). This small version has little power: it sees gross errors.
-Measured with the kernel of commit d54e056 (before the interval rule prior), seed 0, by distorting
+Measured with the kernel before the interval rule prior (the record: ``docs/lab-notes/bart.md``), seed 0, by distorting
 every fit's draws about their mean: a posterior half as wide as it should be fails (p <= 0.003 on
 all four quantities), so do one 1.5 times as wide (``f[1]``, p = 0.002) and one shifted by half a
 posterior sd (``f[1]``, p = 1e-4); 0.75 times the width and a shift of a quarter sd pass, and so do

@@ -28,15 +28,14 @@ Two differences from the benchmark, both for time:
 
 Tolerance: Pearson's chi-squared over 4 bins of 5 ranks (3 degrees of freedom), each of the four
 quantities at ``p > 0.01 / 4`` (Bonferroni: familywise 1% under an exact sampler with independent
-kept draws). Measured with this file's ``run_sbc`` at seeds 0-9 (commit 8214bfd, before the tree
-moves handed NUTS the carried function values; the test itself passes on the later kernel): every
+kept draws). Measured with this file's ``run_sbc`` at seeds 0-9 (before the tree moves handed NUTS
+the carried function values, ``docs/lab-notes/models.md``; the test passes on the later kernel): every
 seed passes (smallest p over the 40 tests 0.0097, ``sigma`` at seed 5), and distorting every data
 set's kept draws about their mean, the test fails for 9 of the 10 seeds with a posterior half as wide
 as it should be, 3 with one 1.5 times as wide, 2 with 0.75 times, 8 with one shifted by half a
 posterior sd and 5 with a quarter sd. So it sees gross errors; the benchmark's 100 data sets and 10
 bins are the issue's criterion. Cost: about 13 s of CPU time (one compilation of the chain, then
-40 chains of 107 steps, about 0.07 s each); on the shared 2-core machine at load average 11 the
-test took 66 s of wall time (2026-11-26).
+40 chains of 107 steps, about 0.07 s each).
 """
 import importlib.util
 import math
