@@ -115,9 +115,31 @@ def fit_one(model, seed: int, n: int, J: int, draws: int, tune: int, chains: int
         rhat = [v["rhat"] for v in fit.convergence.table.values() if np.isfinite(v["rhat"])]
         rec["max_r_hat"] = float(max(rhat)) if rhat else float("nan")
     del fit, post
-    gc.collect()          # (a fit's tree draws, hundreds of MB, are held by reference cycles)
+    gc.collect()
     jax.clear_caches()
+    _trim()
+    rec["rss_mb"] = round(_rss_mb())
     return rec
+
+
+def _trim() -> None:
+    """Hand the memory that the finished fit freed back to the system (glibc keeps part of it
+    otherwise; what a finished fit still holds is in ``docs/lab-notes/causal.md``)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096 / 1e6
+    except OSError:
+        return float("nan")
 
 
 def summary(records: list) -> str:
