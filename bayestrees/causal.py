@@ -41,9 +41,23 @@ on the probability scale, ``Phi(o + mu + tau) - Phi(o + mu)`` at each row.  The 
 probit path (truncated-normal latents, then the conjugate step; the coding ``b_z`` multiplies
 ``tau~`` row by row, which that path takes).
 
-A user who wants more (group intercepts, group-varying effects: multilevel BCF; another
-likelihood) writes the model in NumPyro with :func:`bayestrees.bart_function` directly, starting
-from :func:`bcf_model` (the guide, "Causal effects").
+**Groups (multilevel BCF).** Given a group per row (sites, schools, clinics: ``group``, ``n_groups``),
+the model adds a group intercept and a group shift of the effect, both by NUTS, non-centred:
+
+    y~_i = mu(x_i, pihat_i) + alpha_{g_i} + (tau(x_i) + gamma_{g_i}) z_i + e_i,
+    alpha_j = s_alpha a_j,  gamma_j = s_gamma c_j,  a_j, c_j ~ N(0, 1),
+    s_alpha ~ N+(0, GROUP_SD^2),  s_gamma ~ N+(0, GROUP_EFFECT_SD^2)
+
+(standardised scale; half-Normal scales of 1 and 0.5 outcome sd: a group's intercept may move the
+outcome by about its sd, a group's effect by about half of it).  The trees and the group terms
+share one constant each (``mu`` and the mean of ``alpha``, ``tau`` and the mean of ``gamma``), so
+what the data identify are the sums: the effect at a row, ``tau(x_i) + gamma_{g_i}`` (the ``tau``
+site), and the groups' average effects ``group_ate`` (the mean of ``tau`` over each group's rows).
+The treatment still enters the likelihood linearly, so both sums of trees keep the conjugate step.
+
+A user who wants more (another likelihood, other group structures) writes the model in NumPyro with
+:func:`bayestrees.bart_function` directly, starting from :func:`bcf_model` (the guide, "Causal
+effects").
 """
 from __future__ import annotations
 
@@ -61,7 +75,7 @@ from .inference.treefn import bart_function
 from .priors import ChipmanPrior, sigma_prior_lambda
 
 __all__ = ["bcf_model", "bcf_settings", "standardise", "M_MU", "M_TAU", "MU_PRIOR", "TAU_PRIOR", "MU_SD", "TAU_SD",
-           "HALF_NORMAL_MEDIAN"]
+           "HALF_NORMAL_MEDIAN", "GROUP_SD", "GROUP_EFFECT_SD"]
 
 #: trees of the prognostic function (the paper's and ``bcf``'s ``ntree_control``)
 M_MU = 200
@@ -77,13 +91,18 @@ MU_SD = 2.0
 TAU_SD = 1.0
 #: the median of ``|N(0, 1)|``: the leaves of ``tau~`` are widened by it so that ``TAU_SD`` is a median
 HALF_NORMAL_MEDIAN = 0.6745
+#: scale of the half-Normal prior of the group intercepts' sd ``s_alpha``, in sd of the outcome
+GROUP_SD = 1.0
+#: scale of the half-Normal prior of the group effect shifts' sd ``s_gamma``, in sd of the outcome
+GROUP_EFFECT_SD = 0.5
 
 
 def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_scale: float = 1.0,
               nu: float = 3.0, lam: float = 1.0, m_mu: int = M_MU, m_tau: int = M_TAU,
               mu_prior=MU_PRIOR, tau_prior=TAU_PRIOR, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
               max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts_mu=None, cuts_tau=None,
-              outcome: str = "normal"):
+              outcome: str = "normal", group=None, n_groups: int = 0, group_sd: float = GROUP_SD,
+              group_effect_sd: float = GROUP_EFFECT_SD):
     """The Bayesian causal forest as a NumPyro model (the module docstring).
 
     Parameters
@@ -114,8 +133,20 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
         noise sd is 1, which takes the place of the standardised outcome's; ``y_loc`` the offset
         ``Phi^-1(mean y)``, ``y_scale`` unused, no ``sigma``); ``mu`` is then the control rows'
         probability and ``tau``, ``ate``, ``catt`` differences of probabilities.
+    group : int array (n,), optional
+        Each row's group, ``0 .. n_groups - 1`` (multilevel BCF, the module docstring): group
+        intercepts ``alpha`` and group shifts of the effect ``gamma`` (sites in the outcome's units,
+        the probit's latent scale for ``"probit"``) and ``group_ate``, the mean effect over each
+        group's rows.
+    n_groups : int
+        The number of groups (a Python integer: the size of the group sites).
+    group_sd, group_effect_sd : float, default 1 and 0.5
+        Scales of the half-Normal priors of the two groups' sds, in sd of the outcome.
     """
     z = jnp.asarray(z)
+    grouped = group is not None
+    if grouped != (int(n_groups) > 0):
+        raise ValueError("give group and n_groups > 0 together (or neither)")
     mu_t = bart_function("mu_tilde", X_mu, m=m_mu, prior=mu_prior, leaf_sd=mu_sd / math.sqrt(m_mu),
                          max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_mu)
     tau_t = bart_function("tau_tilde", X_tau, m=m_tau, prior=tau_prior,
@@ -126,16 +157,33 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
     b1 = numpyro.sample("b1", dist.Normal(0.0, math.sqrt(0.5)))
     treated = z > 0
     control = mu_scale * mu_t + b0 * tau_t      # the control rows' mean (the probit: its latent)
+    shift = (b1 - b0) * tau_t                   # the effect on the model's scale
     eta = mu_scale * mu_t + jnp.where(treated, b1, b0) * tau_t
+    if grouped:
+        group = jnp.asarray(group, jnp.int32)
+        unit = 1.0 if outcome == "probit" else y_scale
+        s_alpha = numpyro.sample("s_alpha", dist.HalfNormal(float(group_sd)))
+        s_gamma = numpyro.sample("s_gamma", dist.HalfNormal(float(group_effect_sd)))
+        with numpyro.plate("groups", int(n_groups)):
+            alpha = s_alpha * numpyro.sample("alpha_raw", dist.Normal(0.0, 1.0))
+            gamma = s_gamma * numpyro.sample("gamma_raw", dist.Normal(0.0, 1.0))
+        numpyro.deterministic("alpha", unit * alpha)
+        numpyro.deterministic("gamma", unit * gamma)
+        control = control + alpha[group]
+        shift = shift + gamma[group]
+        eta = eta + alpha[group] + jnp.where(treated, gamma[group], 0.0)
     if outcome == "probit":   # the effect on the probability of a 1
         mu = ndtr(y_loc + control)
-        tau = ndtr(y_loc + control + (b1 - b0) * tau_t) - mu
+        tau = ndtr(y_loc + control + shift) - mu
     else:
         mu = y_loc + y_scale * control
-        tau = y_scale * (b1 - b0) * tau_t
+        tau = y_scale * shift if grouped else y_scale * (b1 - b0) * tau_t
     numpyro.deterministic("mu", mu)
     numpyro.deterministic("tau", tau)
     numpyro.deterministic("ate", jnp.mean(tau))
+    if grouped:
+        rows = jnp.zeros(int(n_groups), tau.dtype).at[group].add(1.0)
+        numpyro.deterministic("group_ate", jnp.zeros(int(n_groups), tau.dtype).at[group].add(tau) / jnp.maximum(rows, 1.0))
     numpyro.deterministic("catt", jnp.sum(jnp.where(treated, tau, 0.0)) / jnp.maximum(jnp.sum(treated), 1))
     if outcome == "probit":
         numpyro.sample("y", BernoulliProbit(y_loc + eta), obs=y)
@@ -160,11 +208,12 @@ def standardise(y, weights=None) -> tuple[float, float]:
 def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float = 0.9, sigma_hat=None,
                  m_mu: int = M_MU, m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
                  tau_sd: float = TAU_SD, max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
-                 outcome: str = "normal"):
+                 outcome: str = "normal", group=None):
     """``(y~, settings)``: the standardised outcome and the keyword arguments of :func:`bcf_model` for
     these training rows: the standardisation, the noise prior's ``lambda`` (from ``sigma_hat``, in the
-    outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau`` and
-    ``z``), the trees' settings and the cut tables of the training rows (new rows are split by them).
+    outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau``, ``z``
+    and, given ``group`` (codes ``0 .. J - 1``), the groups' indicators), the trees' settings and the
+    cut tables of the training rows (new rows are split by them).
     ``outcome="probit"``: ``y`` holds 0 and 1, kept as it is, and ``y_loc`` is the offset
     ``Phi^-1(mean y)``."""
     from scipy.special import ndtri
@@ -185,6 +234,9 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
         sigma = 1.0
     elif sigma_hat is None:
         A = np.column_stack([np.ones(n), X_tau, np.asarray(z, np.float64)])
+        if group is not None:   # the groups' indicators (the first group the intercept's)
+            g = np.asarray(group)
+            A = np.column_stack([A, (g[:, None] == np.arange(1, int(g.max()) + 1)[None, :]).astype(np.float64)])
         live = np.ones(n, bool) if w is None else w > 0
         sigma = 1.0
         if int(live.sum()) > A.shape[1]:

@@ -65,6 +65,27 @@ def _propensity(pihat, n: int) -> np.ndarray:
     return p
 
 
+def _groups(groups, n: int):
+    """``(labels, codes)`` of the rows' groups (sorted labels and each row's index among them), or
+    ``(None, None)`` without groups."""
+    if groups is None:
+        return None, None
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(f"groups must be one label per row ({n}), got shape {groups.shape}")
+    if any(v is None or (isinstance(v, float) and v != v) for v in groups.tolist()):
+        raise ValueError("groups holds missing labels (None or NaN): give every row a group")
+    labels, codes = np.unique(groups, return_inverse=True)
+    if labels.shape[0] < 2:
+        raise ValueError(f"groups must hold at least two groups, got {labels.shape[0]}")
+    return labels, codes.reshape(-1)
+
+
+def _no_groups(groups) -> None:
+    if groups is not None:
+        raise ValueError("this model was fitted without groups: fit with groups= to predict by group")
+
+
 def _interval(draws: np.ndarray, prob: float) -> np.ndarray:
     """Equal-tailed ``prob`` interval of ``draws`` over their first axis, ends on the last axis."""
     if not 0 < prob < 1:
@@ -121,6 +142,8 @@ class BCFRegressor(EstimatorBase):
     cate_ : (n,) posterior mean effect at the training rows
     ate_ , catt_ : float
         Posterior means of the sample average effect and of the average effect on the treated.
+    groups_ : (J,) the group labels of a fit on ``groups`` (sorted), else None
+    group_ate_ : (J,) posterior mean effect over each group's rows (a fit on ``groups``), else None
 
     Notes
     -----
@@ -188,7 +211,7 @@ class BCFRegressor(EstimatorBase):
             return X
         raise ValueError(f"include_pi must be 'mu' or 'none', got {self.include_pi!r}")
 
-    def fit(self, X, y, z, pihat=None, sample_weight=None) -> "BCFRegressor":
+    def fit(self, X, y, z, pihat=None, sample_weight=None, groups=None) -> "BCFRegressor":
         """Sample the posterior.
 
         Parameters
@@ -203,6 +226,11 @@ class BCFRegressor(EstimatorBase):
             Propensity estimates ``P(z = 1 | x)``; default: estimated (``propensity``).
         sample_weight : array-like (n,), optional
             Row ``i``'s noise sd is ``sigma / sqrt(w_i)``.
+        groups : array-like (n,), optional
+            Each row's group (any labels: sites, schools, clinics): multilevel BCF, with a group
+            intercept and a group shift of the effect, sampled by NUTS (:mod:`bayestrees.causal`,
+            "Groups").  Adds ``alpha``, ``gamma`` and ``group_ate`` (the mean effect over each
+            group's rows) to the posterior, and ``groups_`` and ``group_ate_``.
 
         Returns
         -------
@@ -212,6 +240,7 @@ class BCFRegressor(EstimatorBase):
         n = X.shape[0]
         y = self._check_outcome(y, n)
         z = _treatment(z, n)
+        self.groups_, group = _groups(groups, n)
         w = check_weights(sample_weight, n, "sample_weight", all_zero=False)
         for name in ("m_mu", "m_tau", "draws", "tune", "chains"):
             v = getattr(self, name)
@@ -225,7 +254,8 @@ class BCFRegressor(EstimatorBase):
                                           m_mu=self.m_mu, m_tau=self.m_tau, mu_prior=self.mu_prior,
                                           tau_prior=self.tau_prior, mu_sd=self.mu_sd, tau_sd=self.tau_sd,
                                           max_depth=self.max_depth, min_leaf_rows=self.min_leaf_rows,
-                                          max_bins=self.max_bins, outcome=self._outcome)
+                                          max_bins=self.max_bins, outcome=self._outcome, group=group)
+        grouping = {} if group is None else dict(group=group.astype(np.int32), n_groups=len(self.groups_))
         with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
             warnings.simplefilter("ignore", ConvergenceWarning)
             # the data and what is computed from them (the standardisation, the noise prior's scale)
@@ -234,7 +264,8 @@ class BCFRegressor(EstimatorBase):
             fit = sample_model(bcf_model, X_mu.astype(np.float32), X.astype(np.float32), z, ys.astype(np.float32),
                                weights=None if w is None else w.astype(np.float32), draws=int(self.draws),
                                tune=int(self.tune), chains=int(self.chains), random_seed=self._seed(),
-                               progressbar=self.progressbar, jit_data=True, **{**self._settings, **from_data})
+                               progressbar=self.progressbar, jit_data=True,
+                               **{**self._settings, **from_data, **grouping})
         self.fit_ = fit
         self.idata_ = fit.idata
         self.convergence_ = None
@@ -246,6 +277,7 @@ class BCFRegressor(EstimatorBase):
         self.cate_ = np.asarray(post["tau"]).reshape(-1, n).mean(0)
         self.ate_ = float(np.asarray(post["ate"]).mean())
         self.catt_ = float(np.asarray(post["catt"]).mean())
+        self.group_ate_ = None if group is None else np.asarray(post["group_ate"]).reshape(-1, len(self.groups_)).mean(0)
         return self
 
     def _identified(self) -> dict:
@@ -259,6 +291,10 @@ class BCFRegressor(EstimatorBase):
         out["mu_mean"] = np.asarray(post["mu"], np.float64).mean(-1)
         for name in ("mu_tilde", "tau_tilde"):
             out[f"{name}_leaves"] = np.asarray(post[f"{name}_n_leaves"], np.float64).sum(-1)
+        if getattr(self, "groups_", None) is not None:
+            group_ate = np.asarray(post["group_ate"], np.float64)
+            for j, label in enumerate(self.groups_):
+                out[f"group_ate[{label}]"] = group_ate[..., j]
         return out
 
     def save(self, path) -> None:
@@ -278,13 +314,17 @@ class BCFRegressor(EstimatorBase):
         f = self.fit_.function(name, X)            # (chain, draw, n)
         return np.asarray(f, np.float64).reshape(-1, f.shape[-1])
 
-    def effect_draws(self, X) -> np.ndarray:
+    def effect_draws(self, X, groups=None) -> np.ndarray:
         """Posterior draws of the conditional average treatment effect ``tau(x)``.
 
         Parameters
         ----------
         X : array-like (n, d)
             Rows of the training covariates' columns.
+        groups : array-like (n,), optional
+            With a fit on groups: the rows' groups (labels seen in ``fit``), whose effect shifts are
+            added; ``None``: the rows of one new group, its shift drawn from the groups' prior given
+            ``s_gamma``, so the draws carry the spread between groups.
 
         Returns
         -------
@@ -294,36 +334,43 @@ class BCFRegressor(EstimatorBase):
         self._check()
         X = _features(X, n_features=self.n_features_in_)
         scale = self._settings["y_scale"]
-        return scale * (self._draws("b1") - self._draws("b0"))[:, None] * self._tilde("tau_tilde", X)
+        if getattr(self, "groups_", None) is None:
+            _no_groups(groups)
+            return scale * (self._draws("b1") - self._draws("b0"))[:, None] * self._tilde("tau_tilde", X)
+        return scale * self._latents(X, None, groups, control=False)[1]
 
-    def effect(self, X) -> np.ndarray:
+    def effect(self, X, groups=None) -> np.ndarray:
         """Posterior mean of the effect ``tau(x)``.
 
         Parameters
         ----------
         X : array-like (n, d)
+        groups : array-like (n,), optional
+            As :meth:`effect_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n,)``.
         """
-        return self.effect_draws(X).mean(0)
+        return self.effect_draws(X, groups).mean(0)
 
-    def effect_interval(self, X, prob: float = 0.9) -> np.ndarray:
+    def effect_interval(self, X, prob: float = 0.9, groups=None) -> np.ndarray:
         """Equal-tailed credible interval of the effect ``tau(x)``.
 
         Parameters
         ----------
         X : array-like (n, d)
         prob : float in (0, 1), default 0.9
+        groups : array-like (n,), optional
+            As :meth:`effect_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n, 2)``: lower and upper ends.
         """
-        return _interval(self.effect_draws(X), prob)
+        return _interval(self.effect_draws(X, groups), prob)
 
     def ate_interval(self, prob: float = 0.95) -> np.ndarray:
         """Equal-tailed credible interval of the sample average treatment effect (over the training rows).
@@ -340,7 +387,7 @@ class BCFRegressor(EstimatorBase):
         self._check()
         return _interval(np.asarray(self.idata_.posterior["ate"]).ravel(), prob)
 
-    def predict_draws(self, X, z, pihat=None) -> np.ndarray:
+    def predict_draws(self, X, z, pihat=None, groups=None) -> np.ndarray:
         """Posterior draws of the mean outcome ``E[y | x, z] = mu(x, pihat) + tau(x) z``.
 
         Parameters
@@ -351,6 +398,9 @@ class BCFRegressor(EstimatorBase):
         pihat : array-like (n,), optional
             Propensity estimates at ``X``; default the fitted propensity model's (``propensity``),
             required when ``fit`` was given ``pihat``.
+        groups : array-like (n,), optional
+            With a fit on groups: the rows' groups (their intercepts and effect shifts added), or
+            ``None`` for the rows of one new group (both drawn from the groups' prior).
 
         Returns
         -------
@@ -358,7 +408,7 @@ class BCFRegressor(EstimatorBase):
             ``(chains * draws, n)``.
         """
         X, z = self._rows(X, z)
-        control, effect = self._latents(X, pihat)
+        control, effect = self._latents(X, pihat, groups)
         return self._settings["y_loc"] + self._settings["y_scale"] * (control + z * effect)
 
     def _rows(self, X, z):
@@ -376,22 +426,54 @@ class BCFRegressor(EstimatorBase):
             pihat = self.propensity_model_.predict_proba(X)[:, 1]
         return np.zeros(n) if pihat is None else _propensity(pihat, n)
 
-    def _latents(self, X, pihat):
+    def _latents(self, X, pihat, groups=None, control: bool = True):
         """``(control, effect)`` draws at the rows of ``X`` on the model's scale (standardised, or the
-        probit's latent without its offset): ``mu_scale mu~ + b0 tau~`` and ``(b1 - b0) tau~``."""
+        probit's latent without its offset): ``mu_scale mu~ + b0 tau~`` and ``(b1 - b0) tau~``, plus
+        the groups' ``alpha`` and ``gamma`` after a fit on groups (:meth:`_group_terms`); ``control=False``
+        leaves the control draws out (``None``)."""
         tau_t = self._tilde("tau_tilde", X)
-        mu_t = self._tilde("mu_tilde", self._mu_features(X, self._pihat_at(X, pihat)))
-        control = self._draws("mu_scale")[:, None] * mu_t + self._draws("b0")[:, None] * tau_t
-        return control, (self._draws("b1") - self._draws("b0"))[:, None] * tau_t
+        effect = (self._draws("b1") - self._draws("b0"))[:, None] * tau_t
+        base = None
+        if control:
+            mu_t = self._tilde("mu_tilde", self._mu_features(X, self._pihat_at(X, pihat)))
+            base = self._draws("mu_scale")[:, None] * mu_t + self._draws("b0")[:, None] * tau_t
+        if getattr(self, "groups_", None) is None:
+            _no_groups(groups)
+            return base, effect
+        alpha, gamma = self._group_terms(groups, X.shape[0])
+        return (None if base is None else base + alpha), effect + gamma
 
-    def predict(self, X, z, pihat=None) -> np.ndarray:
+    def _group_terms(self, groups, n: int):
+        """``(alpha, gamma)`` draws ``(chains * draws, n)`` on the model's scale at rows of ``groups``
+        (labels seen in ``fit``), or of one new group when ``groups`` is None (``s_alpha a``, ``s_gamma
+        c`` with ``a, c ~ N(0, 1)`` drawn per posterior draw, seeded by ``random_state``)."""
+        s_alpha, s_gamma = self._draws("s_alpha"), self._draws("s_gamma")
+        if groups is None:
+            rng = np.random.default_rng(self._seed())
+            a, c = rng.standard_normal((2, s_alpha.shape[0]))
+            return np.repeat((s_alpha * a)[:, None], n, 1), np.repeat((s_gamma * c)[:, None], n, 1)
+        groups = np.asarray(groups)
+        if groups.ndim != 1 or groups.shape[0] != n:
+            raise ValueError(f"groups must be one label per row ({n}), got shape {groups.shape}")
+        index = {label: j for j, label in enumerate(self.groups_.tolist())}
+        unseen = sorted({str(g) for g in groups.tolist() if g not in index})
+        if unseen:
+            raise ValueError(f"groups holds labels not seen in fit: {', '.join(unseen[:5])}; give groups=None for "
+                             "the rows of one new group")
+        codes = np.array([index[g] for g in groups.tolist()], np.int64)
+        J = len(self.groups_)
+        alpha = s_alpha[:, None] * np.asarray(self.fit_.samples["alpha_raw"], np.float64).reshape(-1, J)
+        gamma = s_gamma[:, None] * np.asarray(self.fit_.samples["gamma_raw"], np.float64).reshape(-1, J)
+        return alpha[:, codes], gamma[:, codes]
+
+    def predict(self, X, z, pihat=None, groups=None) -> np.ndarray:
         """Posterior mean of the mean outcome ``E[y | x, z]``.
 
         Parameters
         ----------
         X : array-like (n, d)
         z : array-like (n,) of 0 and 1
-        pihat : array-like (n,), optional
+        pihat, groups : array-like (n,), optional
             As :meth:`predict_draws`.
 
         Returns
@@ -399,7 +481,7 @@ class BCFRegressor(EstimatorBase):
         np.ndarray
             ``(n,)``.
         """
-        return self.predict_draws(X, z, pihat).mean(0)
+        return self.predict_draws(X, z, pihat, groups).mean(0)
 
 
 class BCFClassifier(BCFRegressor):
@@ -433,7 +515,7 @@ class BCFClassifier(BCFRegressor):
             raise ValueError("y must be a binary outcome coded 0 and 1 (BCFRegressor takes a continuous one)")
         return y.astype(np.float64)
 
-    def effect_draws(self, X, pihat=None) -> np.ndarray:
+    def effect_draws(self, X, pihat=None, groups=None) -> np.ndarray:
         """Posterior draws of the effect on the probability of a 1, ``P(y = 1 | x, 1) - P(y = 1 | x, 0)``.
 
         Parameters
@@ -442,6 +524,8 @@ class BCFClassifier(BCFRegressor):
         pihat : array-like (n,), optional
             Propensity estimates at ``X`` (default: the fitted propensity model's; required when
             ``fit`` was given ``pihat``).
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.effect_draws`.
 
         Returns
         -------
@@ -452,26 +536,28 @@ class BCFClassifier(BCFRegressor):
 
         self._check()
         X = _features(X, n_features=self.n_features_in_)
-        control, effect = self._latents(X, pihat)
+        control, effect = self._latents(X, pihat, groups)
         control = control + self._settings["y_loc"]
         return ndtr(control + effect) - ndtr(control)
 
-    def effect(self, X, pihat=None) -> np.ndarray:
+    def effect(self, X, pihat=None, groups=None) -> np.ndarray:
         """Posterior mean of the effect on the probability of a 1.
 
         Parameters
         ----------
         X : array-like (n, d)
         pihat : array-like (n,), optional
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.predict_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n,)``.
         """
-        return self.effect_draws(X, pihat).mean(0)
+        return self.effect_draws(X, pihat, groups).mean(0)
 
-    def effect_interval(self, X, prob: float = 0.9, pihat=None) -> np.ndarray:
+    def effect_interval(self, X, prob: float = 0.9, pihat=None, groups=None) -> np.ndarray:
         """Equal-tailed credible interval of the effect on the probability of a 1.
 
         Parameters
@@ -479,15 +565,17 @@ class BCFClassifier(BCFRegressor):
         X : array-like (n, d)
         prob : float in (0, 1), default 0.9
         pihat : array-like (n,), optional
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.predict_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n, 2)``.
         """
-        return _interval(self.effect_draws(X, pihat), prob)
+        return _interval(self.effect_draws(X, pihat, groups), prob)
 
-    def predict_draws(self, X, z, pihat=None) -> np.ndarray:
+    def predict_draws(self, X, z, pihat=None, groups=None) -> np.ndarray:
         """Posterior draws of ``P(y = 1 | x, z)``.
 
         Parameters
@@ -495,6 +583,8 @@ class BCFClassifier(BCFRegressor):
         X : array-like (n, d)
         z : array-like (n,) of 0 and 1
         pihat : array-like (n,), optional
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.predict_draws`.
 
         Returns
         -------
@@ -504,10 +594,10 @@ class BCFClassifier(BCFRegressor):
         from scipy.special import ndtr
 
         X, z = self._rows(X, z)
-        control, effect = self._latents(X, pihat)
+        control, effect = self._latents(X, pihat, groups)
         return ndtr(self._settings["y_loc"] + control + z * effect)
 
-    def predict_proba(self, X, z, pihat=None) -> np.ndarray:
+    def predict_proba(self, X, z, pihat=None, groups=None) -> np.ndarray:
         """Posterior mean class probabilities.
 
         Parameters
@@ -515,16 +605,18 @@ class BCFClassifier(BCFRegressor):
         X : array-like (n, d)
         z : array-like (n,) of 0 and 1
         pihat : array-like (n,), optional
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.predict_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n, 2)``: ``P(y = 0)`` and ``P(y = 1)``.
         """
-        p = self.predict_draws(X, z, pihat).mean(0)
+        p = self.predict_draws(X, z, pihat, groups).mean(0)
         return np.column_stack([1.0 - p, p])
 
-    def predict(self, X, z, pihat=None) -> np.ndarray:
+    def predict(self, X, z, pihat=None, groups=None) -> np.ndarray:
         """The more probable outcome, 0 or 1.
 
         Parameters
@@ -532,10 +624,12 @@ class BCFClassifier(BCFRegressor):
         X : array-like (n, d)
         z : array-like (n,) of 0 and 1
         pihat : array-like (n,), optional
+        groups : array-like (n,), optional
+            As :meth:`BCFRegressor.predict_draws`.
 
         Returns
         -------
         np.ndarray
             ``(n,)`` of 0 and 1.
         """
-        return (self.predict_draws(X, z, pihat).mean(0) > 0.5).astype(int)
+        return (self.predict_draws(X, z, pihat, groups).mean(0) > 0.5).astype(int)

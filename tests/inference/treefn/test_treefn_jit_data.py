@@ -159,3 +159,23 @@ def test_a_model_that_needs_its_data_concrete_says_why():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         assert bt.sample_model(scaled, X, y=y, draws=3, tune=3, chains=1).samples["f_trees"].shape[:2] == (1, 3)
+
+
+def test_data_as_arguments_draw_what_constants_draw():
+    """``jit_data=True`` changes where the data live in the compiled programs, not the chain: the
+    same draws as the default (the one-tree acceptance cases of ``test_treefn_exact.py`` run every
+    data seed with it)."""
+    X, y = data(1)
+
+    def one_tree_counts(X, y=None):   # a function of one tree: the one-tree moves and the regrowth
+        f = bt.tree_function("f", X, max_depth=2, min_leaf_rows=2)
+        numpyro.sample("y", dist.Poisson(jnp.exp(0.5 + f)), obs=y)
+
+    counts = np.random.default_rng(3).poisson(np.exp(0.5 + (X[:, 0] > 0.5))).astype(np.float32)
+    for model, yy in ((linear, y), (one_tree_counts, counts)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            const = bt.sample_model(model, X, y=yy, **RUN)
+            args = bt.sample_model(model, X, y=yy, jit_data=True, **RUN)
+        for k in const.samples:
+            np.testing.assert_allclose(args.samples[k], const.samples[k], rtol=1e-5, atol=1e-6, err_msg=k)
