@@ -1,26 +1,26 @@
 """Coverage of a multilevel Bayesian causal forest's group effects over replications.
 
-The model of ``tutorials/causal.py`` (section 3), written with two ``bt.bart_function``s in a NumPyro
-model: rows in ``J`` groups, each with its own baseline ``alpha_j`` and its own shift of the effect
-``gamma_j``, ``y = mu(x) + alpha_j + (tau(x) + gamma_j) z + e``; the trees of ``mu`` see the
-propensity, the group terms are NUTS sites (non-centred, half-Normal scales).  The trees and the
-group terms share one constant each, so the target is the contrast ``gamma_j - mean(gamma)``.
+The library's multilevel BCF (``bt.BCFRegressor(...).fit(X, y, z, pihat=, groups=)``,
+:mod:`bayestrees.causal`, "Groups"): rows in ``J`` groups, each with its own baseline ``alpha_j`` and
+its own shift of the effect ``gamma_j``, ``y = mu(x) + alpha_j + (tau(x) + gamma_j) z + e``; the
+trees of ``mu`` see the propensity, the group terms are NUTS sites (non-centred, half-Normal
+scales).  The trees and the group terms share one constant each, so the target is the contrast
+``gamma_j - mean(gamma)``.  (Records without a ``model`` field are of the hand-written model of
+``tutorials/causal.py``, section 3, which this script fitted before; ``--combine`` summarises the
+present model's records.)
 
 The design per replication (seeded): ``x ~ N(0, I_2)``, the group uniform over ``J``,
 ``alpha ~ N(0, 0.6^2)``, ``gamma ~ N(0, 0.4^2)``, ``P(z = 1) = Phi(0.6 x_1)`` (given to the model),
 ``tau(x) = 0.5 + 0.5 [x_2 > 0]``, ``mu(x) = sin(2 x_1)``, noise sd 0.5.  Per replication: whether the
 90% and 95% equal-tailed intervals of each of the ``J`` contrasts cover the truth, their RMSE, the
 95% interval of the sample average effect and whether it covers, the largest R-hat of the
-convergence table, seconds.  Records (JSON lines) go to ``--out``; the summary (coverage over every
-contrast of every replication, with its binomial standard error) is printed.
+estimator's convergence table, seconds.  Records (JSON lines) go to ``--out``; the summary
+(coverage over every contrast of every replication, with its binomial standard error) is printed.
 
-The data are arguments of the compiled programs (``jit_data=True``): after the first replication
-the fits compile nothing.  JAX's in-memory caches are cleared after each fit (a process that keeps
-every fit's programs grows by hundreds of MB a fit); the programs come back from the persistent
-compilation cache.  One process that fitted 14 replications at the defaults still grew to 13 GB
-(the kernel's out-of-memory killer stopped it); the replications can be fitted in batches of
-processes (``--first``), each appending its records, and the summary made from them
-(``--combine``).
+The estimator passes its data as arguments of the compiled programs: after the first replication
+the fits compile nothing.  JAX's in-memory caches are cleared after each fit; the programs come back
+from the persistent compilation cache.  The replications can be fitted in batches of processes
+(``--first``), each appending its records, and the summary made from them (``--combine``).
 
     .venv/bin/python benchmarks/bcf_multilevel.py --reps 20
     .venv/bin/python benchmarks/bcf_multilevel.py --first 14 --reps 6   # the next batch
@@ -40,6 +40,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+#: the model fitted: the library's multilevel BCF (records before it, without this field, are of the
+#: tutorial's hand-written model: ``summary`` keeps them apart)
+MODEL = "BCFRegressor(groups=)"
 
 
 def design(seed: int, n: int, J: int):
@@ -61,30 +64,7 @@ def design(seed: int, n: int, J: int):
     return X_mu, x.astype(np.float32), z.astype(np.int32), site.astype(np.int32), y, truth
 
 
-def make_model(m_mu: int, m_tau: int):
-    import numpyro
-    import numpyro.distributions as dist
-
-    import bayestrees as bt
-
-    c = bt.causal
-
-    def multilevel_bcf(X_mu, X_tau, z, site, n_sites, y=None):
-        mu = bt.bart_function("mu", X_mu, m=m_mu, prior=c.MU_PRIOR, leaf_sd=c.MU_SD / math.sqrt(m_mu))
-        tau = bt.bart_function("tau", X_tau, m=m_tau, prior=c.TAU_PRIOR, leaf_sd=c.TAU_SD / math.sqrt(m_tau))
-        s_alpha = numpyro.sample("s_alpha", dist.HalfNormal(1.0))
-        s_gamma = numpyro.sample("s_gamma", dist.HalfNormal(0.5))
-        with numpyro.plate("sites", n_sites):
-            alpha = numpyro.deterministic("alpha", s_alpha * numpyro.sample("alpha_raw", dist.Normal(0.0, 1.0)))
-            gamma = numpyro.deterministic("gamma", s_gamma * numpyro.sample("gamma_raw", dist.Normal(0.0, 1.0)))
-        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-        numpyro.deterministic("effect", tau + gamma[site])
-        numpyro.sample("y", dist.Normal(mu + alpha[site] + (tau + gamma[site]) * z, sigma), obs=y)
-
-    return multilevel_bcf
-
-
-def fit_one(model, seed: int, n: int, J: int, draws: int, tune: int, chains: int) -> dict:
+def fit_one(seed: int, n: int, J: int, m_mu: int, m_tau: int, draws: int, tune: int, chains: int) -> dict:
     import gc
 
     import jax
@@ -92,29 +72,27 @@ def fit_one(model, seed: int, n: int, J: int, draws: int, tune: int, chains: int
     import bayestrees as bt
 
     X_mu, X_tau, z, site, y, truth = design(seed, n, J)
-    centre, scale = float(y.mean()), float(y.std())
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = bt.sample_model(model, X_mu, X_tau, z, site, J, y=((y - centre) / scale).astype(np.float32),
-                              draws=draws, tune=tune, chains=chains, random_seed=seed, jit_data=True,
-                              log_likelihood=False)
+        est = bt.BCFRegressor(m_mu, m_tau, draws=draws, tune=tune, chains=chains, random_state=seed)
+        est.fit(X_tau, y, z, pihat=X_mu[:, -1], groups=site)
     seconds = time.perf_counter() - t0
-    post = fit.idata.posterior
-    gamma = scale * np.asarray(post["gamma"]).reshape(-1, J)
+    post = est.idata_.posterior
+    gamma = np.asarray(post["gamma"]).reshape(-1, J)   # the outcome's units
     contrast = gamma - gamma.mean(1, keepdims=True)
-    effect = scale * np.asarray(post["effect"]).reshape(-1, n).mean(1)
-    rec = {"seed": seed, "n": n, "J": J, "seconds": round(seconds, 2),
+    effect = np.asarray(post["ate"]).reshape(-1)
+    rec = {"model": MODEL, "seed": seed, "n": n, "J": J, "seconds": round(seconds, 2),
            "rmse": float(np.sqrt(np.mean((contrast.mean(0) - truth["contrast"]) ** 2)))}
     for level in (0.9, 0.95):
         lo, hi = np.quantile(contrast, [(1 - level) / 2, (1 + level) / 2], axis=0)
         rec[f"covers{int(level * 100)}"] = int(np.sum((lo <= truth["contrast"]) & (truth["contrast"] <= hi)))
     lo, hi = np.quantile(effect, [0.025, 0.975])
     rec.update(sate=truth["sate"], sate_mean=float(effect.mean()), sate_covers=bool(lo <= truth["sate"] <= hi))
-    if fit.convergence is not None:   # the largest R-hat over the sites and the functions' summaries
-        rhat = [v["rhat"] for v in fit.convergence.table.values() if np.isfinite(v["rhat"])]
+    if est.convergence_ is not None:   # the largest R-hat of the identified quantities (the estimator's table)
+        rhat = [v["rhat"] for v in est.convergence_.table.values() if np.isfinite(v["rhat"])]
         rec["max_r_hat"] = float(max(rhat)) if rhat else float("nan")
-    del fit, post
+    del est, post
     gc.collect()
     jax.clear_caches()
     _trim()
@@ -143,11 +121,12 @@ def _rss_mb() -> float:
 
 
 def summary(records: list) -> str:
+    records = [r for r in records if r.get("model", "tutorial") == MODEL]
     if not records:
-        return "no records"
+        return f"no records of {MODEL}"
     J = records[0]["J"]
     total = J * len(records)
-    lines = [f"{len(records)} replications of {J} groups (n = {records[0]['n']}):"]
+    lines = [f"{MODEL}: {len(records)} replications of {J} groups (n = {records[0]['n']}):"]
     for level in (90, 95):
         k = sum(r[f"covers{level}"] for r in records)
         p = k / total
@@ -184,11 +163,11 @@ def main(argv=None) -> None:
         with open(args.out) as fh:
             print(summary([json.loads(line) for line in fh if line.strip()]))
         return
-    model = make_model(args.m_mu, args.m_tau)
     settings = {k: getattr(args, k) for k in ("m_mu", "m_tau", "draws", "tune", "chains")}
     records = []
     for seed in range(args.first, args.first + args.reps):
-        rec = {**fit_one(model, seed, args.n, args.groups, args.draws, args.tune, args.chains), **settings}
+        rec = {**fit_one(seed, args.n, args.groups, args.m_mu, args.m_tau, args.draws, args.tune, args.chains),
+               **settings}
         records.append(rec)
         print(json.dumps(rec), flush=True)
         if args.out:

@@ -199,6 +199,10 @@ save(fig, "nhefs.png")
 # group terms share one constant each (`mu` and the mean of `alpha`, `tau` and
 # the mean of `gamma`), so the sites' effects are compared as `gamma_j` minus
 # their mean.
+#
+# The library fits the full BCF with these group terms in one call,
+# `bt.BCFRegressor().fit(X, y, z, groups=site)` (its `group_ate_` holds each
+# site's average effect); writing the model out, as here, is how to change it.
 
 # %%
 def multilevel_bcf(X_mu, X_tau, z, site, n_sites, y=None):
