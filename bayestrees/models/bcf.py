@@ -42,6 +42,10 @@ class BCF(NumPyroModel):
         for new rows (``bt.set_data``).
     sample_weight : array (n,), optional
         Row ``i``'s noise sd is ``sigma / sqrt(w_i)``.
+    groups : bt.Data or array (n,) of integers 0 .. J - 1, optional
+        Each row's group: multilevel BCF, a group intercept and a group shift of the effect
+        (:mod:`bayestrees.causal`, "Groups"); new rows (``bt.set_data``) take the groups of the
+        training rows.
     model : bt.Model, optional
     m_mu, m_tau : int, default 200 and 50
         Trees of the prognostic and the effect function.
@@ -59,7 +63,8 @@ class BCF(NumPyroModel):
     Notes
     -----
     The posterior holds ``tau`` and ``mu`` at the training rows, ``ate``, ``catt``, ``sigma`` (the
-    outcome's units) and the working parameters ``b0``, ``b1``, ``mu_scale`` (:mod:`bayestrees.causal`).
+    outcome's units) and the working parameters ``b0``, ``b1``, ``mu_scale`` (:mod:`bayestrees.causal`);
+    with ``groups``, ``alpha``, ``gamma`` and ``group_ate`` too.
 
     Examples
     --------
@@ -72,7 +77,8 @@ class BCF(NumPyroModel):
     ((1, 20, 60), (1, 20))
     """
 
-    def __init__(self, name: str, X, y, z, *, pihat, sample_weight=None, model: Model | None = None, m_mu: int = M_MU,
+    def __init__(self, name: str, X, y, z, *, pihat, sample_weight=None, groups=None, model: Model | None = None,
+                 m_mu: int = M_MU,
                  m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
                  nu: float = 3.0, q: float = 0.9, sigma_hat=None, max_depth: int = 5, min_leaf_rows: int = 5,
                  max_bins: int = 100):
@@ -87,11 +93,19 @@ class BCF(NumPyroModel):
         if pv.shape != (n,) or not np.all((pv >= 0) & (pv <= 1)):
             raise ValueError(f"pihat must be {n} probabilities in [0, 1]")
         w = None if sample_weight is None else np.asarray(sample_weight, np.float64)
+        gv = None
+        if groups is not None:
+            gv = np.asarray(data_value(groups))
+            if (gv.shape != (n,) or not np.issubdtype(gv.dtype, np.integer) or gv.min() < 0
+                    or len(np.unique(gv)) < 2):
+                raise ValueError(f"groups must be {n} integer codes 0 .. J - 1 of at least two groups")
         ys, self.settings = bcf_settings(np.column_stack([Xv, pv]), Xv, y, zv, w, nu=nu, q=q, sigma_hat=sigma_hat,
                                          m_mu=m_mu, m_tau=m_tau, mu_prior=mu_prior, tau_prior=tau_prior, mu_sd=mu_sd,
                                          tau_sd=tau_sd, max_depth=max_depth, min_leaf_rows=min_leaf_rows,
-                                         max_bins=max_bins)
-        self.X, self.z, self.pihat, self.weights = X, z, pihat, w
+                                         max_bins=max_bins, group=gv)
+        if gv is not None:
+            self.settings["n_groups"] = int(gv.max()) + 1
+        self.X, self.z, self.pihat, self.weights, self.groups = X, z, pihat, w, groups
         super().__init__(name, bcf_model, observed={"y": ys.astype(np.float32)}, model=model)
 
     def _call_args(self, with_observed: bool):
@@ -102,6 +116,12 @@ class BCF(NumPyroModel):
             raise ValueError(f"X, z and pihat must have the same rows, got {X.shape[0]}, {z.shape[0]}, {p.shape[0]}: "
                              "change them together (bt.set_data)")
         kw = dict(self.settings)
+        if self.groups is not None:
+            g = np.asarray(data_value(self.groups), np.int32)
+            if g.shape[0] != X.shape[0] or g.max() >= kw["n_groups"]:
+                raise ValueError(f"groups must be one code per row of X among the {kw['n_groups']} groups of the "
+                                 "training rows: change it with X (bt.set_data)")
+            kw["group"] = g
         if with_observed:
             kw.update(self.observed)
             if self.weights is not None:

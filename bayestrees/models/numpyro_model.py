@@ -134,6 +134,9 @@ class NumPyroModel:
             kw = {k: v for k, v in kw.items() if k not in self.observed}
         out = fit.predict(*args, random_seed=key, **kw)
         C = next(iter(fit.samples.values())).shape[0]
+        # the rows: the observed sites' length at these data (a site of another length, one value per
+        # group say, keeps ArviZ's default dimension)
+        rows = {np.shape(out[k])[-1] for k in self.observed if k in out and np.ndim(out[k]) == 2}
         data, dims = {}, {}
         for k, v in out.items():
             if var_names is not None and k not in var_names:
@@ -142,7 +145,7 @@ class NumPyroModel:
                 continue
             v = np.asarray(v)
             data[k] = v.reshape((C, -1) + v.shape[1:])
-            if v.ndim == 2:
+            if v.ndim == 2 and (not rows or v.shape[-1] in rows):
                 dims[k] = ["obs"]
         target = idata if extend else az.InferenceData()
         return add_group(target, "predictions" if predictions else "posterior_predictive", data, dims=dims)

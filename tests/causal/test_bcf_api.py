@@ -257,3 +257,21 @@ def test_the_effect_by_group_at_new_rows(grouped):
         bt.BCFRegressor(**SMALL).fit(X, y, z, pihat=np.full(len(y), 0.5), groups=np.zeros(len(y)))
     with pytest.raises(ValueError, match="missing labels"):
         bt.BCFRegressor(**SMALL).fit(X, y, z, pihat=np.full(len(y), 0.5), groups=[None] + list(labels[1:]))
+
+
+def test_the_model_context_variable_takes_groups():
+    """``bt.BCF(..., groups=)``: the group sites in the posterior, and predictive draws at swapped-in rows
+    (with their groups) equal to the posterior's at the same training rows."""
+    X, y, z, labels, _ = _grouped_data(n=80)
+    g = np.searchsorted(np.array(list("abcd")), labels)
+    with bt.Model():
+        Xd, zd, pd_, gd = bt.Data("X", X), bt.Data("z", z), bt.Data("p", np.full(80, 0.5)), bt.Data("g", g)
+        bt.BCF("y", Xd, y, zd, pihat=pd_, groups=gd, m_mu=5, m_tau=3)
+        idata = bt.sample(draws=20, tune=20, chains=1, random_seed=0)
+        assert idata.posterior["gamma"].shape == (1, 20, 4) and idata.posterior["group_ate"].shape == (1, 20, 4)
+        bt.set_data({"X": X[:7], "z": z[:7], "p": np.full(7, 0.5), "g": g[:7]})
+        pred = bt.sample_posterior_predictive(idata, predictions=True)
+        np.testing.assert_allclose(pred.predictions["tau"].values, idata.posterior["tau"].values[..., :7], atol=1e-4)
+    with bt.Model():
+        with pytest.raises(ValueError, match="integer codes"):
+            bt.BCF("y", X, y, z, pihat=np.full(80, 0.5), groups=labels)
