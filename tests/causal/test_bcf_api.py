@@ -165,20 +165,26 @@ def test_both_functions_take_the_conjugate_paths():
 
 
 def test_the_classifier_reports_the_effect_on_the_probability():
-    """``BCFClassifier``: a binary outcome; the effect at new rows (a difference of probabilities, which
-    needs ``pihat`` there) equals the posterior's ``tau`` at the same training rows, within [-1, 1]."""
+    """``BCFClassifier``: a binary outcome in three groups; the effect at new rows (a difference of
+    probabilities, which needs ``pihat`` there, and the rows' groups) equals the posterior's ``tau`` at
+    the same training rows, within [-1, 1]; ``group_ate`` is its mean over each group's rows.  (The
+    classifier without groups runs in its docstring's example, ``test_doc_examples.py``.)"""
     rng = np.random.default_rng(3)
     X, _, z, _, pi = _data(n=150, seed=3)
-    y = (X[:, 0] + 0.8 * z + rng.normal(size=150) > 0).astype(int)
+    g = rng.integers(0, 3, 150)
+    y = (X[:, 0] + np.array([-0.5, 0.0, 0.5])[g] + 0.8 * z + rng.normal(size=150) > 0).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = bt.BCFClassifier(**SMALL).fit(X, y, z, pihat=pi)
-    tau = np.asarray(clf.idata_.posterior["tau"]).reshape(400, -1)[:, :6]
-    d = clf.effect_draws(X[:6], pihat=pi[:6])
-    np.testing.assert_allclose(d, tau, atol=2e-4)
+        clf = bt.BCFClassifier(**SMALL).fit(X, y, z, pihat=pi, groups=g)
+    post_tau = np.asarray(clf.idata_.posterior["tau"]).reshape(400, -1)
+    d = clf.effect_draws(X[:6], pihat=pi[:6], groups=g[:6])
+    np.testing.assert_allclose(d, post_tau[:, :6], atol=2e-4)
     assert np.all(np.abs(d) <= 1)
-    p = clf.predict_proba(X[:6], z[:6], pihat=pi[:6])
+    group_ate = np.asarray(clf.idata_.posterior["group_ate"]).reshape(400, -1)
+    np.testing.assert_allclose(group_ate, np.stack([post_tau[:, g == j].mean(1) for j in range(3)], 1), atol=1e-5)
+    p = clf.predict_proba(X[:6], z[:6], pihat=pi[:6], groups=g[:6])
     assert p.shape == (6, 2) and np.allclose(p.sum(1), 1)
+    assert np.all(np.abs(clf.effect(X[:6], pihat=pi[:6])) <= 1)   # rows of a new group
     assert "sigma" not in clf.idata_.posterior and set(clf.convergence_.table) >= {"ate", "catt"}
     with pytest.raises(ValueError, match="binary outcome"):
         bt.BCFClassifier(**SMALL).fit(X, y + 1, z, pihat=pi)
