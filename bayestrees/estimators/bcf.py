@@ -70,15 +70,20 @@ def _groups(groups, n: int):
     ``(None, None)`` without groups."""
     if groups is None:
         return None, None
-    groups = np.asarray(groups)
-    if groups.ndim != 1 or groups.shape[0] != n:
-        raise ValueError(f"groups must be one label per row ({n}), got shape {groups.shape}")
+    groups = _one_per_row(groups, n)
     if any(v is None or (isinstance(v, float) and v != v) for v in groups.tolist()):
         raise ValueError("groups holds missing labels (None or NaN): give every row a group")
     labels, codes = np.unique(groups, return_inverse=True)
     if labels.shape[0] < 2:
         raise ValueError(f"groups must hold at least two groups, got {labels.shape[0]}")
     return labels, codes.reshape(-1)
+
+
+def _one_per_row(groups, n: int) -> np.ndarray:
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(f"groups must be one label per row ({n}), got shape {groups.shape}")
+    return groups
 
 
 def _no_groups(groups) -> None:
@@ -333,11 +338,7 @@ class BCFRegressor(EstimatorBase):
         """
         self._check()
         X = _features(X, n_features=self.n_features_in_)
-        scale = self._settings["y_scale"]
-        if getattr(self, "groups_", None) is None:
-            _no_groups(groups)
-            return scale * (self._draws("b1") - self._draws("b0"))[:, None] * self._tilde("tau_tilde", X)
-        return scale * self._latents(X, None, groups, control=False)[1]
+        return self._settings["y_scale"] * self._latents(X, None, groups, control=False)[1]
 
     def effect(self, X, groups=None) -> np.ndarray:
         """Posterior mean of the effect ``tau(x)``.
@@ -452,9 +453,7 @@ class BCFRegressor(EstimatorBase):
             rng = np.random.default_rng(self._seed())
             a, c = rng.standard_normal((2, s_alpha.shape[0]))
             return np.repeat((s_alpha * a)[:, None], n, 1), np.repeat((s_gamma * c)[:, None], n, 1)
-        groups = np.asarray(groups)
-        if groups.ndim != 1 or groups.shape[0] != n:
-            raise ValueError(f"groups must be one label per row ({n}), got shape {groups.shape}")
+        groups = _one_per_row(groups, n)
         index = {label: j for j, label in enumerate(self.groups_.tolist())}
         unseen = sorted({str(g) for g in groups.tolist() if g not in index})
         if unseen:
