@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 
+import functools
 from functools import partial
 from typing import NamedTuple
 
@@ -87,6 +88,7 @@ __all__ = [
     "GammaPoissonRows",
     "known_variance_log_marginal",
     "gamma_poisson_log_marginal",
+    "loggamma_params",
     "precision_row_stats",
     "NIGPrior",
     "dirichlet_log_marginal",
@@ -873,6 +875,23 @@ class GammaPoissonRows(NamedTuple):
         k, z, ug = noise
         shape = jnp.where(is_leaf, self.model.c + wsum, 1.0).astype(wsum.dtype)
         return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.model.d + rsum), 0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def loggamma_params(leaf_sd: float) -> tuple[float, float]:
+    """``(c, d)`` of the log-gamma leaf prior ``exp(theta) ~ Gamma(c, d)`` of sd ``leaf_sd`` and ``E theta = 0``: ``trigamma(c) = leaf_sd^2`` (by
+    Newton's method from ``1 / leaf_sd^2 + 1/2``, in float64) and ``d = exp(digamma(c))``."""
+    from scipy.special import polygamma, psi
+
+    s2 = float(leaf_sd) ** 2
+    c = 1.0 / s2 + 0.5
+    for _ in range(100):
+        step = (float(polygamma(1, c)) - s2) / float(polygamma(2, c))
+        c_new = c - step
+        c = c_new if c_new > 0 else c / 2.0
+        if abs(step) <= 1e-13 * c:
+            break
+    return c, math.exp(float(psi(c)))
 
 
 def gamma_poisson_log_marginal(Y, U, c: float, d: float):

@@ -194,19 +194,23 @@ def processor() -> str:
 
     XLA compiles for the host it runs on, and its CPU kernel libraries pick their code by the
     processor's features at run time, so one toolchain can round differently on two processors.
+    The vendor is part of the key: an Intel Xeon and an AMD EPYC with the same vector extensions
+    (AVX-512) gave different leaf values for 12 of the 25 fits under one toolchain (LLVM tunes
+    its code for the host's processor, not only for its instruction set).
     """
     arch = platform.machine() or "unknown"
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return f"{arch} {platform.processor()}".strip()
-    flags = set()
+    flags, vendor = set(), ""
     for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
+        if line.startswith(("flags", "Features")) and not flags:
             flags = set(line.split(":", 1)[1].split())
-            break
+        elif line.startswith(("vendor_id", "CPU implementer")) and not vendor:
+            vendor = line.split(":", 1)[1].strip()
     simd = [f for f in ("avx512f", "avx2", "fma", "asimd", "sve") if f in flags]
-    return " ".join([arch] + simd)
+    return " ".join([arch] + simd + ([vendor] if vendor else []))
 
 
 def toolchain() -> str:

@@ -5,7 +5,7 @@
 >>> reg.predict_interval(X_test)     # 90% credible interval of the function
 >>> reg.idata_                       # n_leaves and depth per tree, split_counts, sigma, mu; lp, acceptance
 >>> bt.loo(reg.idata_)               # pointwise log-likelihood is stored
->>> clf = bt.BARTClassifier().fit(X, labels)   # two classes, probit
+>>> clf = bt.BARTClassifier().fit(X, labels)   # two classes: probit; more: multinomial logit
 >>> clf.predict_proba(X_test)
 >>> small = bt.BARTRegressor(keep_trees=False).fit(X, y, X_predict=X_test)   # no trees kept:
 >>> small.predict(X_test)            # values at the rows named when fitting only
@@ -36,7 +36,8 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
         X : array-like or DataFrame (n_samples, n_features)
             No missing values (impute first).
         y : array-like (n_samples,)
-            Real targets (regressor) or labels of two classes (classifier).
+            Real targets (regressor) or class labels (classifier: two classes by probit, three or
+            more by multinomial logit).
         sample_weight : array-like (n_samples,) of floats >= 0, optional
             Known precision weights (not replication counts): they multiply each row's
             precision.  Regressor: row ``i``'s noise sd is ``sigma / sqrt(w_i)``, so ``sigma`` is
@@ -47,7 +48,9 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
             by ``c``, so the posterior of the function is unchanged and ``sigma``'s is scaled by
             ``sqrt(c)``; a given ``sigma_hat`` or ``fixed_sigma`` is the sd of a row of weight 1.
             Classifier: the probit latent's sd is ``1 / sqrt(w_i)``, ``P(y_i = 1) = Phi(sqrt(w_i)
-            (offset + f(x_i)))``; the offset is the weighted class frequency's.  A row of weight 0
+            (offset + f(x_i)))``; the offset is the weighted class frequency's.  Several classes: row
+            ``i`` adds ``w_i log P(y_i | x_i)`` to the log likelihood (a row of weight 2 counts as two
+            rows there), and the offsets are the log weighted class frequencies.  A row of weight 0
             carries no likelihood (its ``y`` has no influence on the draws) but still counts in the
             binning, the response's scaling and ``min_leaf_rows``.  ``predict`` and the predictive
             draws are for a new row of weight 1.  Default: all 1 (the same draws as weights of 1).
@@ -245,15 +248,22 @@ class BARTRegressor(_BARTMixin, RegressorBase):
 
 class BARTClassifier(_BARTMixin, ClassifierBase):
     __doc__ = parameters_doc(
-        "BART for two classes: probit, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals).",
+        "BART for classes: probit for two, ``P(y = 1) = Phi(offset + sum of m trees)`` (Albert & Chib's latent normals); "
+        "multinomial logit for three or more, a sum of m trees per class (log-linear BART, Murray 2021).",
         BARTRegressor, drop=("nu", "q", "sigma_hat", "fixed_sigma", "temperatures"),
         notes="""
         The parameters are :class:`BARTRegressor`'s without ``nu``, ``q``, ``sigma_hat`` and
         ``fixed_sigma`` (the latent noise sd is 1) and ``temperatures`` (tempering takes a Normal
         likelihood), with ``k`` setting ``sigma_mu = 3 / (k sqrt(m))``
-        on the probit scale and the offset ``Phi^-1(mean y)``.  More than two classes raise a
-        ``ValueError`` naming the families that fit them (Bayesian CART, the Bayesian forests,
-        BCART-PCFG).
+        on the probit scale and the offset ``Phi^-1(mean y)``.
+
+        Three or more classes: ``P(y = c | x) = lambda_c(x) / sum_l lambda_l(x)`` with ``log lambda_c =
+        o_c + f_c``, ``f_c`` a sum of ``m`` trees per class whose leaves ``exp(theta) ~ Gamma(a, b)``
+        (``theta`` of mean 0 and sd ``3.5 / (k sqrt(m))``), ``o_c`` the log class frequency; sampled by
+        Murray's (2021) augmentation, one latent per row, which makes every leaf update conjugate
+        (:mod:`bayestrees.inference.bart.multinomial`).  ``sparse`` and ``slide`` are for two classes
+        only (a ``ValueError`` names them).  ``idata_.posterior`` holds ``mu`` (dims ``obs, class``)
+        and the trees' summaries per class (``n_leaves``: ``chain, draw, class, tree``).
         """,
         examples="""
         A short run of a small sum (a real fit needs the defaults: 200 trees, 4 chains of 1,000 tuning
@@ -279,11 +289,6 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
               keep_trees, slide, local_moves, particles, data_devices)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False  # more than two classes raise "Only binary classification ..."
-        return tags
-
     def predict_proba(self, X) -> np.ndarray:
         """Posterior mean class probabilities at ``X``.
 
@@ -295,7 +300,7 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
         Returns
         -------
         np.ndarray
-            Shape ``(n_samples, 2)``, columns in the order of ``classes_``.
+            Shape ``(n_samples, n_classes)``, columns in the order of ``classes_``.
         """
         return self.predict_draws(X).mean(0)
 

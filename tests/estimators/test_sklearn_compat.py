@@ -20,9 +20,8 @@ feature; ``check_classifiers_train`` accuracy > 0.83 on three blobs):
   update scheme does not change, and particle Gibbs (the default) compiles in 5-6.5 s of CPU per
   data shape against 2.3-2.7 s;
 * BART: ``m = 10`` trees, one chain of 100 tuning steps and 20 kept draws (with ``max_depth=3``,
-  ``max_bins=8`` as above).  ``BARTClassifier`` is tagged ``classifier_tags.multi_class = False``
-  (it fits two classes by probit): scikit-learn then checks it on two classes only, and checks
-  that three classes raise a ``ValueError`` saying "Only binary classification is supported".
+  ``max_bins=8`` as above).  ``BARTClassifier`` fits two classes by probit and three or more by
+  multinomial logit, so scikit-learn checks both.
 
 Most of the time of the MCMC families is compilation: scikit-learn's checks fit data of many
 shapes (about 25 per estimator), and each new shape compiles the sampler again (about 2.5 s of CPU

@@ -13,6 +13,7 @@ from ..family import Family, prepare_complete_data
 from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, TREES_NOT_KEPT, BARTConfig, BARTResult, acceptance_rates,
                   bart_inferencedata, bart_values, check_sample_weight, check_weights, fit_bart, kept_rows, kept_values,
                   sigma_hat_of)
+from .multinomial import softmax_probabilities
 
 __all__ = ["FAMILY", "NAME", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values",
            "acceptance_rates", "sigma_hat_of", "values", "predictive", "MULTICLASS_MESSAGE", "TREES_NOT_KEPT",
@@ -42,6 +43,8 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
     (a ``ValueError`` for other rows)."""
     reg = data.task == "regression"
     kept = "trees" not in idata.groups()
+    if result.multinomial:
+        return _predictive_classes(key, result, data, idata, codes, kept_rows(result, codes) if kept else None, weights)
     if kept:
         rows = kept_rows(result, codes)
     else:
@@ -80,6 +83,26 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
     return dict(task="classification", draws=data.classes[lab], proba=vals, class_names=data.classes)
 
 
+def _predictive_classes(key, result: BARTResult, data, idata, codes, rows, weights) -> dict:
+    """:func:`predictive` for three or more classes: a label drawn with the probabilities
+    ``softmax(w (o + f))`` of each draw (``w = 1``: the model's), from the values kept at the rows
+    named when fitting (``rows``) or from the trees of ``idata``."""
+    if rows is not None:
+        f = np.ascontiguousarray(np.asarray(result.predict_fit)[..., rows], np.float64)
+    else:
+        trees = idata["trees"]
+        f = bart_values(np.asarray(trees["split_feature"].values), np.asarray(trees["threshold"].values),
+                        np.asarray(trees["value"].values)[..., 0], codes, task="regression", y_shift=0.0,
+                        y_scale=1.0, offset=0.0)[..., 0]                  # (chain, draw, k, n)
+    eta = np.asarray(result.offset, np.float64)[:, None] + f
+    if weights is not None:
+        eta = eta * np.asarray(weights, np.float64)
+    vals = softmax_probabilities(eta, np.zeros(eta.shape[-2]))
+    u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
+    lab = np.sum(u[..., None] > np.cumsum(vals, -1)[..., :-1], -1)
+    return dict(task="classification", draws=data.classes[lab], proba=vals, class_names=data.classes)
+
+
 def convergence_draws(result) -> dict:
     """The scalar draws of BART's convergence table, from the result (as its InferenceData holds
     them: ``sigma`` for regression, ``sparse_alpha`` with the sparse prior, then ``lp``)."""
@@ -92,8 +115,10 @@ def convergence_draws(result) -> dict:
 
 FAMILY = Family(
     name=NAME,
-    title="BART: Bayesian additive regression trees (sum of m trees, Bayesian backfitting MCMC; probit for two classes)",
+    title="BART: Bayesian additive regression trees (sum of m trees, Bayesian backfitting MCMC; probit for two classes, "
+          "multinomial logit for more)",
     config=BARTConfig, fit=fit_bart, prepare_data=prepare_complete_data, to_inferencedata=bart_inferencedata,
     values=values, predictive=predictive, mcmc=True, max_bins=100, convergence_draws=convergence_draws,
-    presets={"bart": ("BART: Bayesian additive regression trees (sum of trees; probit for two classes)", {})},
+    presets={"bart": ("BART: Bayesian additive regression trees (sum of trees; probit for two classes, multinomial "
+                      "logit for more)", {})},
 )

@@ -45,6 +45,14 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
   BayesTree's): on Friedman's function (``n = 1,000``, ``benchmarks/bart_mixing.py``) they did not
   make ``sigma`` mix better per step, and a step with them costs twice as much (docs/lab-notes/bart.md).
 * Probit offset ``Phi^-1(mean y)`` (the R package BART's ``binaryOffset``).
+* Three or more classes: multinomial logit by log-linear BART (Murray 2021, "Log-linear Bayesian
+  additive regression trees for multinomial logistic and count regression models", JASA 116),
+  rather than multinomial probit, because its augmentation (one Gamma latent per row) makes every
+  leaf update conjugate with one sum of trees per class, all updated at once, where the probit needs
+  a latent vector per row and a reference class.  Leaves ``exp(theta) ~ Gamma(a, b)`` with ``E theta
+  = 0`` and ``sd(theta) = 3.5 / (k sqrt(m))`` (``BARTConfig.log_leaf_sd``: the log odds of two
+  classes then have prior sd ``3.5 sqrt(2) / k``, 2.47 at ``k = 2``, the logit-scale image of the
+  probit default); offsets ``o_c`` the log weighted class frequencies (each at least ``0.5 / n``).
 * ``max_bins = 100`` split codes per feature (BayesTree's ``numcut = 100``).
 
 Regression responses are scaled inside (``(y - mid) / range``); leaf values, ``sigma``, ``mu``
@@ -76,6 +84,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import predictive_group, to_inferencedata
+from ...leaves import loggamma_params
 from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
@@ -85,6 +94,7 @@ from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..tempering import check_temperatures
 from . import kernel as bart_kernel
+from . import multinomial
 
 __all__ = ["FAMILY", "BARTConfig", "BARTResult", "fit_bart", "bart_inferencedata", "bart_values", "sigma_hat_of",
            "acceptance_rates", "check_weights", "check_sample_weight", "check_predict_codes", "kept_rows", "kept_values",
@@ -95,12 +105,13 @@ FAMILY = "bart"
 #: the deepest tree the fixed heap arrays allow (2^13 - 1 slots)
 MAX_DEPTH_LIMIT = 12
 
-#: the error for more than two classes
-MULTICLASS_MESSAGE = ("Only binary classification is supported: BART fits regression and two classes (probit); y "
-                      "has {C} classes. For more than "
-                      "two classes use Bayesian CART (bt.BayesianCARTClassifier), the Bayesian forests "
-                      "(bt.BayesianForestClassifier, EmpiricalBayesianForestClassifier, SubSampleForestClassifier) "
-                      "or BCART-PCFG (bt.PCFGTreeClassifier).")
+#: the error for a classification response of one class
+MULTICLASS_MESSAGE = ("BART for classification needs at least two classes (probit for two, multinomial logit for "
+                      "more); y has {C} class")
+
+#: what a multinomial (three or more classes) fit does not take yet
+MULTINOMIAL_LIMITS = ("BART for {C} classes (multinomial logit by log-linear BART) does not take {what} yet; fit "
+                      "without it (two classes take it)")
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,13 @@ class BARTConfig:
         """The leaf prior sd on the scaled response (probit: on the latent scale)."""
         return (3.0 if probit else 0.5) / (float(self.k) * math.sqrt(int(self.m)))
 
+    def log_leaf_sd(self) -> float:
+        """Several classes: the sd of a leaf's log-rate ``theta`` (``exp(theta) ~ Gamma(a, b)``, ``E theta = 0``),
+        ``3.5 / (k sqrt(m))``: each class's function has prior sd ``3.5 / k`` and the log odds of two
+        classes ``3.5 sqrt(2) / k`` (2.47 at ``k = 2``, about the logit scale's image of the probit
+        default, ``1.5 * 1.7``)."""
+        return 3.5 / (float(self.k) * math.sqrt(int(self.m)))
+
 
 @dataclass
 class BARTResult:
@@ -252,7 +270,9 @@ class BARTResult:
     info : kernel.Info with leading (chains, draws)
     task : "regression" or "classification"
     y_shift, y_scale : the response is ``shift + scale * (scaled response)``
-    offset : probit offset ``Phi^-1(mean y)`` (0 for regression)
+    offset : probit offset ``Phi^-1(mean y)`` (0 for regression); several classes: ``(k,)`` the log class
+        frequencies ``o_c``, and then ``fit`` is ``(chains, draws, k, n)``, the trees ``(chains, draws, k, m,
+        S)`` with log-rate leaf values (:mod:`bayestrees.inference.bart.multinomial`)
     sigma_mu, sigma_hat, lam : the calibrated prior (scaled units)
     weights : (n,) row weights, or None
     split_prob, sparse_alpha : (chains, draws, d) and (chains, draws) the sparse prior's draws (None without it)
@@ -297,12 +317,13 @@ class BARTResult:
     def mu(self) -> np.ndarray:
         """The drawn function at the training rows: response units ``(chains, draws, n)``, or class
         probabilities ``(chains, draws, n, 2)``."""
-        if self.task == "regression":
-            return self.y_shift + self.y_scale * self.fit.astype(np.float64)
-        from scipy.special import ndtr
+        return _link(self.fit, task=self.task, y_shift=self.y_shift, y_scale=self.y_scale, offset=self.offset,
+                     columns=False)
 
-        p = ndtr(self.offset + self.fit.astype(np.float64))
-        return np.stack([1.0 - p, p], -1)
+    @property
+    def multinomial(self) -> bool:
+        """Three or more classes (multinomial logit; ``fit`` then has a class axis before the rows)."""
+        return np.ndim(self.offset) > 0
 
 
 def sigma_hat_of(data: TrainingData, y, weights=None) -> float:
@@ -371,7 +392,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     Parameters
     ----------
     key : PRNG key
-    data : TrainingData (no missing values); a regression or a two-class response
+    data : TrainingData (no missing values); a regression response or class labels (two classes:
+        probit; three or more: multinomial logit, :mod:`bayestrees.inference.bart.multinomial`)
     config : BARTConfig
     weights : (n,) floats >= 0, optional
         Known row weights that multiply the precision: row ``i``'s noise sd is ``sigma / sqrt(w_i)``
@@ -394,23 +416,31 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
 
     Raises
     ------
-    ValueError for more than two classes (naming the families that fit them), missing values,
-    bad weights (for two classes: rows of positive weight of one class only),
+    ValueError for missing values, bad weights (for classes: rows of positive weight of one class
+    only), settings that several classes do not take yet (:data:`MULTINOMIAL_LIMITS`),
     bad ``predict_codes`` or ``fixed_sigma`` with a probit model.
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
-    probit = data.task == "classification"
-    if probit and data.n_classes != 2:
+    classes = data.task == "classification"
+    if classes and data.n_classes < 2:
         raise ValueError(MULTICLASS_MESSAGE.format(C=data.n_classes))
-    if probit and config.fixed_sigma is not None:
-        raise ValueError("fixed_sigma is for regression: probit BART has sigma = 1")
+    multi = classes and data.n_classes > 2
+    probit = classes and not multi
+    if classes and config.fixed_sigma is not None:
+        raise ValueError("fixed_sigma is for regression: BART for classes has no noise sd")
+    if multi:
+        for what, given in (("the sparse prior (sparse=True)", config.sparse),
+                            ("slides (slide > 0)", config.slide),
+                            ("rows across devices (data_devices > 1)", config.data_devices > 1)):
+            if given:
+                raise ValueError(MULTINOMIAL_LIMITS.format(C=data.n_classes, what=what))
     codes, _, _, _ = sampler_inputs(data, "BART", dtype)
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
-    if probit and w is not None and np.unique(yr[w_arr > 0]).size == 1:
-        raise ValueError("the rows of positive weight hold one class only; a two-class (probit) BART needs "
-                         "rows of both classes with positive weight")
+    if classes and w is not None and np.unique(yr[w_arr > 0]).size == 1:
+        raise ValueError("the rows of positive weight hold one class only; BART for classes needs rows of at least "
+                         "two classes with positive weight")
     pcodes = check_predict_codes(predict_codes, data.d)
     big = float(np.max(np.abs(yr), initial=0.0))
     if not probit and dtype == jnp.float32 and big > 1e30:
@@ -420,7 +450,15 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         warnings.warn(f"{data.n} training rows, fewer than 2 * min_leaf_rows = {2 * int(config.min_leaf_rows)}: no tree "
                       f"can split, so every tree stays a single leaf (the fit is a constant); lower min_leaf_rows or "
                       f"give more rows", UserWarning, stacklevel=3)
-    if probit:
+    if multi:   # the log class frequencies (weighted), each at least 0.5 / n
+        shift, scale = 0.0, 1.0
+        live = w_arr > 0
+        freq = np.bincount(yr[live].astype(np.int64), weights=w_arr[live], minlength=data.n_classes)
+        freq = np.maximum(freq / max(float(freq.sum()), 1e-300), 0.5 / max(data.n, 1))
+        offset = np.log(freq / freq.sum())
+        ys = yr
+        sigma_hat, lam, sigma2 = 1.0, 0.0, 1.0
+    elif probit:
         shift, scale = 0.0, 1.0
         live = w_arr > 0
         pbar = float(np.sum(w_arr[live] * yr[live]) / np.sum(w_arr[live])) if live.any() else 0.5
@@ -439,17 +477,16 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                      else max(sigma_hat_of(data, ys, w), 1e-6))
         lam = sigma_prior_lambda(sigma_hat, config.nu, config.q)
         sigma2 = (float(config.fixed_sigma) / scale) ** 2 if config.fixed_sigma is not None else sigma_hat ** 2
-    sigma_mu = config.sigma_mu(probit)
+    sigma_mu = config.log_leaf_sd() if multi else config.sigma_mu(probit)
     S = 2 ** (config.max_depth + 1) - 1
     vectorized = config.data_devices > 1 or resolve_chain_method(config.chain_method, config.chains) == "vectorized"
     width = config.chains if vectorized else 1
-    if probit and len(config.temperatures) > 1:
-        raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for two classes (probit) is not "
-                         "tempered")
+    if classes and len(config.temperatures) > 1:
+        raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for classes is not tempered")
     kcfg = bart_kernel.KernelConfig(prior=canonical(config.prior), tau2=sigma_mu ** 2, max_depth=config.max_depth,
                                     m=int(config.m), move_probs=tuple(float(p) for p in config.move_probs),
                                     min_leaf_rows=int(config.min_leaf_rows), probit=probit,
-                                    sample_sigma=(not probit) and config.fixed_sigma is None,
+                                    sample_sigma=(not classes) and config.fixed_sigma is None,
                                     sparse=bool(config.sparse), batch_width=int(width) * len(config.temperatures),
                                     slide=int(config.slide), temperatures=config.temperatures,
                                     particles=int(config.particles),
@@ -457,7 +494,11 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                     local_moves=int(config.local_moves),
                                     data_devices=check_data_devices(config.data_devices))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
-    kernel = bart_kernel.build_kernel(kcfg, dtype)
+    if multi:
+        mcfg = multinomial.MultinomialConfig(kcfg, int(data.n_classes), *loggamma_params(sigma_mu))
+        kernel = multinomial.build_kernel(mcfg, dtype)
+    else:
+        kernel = bart_kernel.build_kernel(kcfg, dtype)
     code_lo, code_hi = bart_kernel.data_intervals(data.codes)
     pad = -data.n % int(config.data_devices)   # rows of no weight, so that every device holds as many
     padded = (lambda a: np.concatenate([np.asarray(a), np.zeros((pad,) + np.shape(a)[1:], np.asarray(a).dtype)])) \
@@ -473,7 +514,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                  predict_codes=None if pcodes is None else jnp.asarray(pcodes))
     fdt = jnp.int8 if data.d <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
-    col = bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees))
+    col = (multinomial.collect(mcfg, fdt, tdt, bool(config.keep_trees)) if multi else
+           bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees)))
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(bdata,), chains=config.chains, draws=config.draws, tune=config.tune,
                      thin=config.thin, collect=col, progressbar=config.progressbar, desc="BART",
@@ -484,7 +526,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
     assert draws.feature is None or draws.feature.shape[-1] == S
-    sigma = None if probit else draws.sigma.astype(np.float64) * scale
+    sigma = None if classes else draws.sigma.astype(np.float64) * scale
     sparse = (draws.split_prob, draws.alpha) if config.sparse else (None, None)
     return BARTResult(feature=draws.feature, threshold=draws.threshold, value=draws.value, sigma=sigma, fit=draws.fit,
                       lp=draws.lp, info=info, config=config, task=data.task, y_shift=shift, y_scale=scale,
@@ -513,6 +555,13 @@ def _log_likelihood(result: BARTResult, data: TrainingData) -> np.ndarray:
         mu = result.mu
         sd = result.sigma[..., None] / np.sqrt(wl)
         ll = -0.5 * ((y - mu) / sd) ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    elif result.multinomial:   # w_i log P(y_i): a row of weight w_i counts as w_i rows
+        from scipy.special import logsumexp
+
+        eta = result.fit.astype(np.float64) + np.asarray(result.offset, np.float64)[:, None]   # (..., k, n)
+        log_p = eta - logsumexp(eta, axis=-2, keepdims=True)
+        y = np.asarray(data.y, np.int64).reshape((1,) * (eta.ndim - 2) + (1, -1))
+        ll = wl * np.take_along_axis(log_p, y, -2)[..., 0, :]
     else:
         from scipy.special import log_ndtr
 
@@ -541,20 +590,25 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     rates = acceptance_rates(info)
     cfg = result.config
     reg = result.task == "regression"
+    multi = result.multinomial
     offset = result.y_shift if reg else result.offset
     if result.trees_kept:
         value = result.value * np.float32(result.y_scale) if reg else result.value
         trees = bart_kernel.expand_trees(result.feature, result.threshold, value)
         n_leaves, depth, splits = bart_kernel.host_tree_summaries(result.feature, data.d)
+        if multi:   # the splits of every class's trees
+            splits = splits.sum(-2)
     else:
         trees = None
         n_leaves, depth, splits = (np.asarray(a, np.int32) for a in (result.n_leaves, result.depth,
                                                                       result.split_counts))
     meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
-            "max_depth": cfg.max_depth, "bart_offset": float(offset), "sigma_mu": result.sigma_mu * result.y_scale,
+            "max_depth": cfg.max_depth,
+            "bart_offset": [float(o) for o in offset] if multi else float(offset),
+            "sigma_mu": result.sigma_mu * result.y_scale,
             "sampling_seconds": result.seconds, "keep_trees": int(result.trees_kept),
             **({"sigma_hat": result.sigma_hat * result.y_scale, "lambda": result.lam * result.y_scale ** 2,
-                "nu": float(cfg.nu), "q": float(cfg.q)} if reg else {"link": "probit"}),
+                "nu": float(cfg.nu), "q": float(cfg.q)} if reg else {"link": "softmax" if multi else "probit"}),
             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
     prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
     ss = {"lp": result.lp, "accepted": acc.sum(-1), "move_possible": prop.sum(-1),
@@ -562,12 +616,12 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     idata = to_inferencedata(
         trees, family=FAMILY, task=data.task, feature_names=data.feature_names, y_name=y_name,
         observed=data.y_observed, mu=result.mu, sigma=result.sigma, log_likelihood=_log_likelihood(result, data),
-        class_names=data.classes, n_bins=data.n_bins, tree_dims=("tree",),
+        class_names=data.classes, n_bins=data.n_bins, tree_dims=("class", "tree") if multi else ("tree",),
         posterior_extra={"n_leaves": n_leaves, "depth": depth, "split_counts": splits,
                          **({"split_probs": result.split_prob, "sparse_alpha": result.sparse_alpha}
                             if result.split_prob is not None else {})},
         extra_dims={"split_counts": ["feature"], "split_probs": ["feature"]}, sample_stats=ss, attrs=meta,
-        coords=None if reg else {"output": ["latent"]})
+        coords=None if reg else {"output": ["log_rate" if multi else "latent"]})
     if result.predict_fit is not None:
         vals = kept_values(result)
         kw = dict(mu=vals[..., 0]) if reg else dict(proba=vals, class_names=data.classes)
@@ -614,9 +668,16 @@ def kept_values(result: BARTResult, rows=None) -> np.ndarray:
                  offset=result.offset)
 
 
-def _link(f, *, task: str, y_shift: float, y_scale: float, offset: float) -> np.ndarray:
+def _link(f, *, task: str, y_shift: float, y_scale: float, offset, columns: bool = True) -> np.ndarray:
+    """The response's scale from sums of trees ``f``: regression ``(..., n, 1)`` (``(..., n)`` without
+    ``columns``), two classes ``(..., n, 2)``, several classes (``f`` of shape ``(..., k, n)``, ``offset``
+    of shape ``(k,)``) ``(..., n, k)``."""
+    f = np.asarray(f, np.float64)
     if task == "regression":
-        return (y_shift + y_scale * f)[..., None]
+        v = y_shift + y_scale * f
+        return v[..., None] if columns else v
+    if np.ndim(offset):
+        return multinomial.softmax_probabilities(f, offset)
     from scipy.special import ndtr
 
     p = ndtr(offset + f)
@@ -626,6 +687,6 @@ def _link(f, *, task: str, y_shift: float, y_scale: float, offset: float) -> np.
 def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, y_scale: float,
                 offset: float) -> np.ndarray:
     """The function of every draw at coded rows: regression ``(..., n, 1)`` in response units, probit
-    ``(..., n, 2)`` class probabilities."""
+    ``(..., n, 2)`` class probabilities, several classes ``(..., n, k)`` (trees ``(..., k, m, S)``)."""
     f = bart_kernel.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
     return _link(f, task=task, y_shift=y_shift, y_scale=y_scale, offset=offset)

@@ -543,7 +543,7 @@ class _Step:
         if cfg.particles:
             state = regrow_trees(random_bits.fold_in(key, 1), state, data, cfg)
         state = step_sigma((k_last, k_sparse), state, data, cfg)
-        return state, Info(proposed=proposed, accepted=accepted, at_max_depth=_at_max_depth(state, cfg))
+        return state, Info(proposed=proposed, accepted=accepted, at_max_depth=at_max_depth(state, cfg))
 
 
 class _Visit(NamedTuple):
@@ -880,7 +880,7 @@ def _sparse_update(key, feature, threshold, lprior, avail, log_s, alpha, data: B
     return log_s, alpha, lprior, avail
 
 
-def _at_max_depth(state: State, cfg: KernelConfig):
+def at_max_depth(state: State, cfg: KernelConfig):
     """Trees with a leaf at ``max_depth`` that could otherwise split."""
     S, D = cfg.capacity, cfg.max_depth
     deep = np.arange(S) >= 2 ** D - 1                                  # the slots at max_depth
@@ -942,7 +942,7 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
         predict = None
         if data.predict_codes is not None:
-            predict = _sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.max_depth)
+            predict = sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.max_depth)
         if self.keep_trees:
             trees, summaries = (state.feature.astype(self.feature_dtype), state.threshold.astype(self.threshold_dtype),
                                 value), (None, None, None)
@@ -1071,7 +1071,7 @@ def expand_trees(feature, threshold, value):
                 depth=np.broadcast_to(depth, shape), n_nodes=np.sum(used, -1, dtype=np.int16))
 
 
-def _sum_draw(f, t, v, codes, max_depth: int):
+def sum_draw(f, t, v, codes, max_depth: int):
     """``sum_j v_j[leaf_j(x)]`` of one draw's trees ``(m, S)`` at codes ``(n, d)``: float32 ``(n,)``,
     added tree by tree in order (the sampler's kept predictions and :func:`sum_of_trees` both use it,
     so they agree to the bit)."""
@@ -1090,7 +1090,7 @@ def _sum_draw(f, t, v, codes, max_depth: int):
 def _sum_block(feature, threshold, value, codes):
     """``sum_j value_j[leaf_j(x)]`` for a block of draws: (B, m, S) arrays, codes (n, d) -> (B, n)."""
     max_depth = feature.shape[-1].bit_length() - 1
-    return jax.lax.map(lambda args: _sum_draw(*args, codes, max_depth), (feature, threshold, value))
+    return jax.lax.map(lambda args: sum_draw(*args, codes, max_depth), (feature, threshold, value))
 
 
 def sum_of_trees(feature, threshold, value, codes, *, block_rows: int = 65536, block_draws: int | None = None):

@@ -16,29 +16,13 @@ than the Normal's of the same sd (skewness ``psi''(c) / psi'(c)^1.5``, -0.2 for 
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import jax.numpy as jnp
 
+from ...leaves import loggamma_params
+
 LEAF_PRIORS = ("normal", "loggamma")
-
-
-@functools.lru_cache(maxsize=256)
-def loggamma_params(leaf_sd: float) -> tuple[float, float]:
-    """``(c, d)`` of the ``"loggamma"`` leaf prior of sd ``leaf_sd``: ``trigamma(c) = leaf_sd^2`` (by
-    Newton's method from ``1 / leaf_sd^2 + 1/2``, in float64) and ``d = exp(digamma(c))``."""
-    from scipy.special import polygamma, psi
-
-    s2 = float(leaf_sd) ** 2
-    c = 1.0 / s2 + 0.5
-    for _ in range(100):
-        step = (float(polygamma(1, c)) - s2) / float(polygamma(2, c))
-        c_new = c - step
-        c = c_new if c_new > 0 else c / 2.0
-        if abs(step) <= 1e-13 * c:
-            break
-    return c, math.exp(float(psi(c)))
 
 
 def log_density(kind: str, theta, leaf_sd: float):

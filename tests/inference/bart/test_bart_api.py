@@ -171,11 +171,14 @@ def test_probit_classifier(clf):
     assert idata.posterior.attrs["link"] == "probit"
 
 
-def test_more_than_two_classes_are_refused_with_the_families_that_fit_them():
+def test_settings_that_several_classes_do_not_take_are_refused_by_name():
     rng = np.random.default_rng(3)
     X = rng.random((30, 2))
-    with pytest.raises(ValueError, match="Bayesian CART.*forests.*PCFG"):
-        bt.BARTClassifier(**KW).fit(X, rng.integers(0, 3, 30))
+    y = rng.integers(0, 3, 30)
+    for params, name in (({"sparse": True}, "sparse prior"), ({"slide": 2, "move_probs": (0.35, 0.35, 0.3, 0.0)},
+                                                              "slides")):
+        with pytest.raises(ValueError, match=f"BART for 3 classes.*{name}"):
+            bt.BARTClassifier(**{**KW, **params}).fit(X, y)
 
 
 def test_model_context_sample_and_predictions():
