@@ -177,3 +177,24 @@ def test_fit_and_summary_of_bart_give_one_row_per_variable(tmp_path, capsys):
     names = [line.split()[0] for line in table.splitlines()[2:] if line.strip()]
     assert names[:3] == ["n_leaves", "depth", "sigma"] and "n_leaves[0]" not in table and "r_hat" in table
     assert len(names) == 3 + 2  # and split_counts per feature
+
+
+def test_fit_and_predict_bart_of_three_classes(tmp_path, capsys):
+    """Three classes take BART's multinomial logit from the command line: the fit, its summary and
+    ``predict`` with one probability column per class."""
+    r = np.random.default_rng(4)
+    df = pd.DataFrame({"a": r.random(90), "b": r.random(90)})
+    df["y"] = np.array(["lo", "mid", "hi"])[np.minimum((df["a"] * 3).astype(int), 2)]
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    out = tmp_path / "bart3"
+    rc = main(["fit", str(csv), "--target", "y", "--model", "bart", "--m", "8", "--draws", "20", "--tune", "20",
+               "--chains", "2", "--max-depth", "3", "--out", str(out), "--quiet"])
+    assert rc == 0
+    capsys.readouterr()
+    pred = tmp_path / "pred.csv"
+    assert main(["predict", str(out / "model.pkl"), str(csv), "--out", str(pred)]) == 0
+    table = pd.read_csv(pred)
+    proba = table[[f"proba_{c}" for c in ("hi", "lo", "mid")]].to_numpy()
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-6)
+    assert set(table["prediction"]) <= {"hi", "lo", "mid"}
