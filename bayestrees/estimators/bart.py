@@ -11,7 +11,8 @@
 >>> small.predict(X_test)            # values at the rows named when fitting only
 >>> bt.BARTRegressor().fit(X, y, sample_weight=w)   # row i's noise sd is sigma / sqrt(w_i)
 
-Missing values are rejected (impute first).  Regression responses are scaled inside to
+Missing values (NaN) in ``X`` are taken: each rule also says where the missing rows go
+(missingness incorporated in attributes: :mod:`bayestrees.inference.missing`).  Regression responses are scaled inside to
 ``[-0.5, 0.5]``; every output is in the response's units.  The defaults and their sources are
 listed in :mod:`bayestrees.inference.bart.fit`.
 """
@@ -34,7 +35,9 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
         Parameters
         ----------
         X : array-like or DataFrame (n_samples, n_features)
-            No missing values (impute first).
+            Missing values (NaN) are taken: each split of a feature with missing training
+            values also says where the missing rows go, drawn by the sampler with its rule
+            (:mod:`bayestrees.inference.missing`); not with ``sparse`` or ``particles``.
         y : array-like (n_samples,)
             Real targets (regressor) or class labels (classifier: two classes by probit, three or
             more by multinomial logit).

@@ -30,7 +30,8 @@ class BART(TreeRV):
     ----------
     name : str
         The variable's name (``observed_data``, ``log_likelihood`` and predictive variables).
-    X : bt.Data or array (n_samples, n_features), no missing values
+    X : bt.Data or array (n_samples, n_features); missing values (NaN) allowed (each rule says where
+        the missing rows go: :mod:`bayestrees.inference.missing`)
     y : array (n_samples,): real values, or two classes (probit)
     sample_weight : bt.Data or array (n_samples,) of floats >= 0, optional
         Known precision weights of the rows, passed to

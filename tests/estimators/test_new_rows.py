@@ -1,7 +1,7 @@
 """One rule for rows given after fitting, in every family: what ``fit`` refuses, ``predict`` refuses.
 
-NaN is accepted at prediction exactly where the family's fit accepts it (the forests and
-safe-Bayes route missing values; Bayesian CART, BET and PCFG do not), infinities and a wrong
+NaN is accepted at prediction exactly where the family's fit accepts it (the forests, safe-Bayes
+and BART route missing values; Bayesian CART, BET and PCFG do not), infinities and a wrong
 width never are, and the error says what to do; the model context applies the same rule.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ ESTIMATORS = [
     (lambda: bt.PCFGTreeRegressor(max_bins=5), False),
     (lambda: bt.BayesianCARTRegressor(draws=10, tune=10, chains=1, random_state=0), False),
     (lambda: bt.BETRegressor(draws=10, tune=10, max_trees=3, active_trees=2, init_trees=2, random_state=0), False),
+    (lambda: bt.BARTRegressor(m=5, draws=10, tune=10, chains=1, max_depth=3, random_state=0), True),
 ]
 
 
@@ -30,7 +31,7 @@ def data():
 
 
 @pytest.mark.parametrize("make, routes_missing", ESTIMATORS,
-                         ids=["forest", "safebayes", "pcfg", "bcart", "bet"])
+                         ids=["forest", "safebayes", "pcfg", "bcart", "bet", "bart"])
 def test_predict_refuses_what_fit_refuses(make, routes_missing, data):
     X, y = data
     Xn = X.copy()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..family import Family, prepare_complete_data
+from ...data import check_max_bins
+from ...data import prepare_data as prepare_data_with_missing
+from ..family import Family
 from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, TREES_NOT_KEPT, BARTConfig, BARTResult, acceptance_rates,
                   bart_inferencedata, bart_values, check_sample_weight, check_weights, fit_bart, kept_rows, kept_values,
                   sigma_hat_of)
@@ -26,6 +28,8 @@ def values(result: BARTResult, codes) -> np.ndarray:
     (``keep_trees=False``) gives them at the rows named when fitting only, from the sums kept
     during sampling (the same numbers as from the trees), and a ``ValueError`` elsewhere."""
     if result.trees_kept:
+        if result.missing is not None:   # the trees split the coded columns (bayestrees.inference.missing)
+            codes = result.missing.code(codes)
         v = bart_values(result.feature, result.threshold, result.value, codes, task=result.task,
                         y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset)
     else:
@@ -47,6 +51,11 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
         return _predictive_classes(key, result, data, idata, codes, kept_rows(result, codes) if kept else None, weights)
     if kept:
         rows = kept_rows(result, codes)
+    elif result.missing is not None:   # the trees on the coded columns (idata's hold the original features)
+        feature, threshold = result.feature, result.threshold
+        value = result.value * np.float32(result.y_scale) if reg else result.value
+        offset = float(idata.posterior.attrs["bart_offset"])
+        codes = result.missing.code(codes)
     else:
         trees = idata["trees"]
         feature = np.asarray(trees["split_feature"].values)
@@ -86,13 +95,13 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
 def _predictive_classes(key, result: BARTResult, data, idata, codes, rows, weights) -> dict:
     """:func:`predictive` for three or more classes: a label drawn with the probabilities
     ``softmax(w (o + f))`` of each draw (``w = 1``: the model's), from the values kept at the rows
-    named when fitting (``rows``) or from the trees of ``idata``."""
+    named when fitting (``rows``) or from the kept trees."""
     if rows is not None:
         f = np.ascontiguousarray(np.asarray(result.predict_fit)[..., rows], np.float64)
-    else:
-        trees = idata["trees"]
-        f = bart_values(np.asarray(trees["split_feature"].values), np.asarray(trees["threshold"].values),
-                        np.asarray(trees["value"].values)[..., 0], codes, task="regression", y_shift=0.0,
+    else:   # the kept trees (log-rate leaves, as idata's), on the coded columns where values are missing
+        if result.missing is not None:
+            codes = result.missing.code(codes)
+        f = bart_values(result.feature, result.threshold, result.value, codes, task="regression", y_shift=0.0,
                         y_scale=1.0, offset=0.0)[..., 0]                  # (chain, draw, k, n)
     eta = np.asarray(result.offset, np.float64)[:, None] + f
     if weights is not None:
@@ -113,12 +122,20 @@ def convergence_draws(result) -> dict:
     return out
 
 
+def prepare_data(X, y, *, task: str = "auto", max_bins: int = 100, categorical=None):
+    """Validate and bin ``(X, y)``; missing values (NaN) in ``X`` are kept (their rules:
+    :mod:`bayestrees.inference.missing`)."""
+    return prepare_data_with_missing(X, y, task=task, max_bins=check_max_bins(max_bins), categorical=categorical,
+                                     allow_nan=True)
+
+
 FAMILY = Family(
     name=NAME,
     title="BART: Bayesian additive regression trees (sum of m trees, Bayesian backfitting MCMC; probit for two classes, "
           "multinomial logit for more)",
-    config=BARTConfig, fit=fit_bart, prepare_data=prepare_complete_data, to_inferencedata=bart_inferencedata,
+    config=BARTConfig, fit=fit_bart, prepare_data=prepare_data, to_inferencedata=bart_inferencedata,
     values=values, predictive=predictive, mcmc=True, max_bins=100, convergence_draws=convergence_draws,
+    missing_values=True,
     presets={"bart": ("BART: Bayesian additive regression trees (sum of trees; probit for two classes, multinomial "
                       "logit for more)", {})},
 )

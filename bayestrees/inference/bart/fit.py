@@ -54,6 +54,13 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
   classes then have prior sd ``3.5 sqrt(2) / k``, 2.47 at ``k = 2``, the logit-scale image of the
   probit default); offsets ``o_c`` the log weighted class frequencies (each at least ``0.5 / n``).
 * ``max_bins = 100`` split codes per feature (BayesTree's ``numcut = 100``).
+* Missing values in X: missingness incorporated in attributes (Twala, Jones & Hand 2008; BARTm,
+  Kapelner & Bleich 2015): a split of a feature with missing training values sends the missing
+  rows left or right, each side with prior probability 1/2 (the feature's weight in the rule prior
+  unchanged), or splits the missing rows from the rest; a new row's missing value follows its
+  split's side, or goes right at a feature that had no missing training value
+  (:mod:`bayestrees.inference.missing`).  ``sigma_hat``'s linear fit replaces a missing entry by
+  its column's mean.
 
 Regression responses are scaled inside (``(y - mid) / range``); leaf values, ``sigma``, ``mu``
 and the pointwise log-likelihood are reported in the response's units.
@@ -85,13 +92,14 @@ import numpy as np
 
 from ...convert import predictive_group, to_inferencedata
 from ...leaves import loggamma_params
-from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, \
+from ...data import TrainingData, check_dtype, missing_code, check_int, check_positive, check_probability, \
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
 from .. import moves
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
+from ..missing import missing_rules, split_log_weights
 from ..tempering import check_temperatures
 from . import kernel as bart_kernel
 from . import multinomial
@@ -281,6 +289,9 @@ class BARTResult:
         trees are not (``keep_trees=False``; None otherwise: :func:`~bayestrees.inference.bart.kernel.tree_summaries` of the trees)
     predict_codes : (n_new, d) the coded rows named when fitting (None: none)
     predict_fit : float32 (chains, draws, n_new) the sum of trees there (scaled / latent units, as ``fit``)
+    missing : the coding of the features with missing training values
+        (:class:`~bayestrees.inference.missing.MissingRules`; None without): the trees' split variables
+        and thresholds are then on its coded columns, and new rows' codes go through ``missing.code``
     """
 
     feature: np.ndarray
@@ -307,6 +318,7 @@ class BARTResult:
     split_counts: Any = None
     predict_codes: Any = None
     predict_fit: Any = None
+    missing: Any = None
 
     @property
     def trees_kept(self) -> bool:
@@ -342,12 +354,23 @@ def sigma_hat_of(data: TrainingData, y, weights=None) -> float:
         mean = np.sum(w[live] * y[live]) / np.sum(w[live])
         sd = math.sqrt(np.sum(w[live] * (y[live] - mean) ** 2) / max(n - 1, 1))
         return sd if sd > 0 else 1.0
-    cols = [data.binner.bin_values(j)[np.asarray(data.codes[:, j], np.int64)] for j in range(p)]
+    cols = [_column_values(data, j) for j in range(p)]
     X = np.column_stack([np.ones(len(y))] + cols)[live]
     sw = np.sqrt(w[live])
     beta, *_ = np.linalg.lstsq(X * sw[:, None], y[live] * sw, rcond=None)
     rss = float(np.sum(w[live] * (y[live] - X @ beta) ** 2))
     return math.sqrt(rss / (n - p - 1))
+
+
+def _column_values(data: TrainingData, j: int) -> np.ndarray:
+    """Feature ``j``'s bin values at the training rows, a missing value replaced by the mean of the
+    column's other values (for the linear fit of :func:`sigma_hat_of` only)."""
+    c = np.asarray(data.codes[:, j], np.int64)
+    miss = c == missing_code(np.asarray(data.codes).dtype)
+    values = data.binner.bin_values(j)[np.where(miss, 0, c)]
+    if miss.any():
+        values = np.where(miss, values[~miss].mean() if (~miss).any() else 0.0, values)
+    return values
 
 
 def check_weights(weights, n: int, name: str = "weights", *, all_zero: bool = True):
@@ -392,7 +415,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     Parameters
     ----------
     key : PRNG key
-    data : TrainingData (no missing values); a regression response or class labels (two classes:
+    data : TrainingData, missing values in X allowed (:mod:`bayestrees.inference.missing`; not with
+        ``sparse`` or ``particles``); a regression response or class labels (two classes:
         probit; three or more: multinomial logit, :mod:`bayestrees.inference.bart.multinomial`)
     config : BARTConfig
     weights : (n,) floats >= 0, optional
@@ -416,7 +440,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
 
     Raises
     ------
-    ValueError for missing values, bad weights (for classes: rows of positive weight of one class
+    ValueError for missing values with the sparse prior or the regrowth, bad weights (for classes: rows of positive weight of one class
     only), settings that several classes do not take yet (:data:`MULTINOMIAL_LIMITS`),
     bad ``predict_codes`` or ``fixed_sigma`` with a probit model.
     """
@@ -434,7 +458,16 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                             ("rows across devices (data_devices > 1)", config.data_devices > 1)):
             if given:
                 raise ValueError(MULTINOMIAL_LIMITS.format(C=data.n_classes, what=what))
-    codes, _, _, _ = sampler_inputs(data, "BART", dtype)
+    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    if rules is None:
+        codes, _, _, _ = sampler_inputs(data, "BART", dtype)
+    else:
+        for what, given in (("the sparse prior (sparse=True)", config.sparse),
+                            ("the particle Gibbs regrowth (particles > 0)", config.particles)):
+            if given:
+                raise ValueError(f"BART with missing values in X does not take {what} yet; impute first, or fit "
+                                 f"without it")
+        codes = rules.code(data.codes)
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
@@ -487,10 +520,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                     m=int(config.m), move_probs=tuple(float(p) for p in config.move_probs),
                                     min_leaf_rows=int(config.min_leaf_rows), probit=probit,
                                     sample_sigma=(not classes) and config.fixed_sigma is None,
-                                    sparse=bool(config.sparse), batch_width=int(width) * len(config.temperatures),
+                                    sparse=bool(config.sparse), weighted=rules is not None, batch_width=int(width) * len(config.temperatures),
                                     slide=int(config.slide), temperatures=config.temperatures,
                                     particles=int(config.particles),
-                                    n_codes=int(np.max(np.asarray(data.codes), initial=0)) + 1 if config.particles else 0,
+                                    n_codes=int(np.max(codes, initial=0)) + 1 if config.particles else 0,
                                     local_moves=int(config.local_moves),
                                     data_devices=check_data_devices(config.data_devices))
     rho = float(config.sparse_rho) if config.sparse_rho is not None else float(data.d)
@@ -499,11 +532,11 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         kernel = multinomial.build_kernel(mcfg, dtype)
     else:
         kernel = bart_kernel.build_kernel(kcfg, dtype)
-    code_lo, code_hi = bart_kernel.data_intervals(data.codes)
+    code_lo, code_hi = bart_kernel.data_intervals(codes)
     pad = -data.n % int(config.data_devices)   # rows of no weight, so that every device holds as many
     padded = (lambda a: np.concatenate([np.asarray(a), np.zeros((pad,) + np.shape(a)[1:], np.asarray(a).dtype)])) \
         if pad else np.asarray
-    bdata = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(padded(data.codes).T)),
+    bdata = bart_kernel.BARTData(codes=jnp.asarray(np.ascontiguousarray(padded(codes).T)),
                                  y=jnp.asarray(padded(ys), dtype), weight=jnp.asarray(padded(w_arr), dtype),
                                  rows=jnp.asarray(padded(np.ones(data.n)), dtype),
                                  nu=jnp.asarray(config.nu, dtype), nu_lam=jnp.asarray(config.nu * lam, dtype),
@@ -511,8 +544,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                  prior=traced_params(config.prior, dtype), code_lo=jnp.asarray(code_lo),
                                  code_hi=jnp.asarray(code_hi),
                                  sparse_prior=jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype),
-                                 predict_codes=None if pcodes is None else jnp.asarray(pcodes))
-    fdt = jnp.int8 if data.d <= 127 else jnp.int16
+                                 predict_codes=None if pcodes is None else jnp.asarray(
+                                     pcodes if rules is None else rules.code(pcodes)),
+                                 split_log_w=None if rules is None else jnp.asarray(split_log_weights(rules), dtype))
+    fdt = jnp.int8 if codes.shape[1] <= 127 else jnp.int16
     tdt = jnp.dtype(np.asarray(data.codes).dtype)
     col = (multinomial.collect(mcfg, fdt, tdt, bool(config.keep_trees)) if multi else
            bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees)))
@@ -532,7 +567,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       lp=draws.lp, info=info, config=config, task=data.task, y_shift=shift, y_scale=scale,
                       offset=offset, sigma_mu=sigma_mu, sigma_hat=sigma_hat, lam=lam, weights=w, seconds=seconds,
                       split_prob=sparse[0], sparse_alpha=sparse[1], n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
-                      predict_codes=pcodes, predict_fit=draws.predict)
+                      predict_codes=pcodes, predict_fit=draws.predict, missing=rules)
 
 
 def acceptance_rates(info) -> dict:
@@ -594,14 +629,24 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
     offset = result.y_shift if reg else result.offset
     if result.trees_kept:
         value = result.value * np.float32(result.y_scale) if reg else result.value
-        trees = bart_kernel.expand_trees(result.feature, result.threshold, value)
-        n_leaves, depth, splits = bart_kernel.host_tree_summaries(result.feature, data.d)
+        rules = result.missing
+        if rules is None:
+            trees = bart_kernel.expand_trees(result.feature, result.threshold, value)
+        else:   # the rules of the coded columns as the original features' with their missing side
+            feature, threshold, missing_left = rules.to_original(result.feature, result.threshold)
+            trees = bart_kernel.expand_trees(feature, threshold, value)._replace(missing_left=missing_left)
+        n_leaves, depth, splits = bart_kernel.host_tree_summaries(
+            result.feature, data.d if rules is None else rules.d)
         if multi:   # the splits of every class's trees
             splits = splits.sum(-2)
+        if rules is not None:
+            splits = rules.split_counts(splits)
     else:
         trees = None
         n_leaves, depth, splits = (np.asarray(a, np.int32) for a in (result.n_leaves, result.depth,
                                                                       result.split_counts))
+        if result.missing is not None:
+            splits = result.missing.split_counts(splits)
     meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
             "max_depth": cfg.max_depth,
             "bart_offset": [float(o) for o in offset] if multi else float(offset),

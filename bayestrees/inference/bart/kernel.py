@@ -112,6 +112,7 @@ class BARTData(NamedTuple):
     code_hi: Any = None
     sparse_prior: Any = None
     predict_codes: Any = None
+    split_log_w: Any = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,9 @@ class KernelConfig:
     probit : binary outcomes through the probit latent variables
     sample_sigma : draw ``sigma^2`` (regression); False keeps ``BARTData.sigma2``
     sparse : the sparse Dirichlet split-variable prior (Linero 2018; :func:`_sparse_update`)
+    weighted : fixed split-variable probabilities, ``BARTData.split_log_w`` (their logarithms): a
+        node's variable ``j`` with probability ``s_j / sum_available s`` (the missing values' coded
+        columns, :mod:`bayestrees.inference.missing`); not with ``sparse``
     batch_width : chains run together under ``jax.vmap`` (1: one chain at a time); with the tree-rows
         ``m n`` it decides whether a grow's left child is summed for all trees before the visits
         (:data:`_BATCH_ROWS`; with many vmapped chains that pass costs more than it saves:
@@ -161,6 +165,7 @@ class KernelConfig:
     probit: bool = False
     sample_sigma: bool = True
     sparse: bool = False
+    weighted: bool = False
     batch_width: int = 1
     slide: int = 0
     particles: int = 0
@@ -183,8 +188,11 @@ class KernelConfig:
             raise ValueError(f"particles must be 0 (no regrowth) or an integer >= 2, got {self.particles!r}")
         if isinstance(self.local_moves, bool) or not isinstance(self.local_moves, int) or self.local_moves < 1:
             raise ValueError(f"local_moves must be an integer >= 1, got {self.local_moves!r}")
-        if self.particles and self.sparse:
-            raise ValueError("the particle Gibbs regrowth does not take the sparse split-variable prior yet")
+        if self.particles and (self.sparse or self.weighted):
+            raise ValueError("the particle Gibbs regrowth does not take split-variable weights yet (the sparse "
+                             "prior, missing values)")
+        if self.sparse and self.weighted:
+            raise ValueError("the sparse prior draws its own split-variable probabilities: weighted takes sparse=False")
         if isinstance(self.data_devices, bool) or not isinstance(self.data_devices, int) or self.data_devices < 1:
             raise ValueError(f"data_devices must be an integer >= 1, got {self.data_devices!r}")
         if self.data_devices > 1 and self.particles:
@@ -359,7 +367,8 @@ class _Init:
         root = jnp.zeros((m, S), dt).at[:, 0]
         feature, threshold = jnp.full((m, S), -1, jnp.int32), jnp.zeros((m, S), jnp.int32)
         d = data.codes.shape[0]
-        log_s = jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt)
+        log_s = (jnp.asarray(data.split_log_w, dt) if self.cfg.weighted else
+                 jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt))
         alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
         lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
         sigma2 = jnp.asarray(data.sigma2, dt)
@@ -396,9 +405,9 @@ def _normal_rows(cfg: KernelConfig, w, inv_s2) -> NormalRows:
 
 
 def _weights(cfg: KernelConfig, log_s):
-    """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior,
-    None (uniform among the available variables) otherwise."""
-    return log_s if cfg.sparse else None
+    """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior or
+    fixed weights (``cfg.weighted``), None (uniform among the available variables) otherwise."""
+    return log_s if cfg.sparse or cfg.weighted else None
 
 
 #: up to this many tree-rows (``m n``), a grow's left child's rows and weight are summed for all

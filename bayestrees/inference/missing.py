@@ -1,0 +1,122 @@
+"""Missing values in the samplers' rules: missingness incorporated in attributes (MIA), by coding.
+
+A rule of a tree sampler is ``code <= t`` on one feature.  Missingness incorporated in attributes
+(Twala, Jones & Hand 2008; BARTm, Kapelner & Bleich 2015) lets each rule on a feature with missing
+values also say where the missing rows go.  Here that is a coding of the features, not a change of
+the samplers: a feature ``j`` with missing values among the training rows becomes two columns,
+
+* ``j<`` (missing left): a missing value has code 0 and a value of code ``c`` has ``c + 1``, so the
+  rule ``code <= t`` sends the missing rows left with the values of code ``<= t - 1`` (``t = 0``:
+  the missing rows alone go left);
+* ``j>`` (missing right): a value keeps its code and a missing value has code ``n_bins_j``, above
+  every value, so ``code <= t`` sends the missing rows right (``t = n_bins_j - 1``: every value
+  left, the missing rows alone right);
+
+and every other feature stays one column.  Each rule on the coded columns is a rule of the
+original feature with its missing side, so a sampler that moves rules on the columns samples
+trees with MIA rules, exactly, with the rule prior it has on the columns.  The split-variable
+prior keeps each original feature's weight: a feature's two columns have weight ``1 / (2 d)``
+each, the others ``1 / d`` (the weighted rule prior, :func:`split_log_weights`), so a rule on a
+feature with missing values picks its missing side with probability 1/2 (BARTm's prior).
+
+New rows are coded the same way (:meth:`MissingRules.code`); a feature without missing training
+values sends a new row's missing value right (the binner's missing code is above every threshold),
+as the forests do where no training row of a node was missing.  :meth:`MissingRules.to_original`
+turns a rule on the columns back into the original feature, threshold and ``missing_left`` of a
+:class:`~bayestrees.tree.Tree`, whose routing (:func:`bayestrees.tree.apply`) then sends every row
+where the coded rule sends it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data import missing_code
+
+__all__ = ["MissingRules", "missing_rules", "split_log_weights"]
+
+
+@dataclass(frozen=True, eq=False)
+class MissingRules:
+    """The coding of the features with missing training values (module docstring).
+
+    source : int (d',)  the original feature of each coded column
+    missing_left : bool (d',)  the column sends missing rows left (its ``j<`` column)
+    doubled : bool (d',)  the column is one of a feature's two
+    n_bins : int (d,)  value bins of each original feature (``Binner.n_bins_``)
+    missing : int  the binner's missing code
+    """
+
+    source: np.ndarray
+    missing_left: np.ndarray
+    doubled: np.ndarray
+    n_bins: np.ndarray
+    missing: int
+
+    @property
+    def d(self) -> int:
+        """Coded columns."""
+        return int(self.source.shape[0])
+
+    @property
+    def d_original(self) -> int:
+        return int(self.n_bins.shape[0])
+
+    def code(self, codes) -> np.ndarray:
+        """Coded columns ``(n, d')`` int32 of the binner's codes ``(n, d)``."""
+        c = np.asarray(codes)
+        if c.ndim != 2 or c.shape[1] != self.d_original:
+            raise ValueError(f"codes must have shape (n, {self.d_original}), got {c.shape}")
+        col = c[:, self.source].astype(np.int64)
+        miss = col == self.missing
+        left = np.where(miss, 0, col + 1)
+        right = np.where(miss, self.n_bins[self.source], col)
+        out = np.where(self.doubled, np.where(self.missing_left, left, right), col)
+        return np.ascontiguousarray(out.astype(np.int32))
+
+    def to_original(self, feature, threshold):
+        """``(feature, threshold, missing_left)`` of the original features from rules on the coded
+        columns (any shape; ``feature < 0`` where a slot does not split): int32, int32, bool."""
+        f = np.asarray(feature).astype(np.int64)
+        t = np.asarray(threshold).astype(np.int64)
+        split = f >= 0
+        fc = np.where(split, f, 0)
+        left_col = self.missing_left[fc] & self.doubled[fc] & split
+        orig = np.where(split, self.source[fc], -1).astype(np.int32)
+        thr = np.where(left_col, t - 1, t).astype(np.int32)
+        return orig, np.where(split, thr, 0).astype(np.int32), left_col
+
+    def split_counts(self, counts) -> np.ndarray:
+        """Internal nodes per original feature from counts per coded column ``(..., d')``."""
+        c = np.asarray(counts)
+        out = np.zeros(c.shape[:-1] + (self.d_original,), c.dtype)
+        for j in range(self.d):
+            out[..., self.source[j]] += c[..., j]
+        return out
+
+
+def missing_rules(codes, n_bins) -> MissingRules | None:
+    """The coding of :mod:`bayestrees.inference.missing` for training codes ``(n, d)`` with the binner's
+    value bins per feature ``n_bins`` ``(d,)``; None when no training value is missing."""
+    c = np.asarray(codes)
+    miss = missing_code(c.dtype)
+    has = np.any(c == miss, axis=0)
+    if not has.any():
+        return None
+    source, left, doubled = [], [], []
+    for j in range(c.shape[1]):
+        for side in ((True, False) if has[j] else (False,)):
+            source.append(j)
+            left.append(side)
+            doubled.append(bool(has[j]))
+    return MissingRules(source=np.asarray(source, np.int64), missing_left=np.asarray(left, bool),
+                        doubled=np.asarray(doubled, bool), n_bins=np.asarray(n_bins, np.int64), missing=int(miss))
+
+
+def split_log_weights(rules: MissingRules) -> np.ndarray:
+    """``log`` of the split-variable prior of the coded columns: ``1 / (2 d)`` for each of a feature's
+    two columns, ``1 / d`` for the others (``d`` original features)."""
+    d = rules.d_original
+    return np.where(rules.doubled, -np.log(2.0 * d), -np.log(float(d)))
+

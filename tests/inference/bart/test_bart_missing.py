@@ -1,0 +1,150 @@
+"""BART with missing values in X: missingness incorporated in attributes (bayestrees.inference.missing).
+
+(a) the coding: every rule on the coded columns sends every row (missing or not) where the exported
+    rule of the original feature (threshold, ``missing_left``) sends it through ``bayestrees.tree``'s
+    traversal; predictions from the fit equal the exported trees' sum at new rows with missing values;
+(b) one tree of depth at most 1 with ``sigma`` fixed, on 10 rows with 3 missing entries: the posterior
+    of the root's rule (the coded column, its threshold, or no split) against exact enumeration of
+    every stump (the weighted rule prior, the Normal leaves integrated out);
+(c) without likelihood the chains reproduce the prior's choice among the coded columns (a feature's
+    two columns 1/(2d) each);
+plus the estimator with NaN (scikit-learn's ``allow_nan`` tag, save/load) and the errors.
+"""
+import itertools
+from collections import Counter
+
+import jax
+import numpy as np
+import pytest
+
+import bayestrees as bt
+from bayestrees.data import missing_code, prepare_data
+from bayestrees.inference.bart.fit import BARTConfig, fit_bart
+from bayestrees.inference.missing import missing_rules, split_log_weights
+from bayestrees.priors import ChipmanPrior
+
+
+def test_every_coded_rule_routes_as_its_exported_rule():
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 4, size=(40, 3)).astype(float)
+    X[rng.random(X.shape) < 0.25] = np.nan
+    X[:, 2] = rng.integers(0, 3, size=40)                     # one feature without missing values
+    data = prepare_data(X, rng.normal(size=40), task="regression", allow_nan=True)
+    codes = np.asarray(data.codes)
+    rules = missing_rules(codes, data.n_bins)
+    assert rules.d == 5 and list(rules.source) == [0, 0, 1, 1, 2]
+    miss = codes == missing_code(codes.dtype)
+    for col in range(rules.d):
+        coded = rules.code(codes)[:, col]
+        for t in range(int(coded.max())):
+            f, thr, ml = rules.to_original(np.array([col]), np.array([t]))
+            c = codes[:, f[0]].astype(np.int64)
+            exported = np.where(miss[:, f[0]], ml[0], c <= thr[0])
+            np.testing.assert_array_equal(coded <= t, exported, err_msg=f"column {col} threshold {t}")
+    np.testing.assert_allclose(np.exp(split_log_weights(rules)), [0.25 / 1.5] * 4 + [1 / 3])
+
+
+def test_predictions_equal_the_exported_trees_at_rows_with_missing_values():
+    rng = np.random.default_rng(1)
+    n = 120
+    X = rng.uniform(size=(n, 3))
+    y = 3 * (X[:, 0] > 0.5) + X[:, 1] + 0.3 * rng.normal(size=n)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    reg = bt.BARTRegressor(m=8, draws=30, tune=30, chains=2, max_depth=3, random_state=0).fit(X[:80], y[:80])
+    new = X[80:]
+    assert np.isnan(new).any()
+    tr = reg.idata_.trees
+    from bayestrees.tree import Tree, apply
+
+    tree = Tree(feature=tr["split_feature"].values, threshold=tr["threshold"].values, left=tr["left"].values,
+                right=tr["right"].values, missing_left=tr["missing_left"].values, value=tr["value"].values,
+                weight=tr["weight"].values, count=tr["count"].values, depth=tr["node_depth"].values,
+                n_nodes=tr["n_nodes"].values)
+    codes = reg._codes(new)
+    leaf = np.asarray(apply(tree, codes))                     # (chain, draw, tree, rows)
+    value = tr["value"].values[..., 0]
+    f = np.take_along_axis(value, leaf, -1).sum(2) + reg.idata_.posterior.attrs["bart_offset"]
+    np.testing.assert_allclose(reg.predict_draws(new), f.reshape(-1, f.shape[-1]), rtol=1e-5, atol=1e-4)
+
+
+def _stump_exact(coded, y, rules, alpha, sigma2, tau2):
+    """Posterior of every stump on the coded columns (and of no split): prior times marginal."""
+    w = np.exp(split_log_weights(rules))
+    lo, hi = coded.min(0), coded.max(0)
+    avail = hi > lo
+    post = {}
+
+    def log_marg(r):
+        n = len(r)
+        cov = sigma2 * np.eye(n) + tau2 * np.ones((n, n))
+        _, logdet = np.linalg.slogdet(cov)
+        return -0.5 * (logdet + r @ np.linalg.solve(cov, r))
+
+    post[None] = np.log(1 - alpha) + log_marg(y)
+    for v in np.flatnonzero(avail):
+        for t in range(lo[v], hi[v]):
+            left = coded[:, v] <= t
+            prior = alpha * w[v] / w[avail].sum() / (hi[v] - lo[v])
+            post[(int(v), int(t))] = np.log(prior) + log_marg(y[left]) + log_marg(y[~left])
+    z = np.logaddexp.reduce(list(post.values()))
+    return {k: float(np.exp(v - z)) for k, v in post.items()}
+
+
+def test_one_stump_with_missing_values_matches_exact_enumeration():
+    X = np.array([[0, 0], [1, 1], [2, 2], [np.nan, 0], [1, 2], [2, 1], [np.nan, 1], [0, 2], [np.nan, 0], [2, 0]],
+                 float)
+    y = np.array([0.1, 0.4, 1.6, 2.1, 0.5, 1.4, 1.9, -0.2, 2.3, 1.2])
+    data = prepare_data(X, y, task="regression", allow_nan=True)
+    alpha = 0.6
+    # with change moves: the root leaf holds little mass, so grow and prune alone rarely leave a split
+    cfg = BARTConfig(m=1, max_depth=1, min_leaf_rows=1, prior=ChipmanPrior(alpha, 2.0), fixed_sigma=0.5, draws=5000,
+                     tune=300, chains=4, move_probs=(0.3, 0.3, 0.4, 0.0))
+    res = fit_bart(jax.random.key(3), data, cfg)
+    rules = res.missing
+    coded = rules.code(np.asarray(data.codes))
+    ys = (y - res.y_shift) / res.y_scale
+    exact = _stump_exact(coded, ys, rules, alpha, (0.5 / res.y_scale) ** 2, res.sigma_mu ** 2)
+    f, t = res.feature[..., 0, 0].ravel(), res.threshold[..., 0, 0].ravel().astype(int)
+    got = Counter(None if fi < 0 else (int(fi), int(ti)) for fi, ti in zip(f, t))
+    total = sum(got.values())
+    tv = 0.5 * sum(abs(got[k] / total - p) for k, p in exact.items()) + 0.5 * sum(
+        got[k] / total for k in got if k not in exact)
+    assert tv < 0.03, (tv, sorted(((k, round(got[k] / total, 3), round(p, 3)) for k, p in exact.items()),
+                               key=lambda r: -r[2])[:8])
+    # the missing rows' side is learned: the rules that put the three high-y missing rows with the high values
+    p_missing_right_of_low = sum(p for k, p in exact.items() if k is not None and k[0] == 0)
+    assert abs(np.mean([k is not None and k[0] == 0 for k in
+                        (None if fi < 0 else (int(fi), int(ti)) for fi, ti in zip(f, t))])
+               - p_missing_right_of_low) < 0.03
+
+
+def test_without_likelihood_the_columns_are_chosen_by_their_prior_weights():
+    rng = np.random.default_rng(5)
+    n = 60
+    X = rng.integers(0, 3, size=(n, 2)).astype(float)
+    X[rng.random(n) < 0.3, 0] = np.nan
+    data = prepare_data(X, rng.normal(size=n), task="regression", allow_nan=True)
+    cfg = BARTConfig(m=3, max_depth=1, min_leaf_rows=1, prior=ChipmanPrior(0.9, 2.0), draws=3000, tune=200,
+                     chains=4)
+    res = fit_bart(jax.random.key(1), data, cfg, weights=np.zeros(n))
+    f = res.feature[..., 0].ravel()
+    split = f[f >= 0]
+    assert abs(len(split) / len(f) - 0.9) < 0.02
+    share = np.bincount(split, minlength=3) / len(split)
+    # columns 0 and 1 (feature 0, missing left / right) 1/4 each, column 2 (feature 1) 1/2
+    np.testing.assert_allclose(share, [0.25, 0.25, 0.5], atol=0.025)
+
+
+def test_the_estimators_take_missing_values_and_say_what_they_do_not_take(tmp_path):
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(60, 2))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    y = (np.nan_to_num(X[:, 0], nan=0.7) > 0.5).astype(int)
+    clf = bt.BARTClassifier(m=5, draws=20, tune=20, chains=1, random_state=0).fit(X, y)
+    assert clf.__sklearn_tags__().input_tags.allow_nan
+    proba = clf.predict_proba(X[:5])
+    path = tmp_path / "m.pkl"
+    clf.save(path)
+    np.testing.assert_array_equal(bt.load(path).predict_proba(X[:5]), proba)
+    with pytest.raises(ValueError, match="missing values.*sparse"):
+        bt.BARTRegressor(m=5, draws=5, tune=5, chains=1, sparse=True).fit(X, rng.normal(size=60))
