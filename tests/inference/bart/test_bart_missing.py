@@ -148,3 +148,19 @@ def test_the_estimators_take_missing_values_and_say_what_they_do_not_take(tmp_pa
     np.testing.assert_array_equal(bt.load(path).predict_proba(X[:5]), proba)
     with pytest.raises(ValueError, match="missing values.*sparse"):
         bt.BARTRegressor(m=5, draws=5, tune=5, chains=1, sparse=True).fit(X, rng.normal(size=60))
+
+
+def test_several_classes_with_missing_values_keep_the_same_values_with_or_without_trees():
+    """The kept sums at rows named when fitting (``keep_trees=False``) and the kept trees give the same
+    probabilities, for three classes with missing values (both through the coded columns)."""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(size=(90, 3))
+    y = np.minimum((X[:, 0] * 3).astype(int), 2)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    kw = dict(m=5, draws=20, tune=20, chains=1, max_depth=3, random_state=0)
+    lean = bt.BARTClassifier(keep_trees=False, **kw).fit(X, y, X_predict=X[:10])
+    full = bt.BARTClassifier(**kw).fit(X, y)
+    np.testing.assert_array_equal(lean.predict_proba(X[:10]), full.predict_proba(X[:10]))
+    assert lean.idata_.posterior["split_counts"].shape[-1] == 3
+    np.testing.assert_array_equal(lean.idata_.posterior["split_counts"].values,
+                                  full.idata_.posterior["split_counts"].values)
