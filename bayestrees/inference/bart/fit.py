@@ -328,7 +328,7 @@ class BARTResult:
     @property
     def mu(self) -> np.ndarray:
         """The drawn function at the training rows: response units ``(chains, draws, n)``, or class
-        probabilities ``(chains, draws, n, 2)``."""
+        probabilities ``(chains, draws, n, 2)`` (several classes: ``(chains, draws, n, k)``)."""
         return _link(self.fit, task=self.task, y_shift=self.y_shift, y_scale=self.y_scale, offset=self.offset,
                      columns=False)
 
