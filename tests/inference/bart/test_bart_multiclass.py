@@ -85,12 +85,16 @@ def _stump_exact(y, cell, offset, a, b, alpha, size=2_000_000, seed=1):
     return {s: float(np.exp(v - z)) for s, v in post.items()}, cell_p
 
 
-def test_stumps_match_the_exact_posterior_of_every_structure():
+@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4}, marks=pytest.mark.full_only),
+                                    pytest.param({"move_probs": (0.25, 0.25, 0.4, 0.1), "local_moves": 2},
+                                                 marks=pytest.mark.full_only)],
+                         ids=["grow-prune", "regrowth", "change-swap"])
+def test_stumps_match_the_exact_posterior_of_every_structure(kernel):
     X, y = _stump_data()
     data = prepare_data(X, y, task="classification", allow_nan=False)
     alpha = 0.5
     cfg = BARTConfig(m=1, max_depth=1, min_leaf_rows=1, prior=ChipmanPrior(alpha, 2.0), draws=6000, tune=500,
-                     chains=4)
+                     chains=4, **kernel)
     res = fit_bart(jax.random.key(7), data, cfg)
     a, b = loggamma_params(res.sigma_mu)
     cell = np.asarray(data.codes)[:, 0]
