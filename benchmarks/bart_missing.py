@@ -45,9 +45,8 @@ def load(name, rng):
     if name == "california":
         from bayestrees.datasets import load_california_housing
 
-        df = load_california_housing()
-        y = df.pop("medianHouseValue").to_numpy(float) / 1e5
-        X = df.to_numpy(float)
+        X, y, _ = load_california_housing()
+        y = y / 1e5
         idx = rng.permutation(len(y))[:4000]
         return X[idx], y[idx], 2000
     raise ValueError(name)
