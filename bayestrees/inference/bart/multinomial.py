@@ -144,10 +144,14 @@ def move_classes(key, trees: bart_kernel.State, phi, data: bart_kernel.BARTData,
         leaves = _leaves(cfg, phi, offset_c, counts_c)
         d_c = data._replace(weight=counts_c)
         st, proposed, accepted = bart_kernel.move_trees(random_bits.split(k_c, 3), st, d_c, base, leaves)
-        for i in range(1, base.local_moves):
-            st, p_i, a_i = bart_kernel.move_trees(random_bits.split(random_bits.fold_in(k_c, 1 + i), 3), st, d_c,
-                                                  base, leaves)
-            proposed, accepted = proposed + p_i, accepted + a_i
+        if base.local_moves > 1:   # further moves of every tree, as BART's step makes them
+            def again(i, carry):
+                st, pr, ac = carry
+                st, p_i, a_i = bart_kernel.move_trees(random_bits.split(random_bits.fold_in(k_c, 1 + i), 3), st, d_c,
+                                                      base, leaves)
+                return st, pr + p_i, ac + a_i
+
+            st, proposed, accepted = jax.lax.fori_loop(1, base.local_moves, again, (st, proposed, accepted))
         if base.particles:
             st = bart_kernel.regrow_trees(random_bits.fold_in(k_c, 0), st, d_c, base, leaves)
         return st, proposed, accepted
