@@ -454,7 +454,6 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         raise ValueError("fixed_sigma is for regression: BART for classes has no noise sd")
     if multi:
         for what, given in (("the sparse prior (sparse=True)", config.sparse),
-                            ("slides (slide > 0)", config.slide),
                             ("rows across devices (data_devices > 1)", config.data_devices > 1)):
             if given:
                 raise ValueError(MULTINOMIAL_LIMITS.format(C=data.n_classes, what=what))

@@ -517,9 +517,11 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, a
 
 
 def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int,
-                   axis=None) -> _Moved:
-    """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
-    new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
+                   axis=None, new=None) -> _Moved:
+    """A change or a swap below ``pr.node``: the node's rows routed again (or sent to the leaves
+    ``new``), their sums scattered anew."""
+    if new is None:
+        new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     rsum_old = cell_sums(leaf, wr, S)
@@ -528,6 +530,15 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, 
     valid = jnp.all(jnp.where(pr.leaf_new, st[:, 0] >= min_rows, True))
     return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), rsum_old=rsum_old,
                   rsum_new=st[:, 2], valid=valid)
+
+
+def slide_rows(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, axis=None) -> _Moved:
+    """A slide at ``pr.node`` (its children leaves): the children's rows split anew at ``pr.thr``
+    (:func:`change_or_swap` without the descent of a subtree)."""
+    lc, rc = 2 * pr.node + 1, 2 * pr.node + 2
+    col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+    new = jnp.where((leaf == lc) | (leaf == rc), lc + (col > pr.thr).astype(jnp.int32), leaf)
+    return change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, 0, axis, new=new)
 
 
 @dataclass(frozen=True)
@@ -678,9 +689,12 @@ def _visit(vs: _Visit, R, xs):
     leaf = leaf8.astype(jnp.int32)
     r = R + take(v, leaf)
     wr = leaves.row_values(r)
-    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not vs.changes else jax.lax.cond(
-        pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
-        lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
+    if cfg.slide:
+        other = lambda _: slide_rows(pr, leaf, wr, count, wsum, data, min_rows, S, ax)  # noqa: E731
+    else:
+        other = lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax)  # noqa: E731
+    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not (vs.changes or cfg.slide) else \
+        jax.lax.cond(pr.kind == 2, other, lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
     lm_old = leaves.log_marginal(wsum, mv.rsum_old)
     lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
     ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
@@ -719,8 +733,6 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     inv_s2 = _precision(state)
     leaves = _normal_rows(cfg, w, inv_s2) if normal else leaves
     changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
-    if cfg.slide and not normal:
-        raise ValueError("slide moves take the Normal leaf model of the visit only")
     local = normal and not changes   # the grow/prune visit of Normal leaves, its terms computed first
     # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
     # large data: in the visit, where the node's rows are in cache

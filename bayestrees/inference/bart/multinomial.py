@@ -62,9 +62,9 @@ class MultinomialConfig:
 
     def __post_init__(self):
         b = self.base
-        if b.probit or b.sample_sigma or b.sparse or b.tempered or b.data_devices > 1 or b.slide:
+        if b.probit or b.sample_sigma or b.sparse or b.tempered or b.data_devices > 1:
             raise ValueError("multinomial BART takes BART's kernel settings without probit, sigma, the sparse prior, "
-                             "tempering, slides or rows across devices")
+                             "tempering or rows across devices")
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be at least 2, got {self.n_classes}")
 

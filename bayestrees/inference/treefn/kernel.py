@@ -288,6 +288,8 @@ AUGMENTED = {
 }
 #: the conjugate kinds whose step is the BART family's Gaussian step (the augmented ones given their latents)
 _GAUSSIAN_KINDS = ("normal",) + tuple(AUGMENTED)
+#: the paths that take the BART family's visit, where the change move may be a slide
+_SLIDE_KINDS = _GAUSSIAN_KINDS + ("poisson",)
 
 
 def _augmented_base(fn):
@@ -368,8 +370,8 @@ class TreeMoves(MCMCKernel):
     slide : "auto" or int >= 0, default "auto"
         The change move as a local *slide* of a threshold by ``1 .. slide`` codes at a node whose
         children are leaves (the BART family's, :class:`~bayestrees.inference.bart.kernel.KernelConfig`),
-        on the paths that take the BART family's step (the conjugate Normal and the augmented ones);
-        ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.  "auto":
+        on the paths that take the BART family's visit (the conjugate Normal and the augmented ones,
+        and the Gamma-Poisson path of log-gamma leaves); ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.  "auto":
         :data:`AUTO_SLIDE` for a sum of trees on those paths when neither ``move_probs`` nor
         ``data_devices > 1`` is given, else 0 (a function of one tree keeps the one-tree moves).
     particles : "auto" or int
@@ -704,11 +706,10 @@ class TreeMoves(MCMCKernel):
         if slide == "auto":   # a sum of trees on the BART step's paths, its moves not chosen
             slide = AUTO_SLIDE if m > 1 and conj in _GAUSSIAN_KINDS and self.move_probs is None and k == 1 else 0
         if slide:
-            if conj not in _GAUSSIAN_KINDS:
+            if conj not in _SLIDE_KINDS:
                 raise ValueError(f"slide={self.slide}: slides run on the paths that take the BART family's step (a "
-                                 f"likelihood Normal in the function, or made so by latent draws, with Normal leaves), "
-                                 f"and {fn.site!r} takes the "
-                                 f"{dict(poisson='Gamma-Poisson').get(conj, 'general')} path")
+                                 f"likelihood Normal in the function, or made so by latent draws, with Normal leaves; "
+                                 f"or log-gamma leaves in a Poisson likelihood), and {fn.site!r} takes the general path")
             cfg = dataclasses.replace(cfg, move_probs=SLIDE_MOVES, slide=slide)
         if self.move_probs is not None:
             cfg = dataclasses.replace(cfg, move_probs=self.move_probs)

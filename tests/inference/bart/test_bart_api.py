@@ -178,8 +178,7 @@ def test_settings_that_several_classes_do_not_take_are_refused_by_name():
     rng = np.random.default_rng(3)
     X = rng.random((30, 2))
     y = rng.integers(0, 3, 30)
-    for params, name in (({"sparse": True}, "sparse prior"), ({"slide": 2, "move_probs": (0.35, 0.35, 0.3, 0.0)},
-                                                              "slides")):
+    for params, name in (({"sparse": True}, "sparse prior"), ({"data_devices": 2}, "rows across devices")):
         with pytest.raises(ValueError, match=f"BART for 3 classes.*{name}"):
             bt.BARTClassifier(**{**KW, **params}).fit(X, y)
 

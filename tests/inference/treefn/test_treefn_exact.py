@@ -595,13 +595,10 @@ def test_slides_on_a_student_t_function_match_enumeration():
     _check_defaults_against(model, X, y, want, f_exact, slide=2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("data_seed", _data_seeds(3))
-def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(data_seed):
-    """The Poisson case with log-gamma leaves (the Gamma-Poisson path: BART's visit with the leaf values
-    integrated out, grow, prune, change and swap): the posterior of ``n_leaves`` against the enumeration
-    with the closed Gamma-Poisson marginal of every leaf, and the posterior mean of the function at every
-    row (a leaf's ``E[log lambda]`` is closed too)."""
+def _one_tree_gamma_poisson(data_seed):
+    """The Poisson case with log-gamma leaves: ``(X, y, want, f_exact, model)``, the exact posterior of
+    ``n_leaves`` by the closed Gamma-Poisson marginal of every leaf, and of the function at every row
+    (a leaf's ``E[log lambda]`` is closed too)."""
     from bayestrees.inference.treefn.leaf_priors import loggamma_params
 
     X, codes, _ = _one_tree_data(data_seed)
@@ -624,7 +621,27 @@ def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(dat
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q, leaf_prior="loggamma")
         numpyro.sample("y", dist.Poisson(jnp.exp(offset + f)), obs=y)
 
+    return X, y, want, f_exact, model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data_seed", _data_seeds(3))
+def test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration(data_seed):
+    """The Poisson case with log-gamma leaves (the Gamma-Poisson path: BART's visit with the leaf values
+    integrated out, grow, prune, change and swap): the posterior of ``n_leaves`` against the enumeration
+    with the closed Gamma-Poisson marginal of every leaf, and the posterior mean of the function at every
+    row."""
+    X, y, want, f_exact, model = _one_tree_gamma_poisson(data_seed)
     _check_defaults_against(model, X, y, want, f_exact, **_programs(data_seed))
+
+
+@pytest.mark.slow
+def test_slides_on_a_gamma_poisson_function_match_enumeration():
+    """``slide=2`` on the Gamma-Poisson path (BART's visit of any leaf model: a slide re-splits the
+    node's two leaves' rows and scores them by the Gamma-Poisson marginal), without the regrowth (the
+    moves alone make the chain): the exact posterior of the trees and of the function at every row."""
+    X, y, want, f_exact, model = _one_tree_gamma_poisson(1)
+    _check_defaults_against(model, X, y, want, f_exact, slide=2, particles=0)
 
 
 @pytest.mark.slow
