@@ -516,12 +516,36 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, a
                   wsum=_split_join(wsum, w_l.astype(wsum.dtype), s, grow), rsum_old=rsum_old, rsum_new=rsum_new, valid=valid)
 
 
+def grow_prune_or_slide(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, axis=None) -> _Moved:
+    """:func:`grow_or_prune`, or a slide at ``pr.node`` (``pr.kind`` 2): its two leaves' rows split anew
+    at ``pr.thr``, in the same one scatter of ``w r`` (the rows that change child go to two extra
+    cells, :func:`_slide_sums`) and one masked pass for the left child's rows and weight
+    (:func:`_visit_local`'s slide for any leaf model)."""
+    s, kind = pr.node, pr.kind
+    grow, slide = kind == 0, kind == 2
+    lc, rc = 2 * s + 1, 2 * s + 2
+    col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
+    at = jnp.where(slide, (leaf == lc) | (leaf == rc), leaf == s)
+    side = lc + (col > pr.thr).astype(jnp.int32)
+    real_grow = grow & pr.ok
+    finer = jnp.where(real_grow & at, side, leaf)
+    cell = jnp.where(pr.ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
+    rsum = rows_total(cell_sums(cell, wr, S + 2), axis)
+    rsum_old, rsum_new = _grow_prune_sums(rsum[:S], s, real_grow, grow)
+    qs_old, qs_new = _slide_sums(rsum, s, S)
+    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
+    kept_rows = jnp.where(slide, count[lc] + count[rc], count[s])
+    valid = jnp.where(grow | slide, (c_l >= min_rows) & (kept_rows - c_l >= min_rows), True)
+    leaf_new = jnp.where(grow | slide, jnp.where(at, side, leaf), jnp.where(heap.in_subtree(leaf, s), s, leaf))
+    return _Moved(leaf=leaf_new, count=_moved_totals(count, c_l, s, kind),
+                  wsum=_moved_totals(wsum, w_l.astype(wsum.dtype), s, kind),
+                  rsum_old=jnp.where(slide, qs_old, rsum_old), rsum_new=jnp.where(slide, qs_new, rsum_new), valid=valid)
+
+
 def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int,
-                   axis=None, new=None) -> _Moved:
-    """A change or a swap below ``pr.node``: the node's rows routed again (or sent to the leaves
-    ``new``), their sums scattered anew."""
-    if new is None:
-        new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
+                   axis=None) -> _Moved:
+    """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
+    new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     rsum_old = cell_sums(leaf, wr, S)
@@ -531,14 +555,6 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, 
     return _Moved(leaf=new, count=st[:, 0].astype(count.dtype), wsum=st[:, 1].astype(wsum.dtype), rsum_old=rsum_old,
                   rsum_new=st[:, 2], valid=valid)
 
-
-def slide_rows(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, axis=None) -> _Moved:
-    """A slide at ``pr.node`` (its children leaves): the children's rows split anew at ``pr.thr``
-    (:func:`change_or_swap` without the descent of a subtree)."""
-    lc, rc = 2 * pr.node + 1, 2 * pr.node + 2
-    col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
-    new = jnp.where((leaf == lc) | (leaf == rc), lc + (col > pr.thr).astype(jnp.int32), leaf)
-    return change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, 0, axis, new=new)
 
 
 @dataclass(frozen=True)
@@ -690,11 +706,12 @@ def _visit(vs: _Visit, R, xs):
     r = R + take(v, leaf)
     wr = leaves.row_values(r)
     if cfg.slide:
-        other = lambda _: slide_rows(pr, leaf, wr, count, wsum, data, min_rows, S, ax)  # noqa: E731
+        mv = grow_prune_or_slide(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
+    elif vs.changes:
+        mv = jax.lax.cond(pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
+                          lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
     else:
-        other = lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax)  # noqa: E731
-    mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax) if not (vs.changes or cfg.slide) else \
-        jax.lax.cond(pr.kind == 2, other, lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
+        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
     lm_old = leaves.log_marginal(wsum, mv.rsum_old)
     lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
     ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))

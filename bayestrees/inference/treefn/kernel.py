@@ -288,8 +288,6 @@ AUGMENTED = {
 }
 #: the conjugate kinds whose step is the BART family's Gaussian step (the augmented ones given their latents)
 _GAUSSIAN_KINDS = ("normal",) + tuple(AUGMENTED)
-#: the paths that take the BART family's visit, where the change move may be a slide
-_SLIDE_KINDS = _GAUSSIAN_KINDS + ("poisson",)
 
 
 def _augmented_base(fn):
@@ -370,9 +368,9 @@ class TreeMoves(MCMCKernel):
     slide : "auto" or int >= 0, default "auto"
         The change move as a local *slide* of a threshold by ``1 .. slide`` codes at a node whose
         children are leaves (the BART family's, :class:`~bayestrees.inference.bart.kernel.KernelConfig`),
-        on the paths that take the BART family's visit (the conjugate Normal and the augmented ones,
-        and the Gamma-Poisson path of log-gamma leaves); ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.  "auto":
-        :data:`AUTO_SLIDE` for a sum of trees on those paths when neither ``move_probs`` nor
+        on every path; ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.
+        "auto": :data:`AUTO_SLIDE` for a sum of trees on the paths that take the BART family's
+        Gaussian step (the conjugate Normal and the augmented ones) when neither ``move_probs`` nor
         ``data_devices > 1`` is given, else 0 (a function of one tree keeps the one-tree moves).
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
@@ -706,10 +704,6 @@ class TreeMoves(MCMCKernel):
         if slide == "auto":   # a sum of trees on the BART step's paths, its moves not chosen
             slide = AUTO_SLIDE if m > 1 and conj in _GAUSSIAN_KINDS and self.move_probs is None and k == 1 else 0
         if slide:
-            if conj not in _SLIDE_KINDS:
-                raise ValueError(f"slide={self.slide}: slides run on the paths that take the BART family's step (a "
-                                 f"likelihood Normal in the function, or made so by latent draws, with Normal leaves; "
-                                 f"or log-gamma leaves in a Poisson likelihood), and {fn.site!r} takes the general path")
             cfg = dataclasses.replace(cfg, move_probs=SLIDE_MOVES, slide=slide)
         if self.move_probs is not None:
             cfg = dataclasses.replace(cfg, move_probs=self.move_probs)
@@ -1040,12 +1034,12 @@ class TreeMoves(MCMCKernel):
             mean = g_bar + jnp.clip(step, -step_max, step_max)
             return jnp.where(is_leaf, mean, 0.0), P
 
-        changes = mc.move_probs[2] + mc.move_probs[3] > 0   # subtrees routed again (a change or swap)
+        changes = mc.move_probs[2] + mc.move_probs[3] > 0   # rows routed again (a change, swap or slide)
 
         def centre(ok, kind, node, value, count, leaf_to, count_to, rows_value, grow):
             """The Laplace step's start per leaf of the tree moved to: the mean over its rows of the
-            tree's values before the move (:func:`_mean_over` for a grow or prune; a change or swap
-            averages ``rows_value`` over the new leaves' rows)."""
+            tree's values before the move (:func:`_mean_over` for a grow or prune; a change, swap or
+            slide averages ``rows_value`` over the new leaves' rows)."""
             local = _mean_over(value, count, node, grow)
             if changes:
                 mean = cell_sums(leaf_to, rows_value, S) / jnp.maximum(count_to, 1.0)
@@ -1063,7 +1057,10 @@ class TreeMoves(MCMCKernel):
             def change_swap(_):
                 return bart_kernel.change_or_swap(pr, leaf, zeros, count, wsum, data, min_rows, S, mc.max_depth)
 
-            mv = grow_prune(None) if not changes else jax.lax.cond(pr.kind == 2, change_swap, grow_prune, None)
+            if mc.slide:
+                mv = bart_kernel.grow_prune_or_slide(pr, leaf, zeros, count, wsum, data, min_rows, S)
+            else:
+                mv = grow_prune(None) if not changes else jax.lax.cond(pr.kind == 2, change_swap, grow_prune, None)
             ok = pr.ok & mv.valid
             grow = pr.kind == 0
             leaf_p = jnp.where(ok, mv.leaf, leaf)

@@ -493,15 +493,14 @@ def test_slides_are_a_choice_on_the_paths_of_the_bart_step_and_fail_elsewhere():
     assert TreeMoves(one_tree).prepare((X, y), {})._fns[0].cfg.slide == 0   # one tree: the one-tree moves
     cfg = TreeMoves(normal, slide=1, move_probs=(0.4, 0.4, 0.2, 0.0)).prepare((X, y), {})._fns[0].cfg
     assert (cfg.slide, cfg.move_probs) == (1, (0.4, 0.4, 0.2, 0.0))
-    with pytest.raises(ValueError, match="general path"):
-        TreeMoves(poisson, slide=2).prepare((X, y), {})
 
     def poisson_loggamma(X, y=None):
         f = bt.bart_function("f", X, m=3, leaf_prior="loggamma")
         numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
 
-    cfg = TreeMoves(poisson_loggamma, slide=2).prepare((X, y), {})._fns[0].cfg   # the Gamma-Poisson path's visit
-    assert (cfg.slide, cfg.move_probs) == (2, SLIDE_MOVES)
+    for model in (poisson, poisson_loggamma):   # slides asked for on the general and the Gamma-Poisson paths
+        cfg = TreeMoves(model, slide=2).prepare((X, y), {})._fns[0].cfg
+        assert (cfg.slide, cfg.move_probs) == (2, SLIDE_MOVES)
     with pytest.raises(ValueError, match="swap must be 0"):
         TreeMoves(normal, slide=2, move_probs=(0.3, 0.3, 0.2, 0.2))
     with pytest.raises(ValueError, match="slide must be"):

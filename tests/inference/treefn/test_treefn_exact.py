@@ -474,6 +474,15 @@ def test_one_tree_poisson_function_at_its_defaults_matches_enumeration(data_seed
     _check_defaults_against(model, X, y, want, **_programs(data_seed, every_seed=True))
 
 
+@pytest.mark.slow
+def test_slides_on_the_general_path_match_enumeration():
+    """``slide=2`` on the general path (a slide re-splits the node's two leaves' rows; every leaf value
+    drawn from the Laplace proposal, as for a change), without the regrowth: the Poisson one-tree case's
+    exact posterior of the trees."""
+    X, y, want, model = _one_tree_poisson(1)
+    _check_defaults_against(model, X, y, want, slide=2, particles=0)
+
+
 def _one_tree_logit(data_seed):
     """The logistic one-tree case: ``(X, y, want, f_exact, model)``, successes of 6 trials with a logit
     link and an offset, the default Normal leaves (the logit path), the exact posterior of ``n_leaves``
