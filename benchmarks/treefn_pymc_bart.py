@@ -177,6 +177,10 @@ def worker_bayestrees(a) -> dict:
     kw = dict(draws=a.draws, tune=a.tune, chains=a.chains, chain_method="vectorized", log_likelihood=False)
     if a.leaf_refresh:
         kw["leaf_refresh"] = a.leaf_refresh
+    if a.slide is not None:
+        kw["slide"] = a.slide
+    if a.local_moves is not None:
+        kw["local_moves"] = a.local_moves
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
@@ -194,11 +198,13 @@ def worker_bayestrees(a) -> dict:
     res = {"side": "bayestrees", "imported_from_worktree": Path(bt.__file__).resolve().parent == ROOT / "bayestrees",
            "versions": {"bayestrees": bt.__version__, "jax": jax.__version__,
                                               "numpyro": numpyro.__version__, "arviz": arviz.__version__},
-           "leaf_refresh": a.leaf_refresh, "leaf_prior": a.leaf_prior,
+           "leaf_refresh": a.leaf_refresh, "leaf_prior": a.leaf_prior, "slide": a.slide,
+           "local_moves": a.local_moves,
            "sampler": ("bt.sample_model: one RJ move per tree per step (all 50 trees), Laplace leaf proposal; "
                        if a.leaf_prior == "normal" else
                        "bt.sample_model: one grow/prune per tree per step (all 50 trees), log-gamma leaves "
-                       "integrated out (conjugate path); ") + "chain_method=vectorized",
+                       "integrated out (conjugate path); ") + ("" if not a.slide else f"moves grow/prune/slide, "
+                                                              f"slides of 1-{a.slide} codes; ") + "chain_method=vectorized",
            "chains": a.chains, "tune": a.tune, "draws": a.draws, "compile_s": compile_s,
            "sampling_s": fit.seconds, "call_s": call, "first_call_s": first_call, "total_s": compile_s + call,
            "load_during": load, "call_cpu_s": cpu,
@@ -311,7 +317,9 @@ def run_side(side, python, data, a, draws, tune, chains, tmp, libpath=None) -> d
     result = Path(tmp) / f"{side}.json"
     cmd = [python, str(Path(__file__).resolve()), "--worker", side, "--data", str(data), "--result", str(result),
            "--draws", str(draws), "--tune", str(tune), "--chains", str(chains), "--seed", str(a.seed),
-           "--offset", a.offset, "--leaf-refresh", str(a.leaf_refresh), "--leaf-prior", a.leaf_prior]
+           "--offset", a.offset, "--leaf-refresh", str(a.leaf_refresh), "--leaf-prior", a.leaf_prior] + (
+               [] if a.slide is None else ["--slide", str(a.slide)]) + (
+               [] if a.local_moves is None else ["--local-moves", str(a.local_moves)])
     before = load_average()
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -344,6 +352,10 @@ def main():
                     help="bayestrees as committed (HEAD, exported to a temporary folder) or the working tree")
     ap.add_argument("--only", choices=["bayestrees", "pymc-bart"], default=None)
     ap.add_argument("--leaf-refresh", type=int, default=0, help="bt.sample_model's leaf_refresh")
+    ap.add_argument("--slide", type=int, default=None,
+                    help="bt.sample_model's slide (default: its own, 'auto'); log-gamma leaves or a Normal path only")
+    ap.add_argument("--local-moves", type=int, default=None, help="bt.sample_model's local_moves (moves of every "
+                    "tree a step; default its own)")
     ap.add_argument("--leaf-prior", choices=["normal", "loggamma"], default="normal",
                     help="bt.bart_function's leaf_prior (loggamma: the conjugate path of log-linear BART)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "treefn_pymc_bart.jsonl"))

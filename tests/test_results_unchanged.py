@@ -135,7 +135,7 @@ def _treefn_poisson(leaf_prior: str):
         f = bt.bart_function("f", X, m=4, max_depth=3, min_leaf_rows=2, leaf_prior=leaf_prior)
         numpyro.sample("y", dist.Poisson(jnp.exp(f)), obs=y)
 
-    return _ModelFit(model)
+    return _ModelFit(model, slide=0)   # grow and prune, the default of sums on this path when this was recorded
 
 
 def _treefn_outputs():
@@ -146,7 +146,7 @@ def _treefn_outputs():
         f = bt.bart_function("f", X, m=3, outputs=3, max_depth=3)
         numpyro.sample("y", dist.Categorical(logits=f), obs=y)
 
-    return _ModelFit(model)
+    return _ModelFit(model, slide=0)   # grow and prune, the default of sums on this path when this was recorded
 
 
 def _digest(a) -> str:

@@ -369,8 +369,7 @@ class TreeMoves(MCMCKernel):
         The change move as a local *slide* of a threshold by ``1 .. slide`` codes at a node whose
         children are leaves (the BART family's, :class:`~bayestrees.inference.bart.kernel.KernelConfig`),
         on every path; ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.
-        "auto": :data:`AUTO_SLIDE` for a sum of trees on the paths that take the BART family's
-        Gaussian step (the conjugate Normal and the augmented ones) when neither ``move_probs`` nor
+        "auto": :data:`AUTO_SLIDE` for a sum of trees when neither ``move_probs`` nor
         ``data_devices > 1`` is given, else 0 (a function of one tree keeps the one-tree moves).
     particles : "auto" or int
         Particles of a particle Gibbs regrowth of every tree after its move in each step
@@ -701,8 +700,8 @@ class TreeMoves(MCMCKernel):
         if m == 1:
             cfg = dataclasses.replace(cfg, move_probs=ONE_TREE_MOVES, local_moves=ONE_TREE_MOVE_COUNT)
         slide = self.slide
-        if slide == "auto":   # a sum of trees on the BART step's paths, its moves not chosen
-            slide = AUTO_SLIDE if m > 1 and conj in _GAUSSIAN_KINDS and self.move_probs is None and k == 1 else 0
+        if slide == "auto":   # a sum of trees, its moves not chosen
+            slide = AUTO_SLIDE if m > 1 and self.move_probs is None and k == 1 else 0
         if slide:
             cfg = dataclasses.replace(cfg, move_probs=SLIDE_MOVES, slide=slide)
         if self.move_probs is not None:

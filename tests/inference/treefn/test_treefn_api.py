@@ -481,10 +481,11 @@ def test_slides_are_a_choice_on_the_paths_of_the_bart_step_and_fail_elsewhere():
 
     cfg = TreeMoves(normal, slide=3).prepare((X, y), {})._fns[0].cfg
     assert (cfg.slide, cfg.move_probs) == (3, SLIDE_MOVES)
-    cfg = TreeMoves(normal).prepare((X, y), {})._fns[0].cfg         # "auto": slides for sums on this path
-    assert (cfg.slide, cfg.move_probs) == (AUTO_SLIDE, SLIDE_MOVES)
-    for kernel in (TreeMoves(poisson), TreeMoves(normal, move_probs=(0.5, 0.5, 0.0, 0.0)), TreeMoves(normal, slide=0)):
-        cfg = kernel.prepare((X, y), {})._fns[0].cfg                  # "auto" elsewhere, or moves chosen: none
+    for model in (normal, poisson):                                 # "auto": slides for sums on every path
+        cfg = TreeMoves(model).prepare((X, y), {})._fns[0].cfg
+        assert (cfg.slide, cfg.move_probs) == (AUTO_SLIDE, SLIDE_MOVES)
+    for kernel in (TreeMoves(normal, move_probs=(0.5, 0.5, 0.0, 0.0)), TreeMoves(poisson, slide=0)):
+        cfg = kernel.prepare((X, y), {})._fns[0].cfg                  # moves chosen: none
         assert (cfg.slide, cfg.move_probs) == (0, (0.5, 0.5, 0.0, 0.0))
 
     def one_tree(X, y=None):
