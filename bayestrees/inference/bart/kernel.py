@@ -556,7 +556,6 @@ def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, 
                   rsum_new=st[:, 2], valid=valid)
 
 
-
 @dataclass(frozen=True)
 class _Step:
     """One step in named phases: every tree's move and leaf draw (:func:`move_trees`, ``local_moves`` times),
