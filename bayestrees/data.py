@@ -431,18 +431,20 @@ def check_max_bins(max_bins) -> int:
     return check_int("max_bins", max_bins, 2)
 
 
-def sampler_inputs(data: "TrainingData", family: str, dtype):
+def sampler_inputs(data: "TrainingData", family: str, dtype, rules=None):
     """Feature codes and response as the MCMC samplers (Bayesian CART, BET) take them.
 
     Parameters
     ----------
-    data : TrainingData without missing values
+    data : TrainingData, without missing values unless ``rules`` codes them
     family : the family's name, for the error message
     dtype : floating dtype of a regression response
+    rules : :class:`~bayestrees.inference.missing.MissingRules`, optional
+        The coding of the features with missing values: the codes returned are its coded columns.
 
     Returns
     -------
-    codes : int32 array (n, d)
+    codes : int32 array (n, d), or (n, rules.d) with ``rules``
     y : (n,) regression response in ``dtype``, standardised (in float64) to mean 0 and standard
         deviation 1 (1 when it is constant), or int32 (n,) class codes
     shift, scale : the response is ``y * scale + shift`` (0 and 1 for classes)
@@ -452,7 +454,9 @@ def sampler_inputs(data: "TrainingData", family: str, dtype):
     ValueError if a code is missing (NaN in X) or the response is too large to standardise.
     """
     codes = np.asarray(data.codes)
-    if np.any(codes == missing_code(codes.dtype)):
+    if rules is not None:
+        codes = rules.code(codes)
+    elif np.any(codes == missing_code(codes.dtype)):
         raise ValueError(f"{family} does not take missing values: impute or drop the rows with NaN first")
     if data.task != "regression":
         return codes.astype(np.int32), np.asarray(data.y, np.int32), 0.0, 1.0

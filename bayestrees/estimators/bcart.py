@@ -6,8 +6,9 @@
 >>> reg.idata_                       # InferenceData: n_leaves, depth, split_counts, sigma, mu; lp, acceptance
 >>> bt.loo(reg.idata_)               # pointwise log-likelihood is stored
 
-Missing values are rejected (impute first).  Regression responses are
-standardised inside; every output is in the response's units.
+Missing values (NaN) in X are routed by rules that also say where a missing value goes
+(:mod:`bayestrees.inference.missing`).  Regression responses are standardised inside; every
+output is in the response's units.
 """
 from __future__ import annotations
 

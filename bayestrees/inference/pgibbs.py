@@ -184,7 +184,7 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     if data.var_weight is None:
         log_var = -jnp.log(jnp.maximum(nvar, 1).astype(dt))[:, None]
     else:
-        log_var = log_var_prob(nthr, jnp.arange(d)[None, :], data.var_weight).astype(dt)
+        log_var = log_var_prob(nthr[:, None, :], jnp.arange(d)[None, :], data.var_weight).astype(dt)   # (F, d)
     log_rho = log_var - jnp.log(jnp.maximum(nthr, 1).astype(dt))
     r = jnp.where(valid, log_rho[:, :, None] + jnp.asarray(beta, dt) * gain.astype(dt), -jnp.inf)
     log_z = jax.nn.logsumexp(r.reshape(F, -1), -1)

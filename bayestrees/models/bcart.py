@@ -25,7 +25,7 @@ class BayesianCART(TreeRV):
     ----------
     name : str
         The variable's name (``observed_data``, ``log_likelihood`` and predictive variables).
-    X : bt.Data or array (n_samples, n_features), no missing values
+    X : bt.Data or array (n_samples, n_features); missing values (NaN) allowed
     y : array (n_samples,)
     prior : a bt.priors object, default ``ChipmanPrior(0.95, 2.0)``
     leaf_model : "auto", "common_variance", "normal", "dirichlet" or a bayestrees.leaves model

@@ -1,7 +1,7 @@
 """One rule for rows given after fitting, in every family: what ``fit`` refuses, ``predict`` refuses.
 
-NaN is accepted at prediction exactly where the family's fit accepts it (the forests, safe-Bayes
-and BART route missing values; Bayesian CART, BET and PCFG do not), infinities and a wrong
+NaN is accepted at prediction exactly where the family's fit accepts it (the forests, safe-Bayes,
+Bayesian CART and BART route missing values; BET and PCFG do not), infinities and a wrong
 width never are, and the error says what to do; the model context applies the same rule.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ ESTIMATORS = [
     (lambda: bt.BayesianForestRegressor(draws=4, random_state=0), True),
     (lambda: bt.SafeBayesForestRegressor(draws=100, effective_sample_size=20, random_state=0), True),
     (lambda: bt.PCFGTreeRegressor(max_bins=5), False),
-    (lambda: bt.BayesianCARTRegressor(draws=10, tune=10, chains=1, random_state=0), False),
+    (lambda: bt.BayesianCARTRegressor(draws=10, tune=10, chains=1, random_state=0), True),
     (lambda: bt.BETRegressor(draws=10, tune=10, max_trees=3, active_trees=2, init_trees=2, random_state=0), False),
     (lambda: bt.BARTRegressor(m=5, draws=10, tune=10, chains=1, max_depth=3, random_state=0), True),
 ]
@@ -62,12 +62,19 @@ def test_the_model_context_applies_the_same_rule(data):
     X, y = data
     Xn = X.copy()
     Xn[0, 0] = np.nan
-    with bt.Model():
+    with bt.Model():   # a family that routes missing values
         xd = bt.Data("X", X)
         bt.BayesianCART("f", xd, y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             idata = bt.sample(draws=10, tune=10, chains=1, random_seed=0)
+        bt.set_data({"X": Xn[:4]})
+        pred = bt.sample_posterior_predictive(idata, random_seed=1)
+        assert np.all(np.isfinite(pred.posterior_predictive["f"].values))
+    with bt.Model():   # one that does not
+        xd = bt.Data("X", X)
+        bt.PCFGTree("f", xd, y, max_bins=5)
+        idata = bt.sample(draws=10, random_seed=0)
         bt.set_data({"X": Xn[:4]})
         with pytest.raises(ValueError, match="cannot route them"):
             bt.sample_posterior_predictive(idata, random_seed=1)

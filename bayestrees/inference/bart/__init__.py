@@ -9,9 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ...data import check_max_bins
-from ...data import prepare_data as prepare_data_with_missing
-from ..family import Family
+from ..family import Family, prepare_data_keeping_missing
 from .fit import (FAMILY as NAME, MULTICLASS_MESSAGE, TREES_NOT_KEPT, BARTConfig, BARTResult, acceptance_rates,
                   bart_inferencedata, bart_values, check_sample_weight, check_weights, fit_bart, kept_rows, kept_values,
                   sigma_hat_of)
@@ -125,8 +123,7 @@ def convergence_draws(result) -> dict:
 def prepare_data(X, y, *, task: str = "auto", max_bins: int = 100, categorical=None):
     """Validate and bin ``(X, y)``; missing values (NaN) in ``X`` are kept (their rules:
     :mod:`bayestrees.inference.missing`)."""
-    return prepare_data_with_missing(X, y, task=task, max_bins=check_max_bins(max_bins), categorical=categorical,
-                                     allow_nan=True)
+    return prepare_data_keeping_missing(X, y, task=task, max_bins=max_bins, categorical=categorical)
 
 
 FAMILY = Family(

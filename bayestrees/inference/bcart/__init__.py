@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from ...tree import apply
-from ..family import Family, prepare_complete_data
+from ..family import Family, prepare_data_keeping_missing
 from .fit import (FAMILY as NAME, BCARTConfig, BCARTResult, acceptance_rates, bcart_inferencedata, bcart_values,
                   fit_bcart)
 
@@ -46,7 +46,8 @@ def predictive(key, result: BCARTResult, data, idata, codes) -> dict:
 FAMILY = Family(
     name=NAME,
     title="Bayesian CART by MCMC (grow/prune/change/swap moves, vmapped chains)",
-    config=BCARTConfig, fit=fit_bcart, prepare_data=prepare_complete_data, to_inferencedata=bcart_inferencedata,
-    values=values, predictive=predictive, mcmc=True, max_bins=32,
+    config=BCARTConfig, fit=fit_bcart, prepare_data=prepare_data_keeping_missing,
+    to_inferencedata=bcart_inferencedata, values=values, predictive=predictive, mcmc=True, max_bins=32,
+    missing_values=True,
     presets={"bcart": ("Bayesian CART by MCMC (grow/prune/change/swap moves, vmapped chains)", {})},
 )

@@ -30,6 +30,7 @@ from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, predict
 from .. import moves
+from ..missing import missing_rules, split_log_weights
 from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
@@ -163,7 +164,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     Parameters
     ----------
     key : PRNG key
-    data : TrainingData (no missing values)
+    data : TrainingData; missing values in X are routed by rules that also say where a missing
+        value goes (:mod:`bayestrees.inference.missing`; not with the leaf-count prior)
     config : BCARTConfig
 
     Returns
@@ -171,19 +173,27 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     BCARTResult
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
-    codes, y, shift, scale = sampler_inputs(data, "Bayesian CART", dtype)
+    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    if rules is not None and isinstance(config.prior, LeafCountPrior):
+        raise ValueError("Bayesian CART with missing values in X does not take the leaf-count (PCFG) prior: its "
+                         "canonical trees are defined on the features, not on a rule's missing side; impute "
+                         "first, or use ChipmanPrior or DepthDecayPrior")
+    codes, y, shift, scale = sampler_inputs(data, "Bayesian CART", dtype, rules)
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
     yt = jnp.asarray(y)
     # the prior's values are traced arguments (the config names its kind): fits that differ only in
-    # them share one compilation
+    # them share one compilation.  With missing values the rules are on the coded columns, a
+    # feature's two columns at half its weight each (bayestrees.inference.missing)
     mdata = moves.MCMCData(codes=jnp.asarray(codes), y=yt, row_stats=lm.row_stats(yt, dtype), weight=jnp.ones(data.n, dtype),
-                           prior=traced_params(config.prior, dtype))
-    cfg = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=lm, max_depth=config.max_depth, n_features=data.d,
-                           move_probs=tuple(float(p) for p in config.move_probs), scheme=config.scheme,
-                           temperatures=tuple(float(b) for b in config.temperatures), particles=config.particles,
-                           local_moves=config.local_moves,
-                           n_codes=int(np.max(data.n_bins)) if config.scheme in ("pgibbs", "mixed") else 0)
+                           prior=traced_params(config.prior, dtype),
+                           var_weight=None if rules is None else jnp.asarray(np.exp(split_log_weights(rules)), dtype))
+    n_codes = int(np.max(data.n_bins)) + (rules is not None)   # a coded column has one code more
+    cfg = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=lm, max_depth=config.max_depth,
+                           n_features=codes.shape[1], move_probs=tuple(float(p) for p in config.move_probs),
+                           scheme=config.scheme, temperatures=tuple(float(b) for b in config.temperatures),
+                           particles=config.particles, local_moves=config.local_moves,
+                           n_codes=n_codes if config.scheme in ("pgibbs", "mixed") else 0)
     kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,
@@ -193,6 +203,10 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
     tree = draws.tree
+    if rules is not None:   # the rules of the coded columns as the original features' with their missing side
+        feature, threshold, missing_left = rules.to_original(tree.feature, tree.threshold)
+        tree = tree._replace(feature=feature, threshold=threshold.astype(tree.threshold.dtype),
+                             missing_left=missing_left)
     if task == "regression":
         tree = tree._replace(value=tree.value * scale + shift)
         mu = draws.mu[..., 0] * scale + shift
