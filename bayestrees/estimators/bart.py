@@ -37,7 +37,7 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
         X : array-like or DataFrame (n_samples, n_features)
             Missing values (NaN) are taken: each split of a feature with missing training
             values also says where the missing rows go, drawn by the sampler with its rule
-            (:mod:`bayestrees.inference.missing`); not with ``sparse`` or ``particles``.
+            (:mod:`bayestrees.inference.missing`); not with ``sparse``.
         y : array-like (n_samples,)
             Real targets (regressor) or class labels (classifier: two classes by probit, three or
             more by multinomial logit).

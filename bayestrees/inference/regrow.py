@@ -55,7 +55,7 @@ def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_r
 
 
 def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, prior,
-                cfg: MCMCConfig) -> Regrown:
+                cfg: MCMCConfig, var_weight=None) -> Regrown:
     """One conditional SMC update of one compact tree given its rows' statistics.
 
     Parameters
@@ -69,6 +69,9 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     code_lo, code_hi : int32 (d,)  the root's interval of every feature
     prior : the tree prior with traced values
     cfg : :func:`regrow_config`
+    var_weight : float (d,), optional  split-variable weights ``xi`` of the rule prior (the variable
+        with probability ``xi_j / sum_valid xi``: the sparse prior's, or the missing values' column
+        weights); None: uniform among the valid variables
 
     Returns
     -------
@@ -76,7 +79,7 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     """
     dt = stats.dtype
     data = MCMCData(codes=codes, y=stats[:, 1], row_stats=stats, weight=rows.astype(dt), prior=prior, code_lo=code_lo,
-                    code_hi=code_hi)
+                    code_hi=code_hi, var_weight=var_weight)
     tree = heap.HeapTree(feature=feature, threshold=threshold)
     new, changed = pgibbs(key, State(tree=tree, ev=evaluate(tree, data, cfg), beta=jnp.ones((), dt)), data, cfg)
     return Regrown(new.tree.feature.astype(jnp.int32), new.tree.threshold.astype(jnp.int32), new.ev.leaf.astype(jnp.int32),

@@ -163,7 +163,8 @@ class BARTConfig:
     local_moves : int >= 1  moves of every tree per step (default 1)
     particles : int  0 (the default), or the particles (>= 2) of a particle Gibbs regrowth of every
         tree in each step after its moves (conditional SMC given the other trees: exact, and it can
-        change every rule of a tree at once; :mod:`bayestrees.inference.regrow`); not with ``sparse``
+        change every rule of a tree at once; :mod:`bayestrees.inference.regrow`), under the missing
+        values' column weights where X has missing values; not with ``sparse``
     temperatures : tuple of float  inverse temperatures ``(1, b_1, ...)``, decreasing (default ``(1.0,)``:
         no tempering); with several, every chain is a parallel-tempering ensemble of one replica per
         temperature, replica ``r`` targeting ``p(y | f, sigma)^b_r`` times the priors, adjacent
@@ -416,7 +417,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     ----------
     key : PRNG key
     data : TrainingData, missing values in X allowed (:mod:`bayestrees.inference.missing`; not with
-        ``sparse`` or ``particles``); a regression response or class labels (two classes:
+        ``sparse``); a regression response or class labels (two classes:
         probit; three or more: multinomial logit, :mod:`bayestrees.inference.bart.multinomial`)
     config : BARTConfig
     weights : (n,) floats >= 0, optional
@@ -440,7 +441,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
 
     Raises
     ------
-    ValueError for missing values with the sparse prior or the regrowth, bad weights (for classes: rows of positive weight of one class
+    ValueError for missing values with the sparse prior, bad weights (for classes: rows of positive weight of one class
     only), settings that several classes do not take yet (:data:`MULTINOMIAL_LIMITS`),
     bad ``predict_codes`` or ``fixed_sigma`` with a probit model.
     """
@@ -461,11 +462,9 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     if rules is None:
         codes, _, _, _ = sampler_inputs(data, "BART", dtype)
     else:
-        for what, given in (("the sparse prior (sparse=True)", config.sparse),
-                            ("the particle Gibbs regrowth (particles > 0)", config.particles)):
-            if given:
-                raise ValueError(f"BART with missing values in X does not take {what} yet; impute first, or fit "
-                                 f"without it")
+        if config.sparse:
+            raise ValueError("BART with missing values in X does not take the sparse prior (sparse=True) yet; impute "
+                             "first, or fit without it")
         codes = rules.code(data.codes)
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w

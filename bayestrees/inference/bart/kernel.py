@@ -188,9 +188,9 @@ class KernelConfig:
             raise ValueError(f"particles must be 0 (no regrowth) or an integer >= 2, got {self.particles!r}")
         if isinstance(self.local_moves, bool) or not isinstance(self.local_moves, int) or self.local_moves < 1:
             raise ValueError(f"local_moves must be an integer >= 1, got {self.local_moves!r}")
-        if self.particles and (self.sparse or self.weighted):
-            raise ValueError("the particle Gibbs regrowth does not take split-variable weights yet (the sparse "
-                             "prior, missing values)")
+        if self.particles and self.sparse:
+            raise ValueError("the particle Gibbs regrowth does not take the sparse prior's split-variable "
+                             "probabilities yet")
         if self.sparse and self.weighted:
             raise ValueError("the sparse prior draws its own split-variable probabilities: weighted takes sparse=False")
         if isinstance(self.data_devices, bool) or not isinstance(self.data_devices, int) or self.data_devices < 1:
@@ -827,12 +827,16 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
     k_tree, k_val = random_bits.split(key)
     keys = random_bits.split(k_tree, m)
     noise = leaves.noise(k_val, m, S, dt)
+    log_w = _weights(cfg, state.log_s)
+    # fixed split-variable weights (the missing values' columns) as the regrowth's xi; the sparse
+    # prior's, whose probabilities can be far below float range, are refused by the config
+    xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))
 
     def visit(R, xs):
         f, t, v, leaf8, k, zv = xs
         r = R + take(v, leaf8.astype(jnp.int32))
         new = regrow.regrow_tree(k, f, t, leaves.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi, prior,
-                                 rcfg)
+                                 rcfg, xi)
         is_leaf = heap.leaf_slots(new.feature)
         wsum, rsum = leaves.regrown_sums(new.stats)
         value = leaves.draw(is_leaf, wsum, rsum, zv).astype(dt)
@@ -843,7 +847,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
 
     R, (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(
         visit, state.resid, (state.feature, state.threshold, state.value, state.leaf, keys, noise))
-    lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt)[:2]
+    lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
     return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                           log_prior=lprior, avail=avail.astype(dt), resid=R)
 
