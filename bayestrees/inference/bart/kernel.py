@@ -370,7 +370,7 @@ class _Init:
         log_s = (jnp.asarray(data.split_log_w, dt) if self.cfg.weighted else
                  jnp.full((d,), -jnp.log(jnp.asarray(d, dt)), dt))
         alpha = jnp.asarray(1.0 if self.cfg.sparse else 0.0, dt)
-        lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, _weights(self.cfg, log_s))
+        lp, avail, _, _, _ = tree_log_priors(feature, threshold, data, self.cfg, dt, split_weights(self.cfg, log_s))
         sigma2 = jnp.asarray(data.sigma2, dt)
         ax = self.cfg.row_axis
         tempered = dict(beta=jnp.ones((), dt), log_lik=_tempered_factor(z, sigma2, data, ax)) if self.cfg.tempered else {}
@@ -404,7 +404,7 @@ def _normal_rows(cfg: KernelConfig, w, inv_s2) -> NormalRows:
     return KnownVarianceNormalLeaves(1.0, float(cfg.tau2)).on_rows(w, inv_s2)
 
 
-def _weights(cfg: KernelConfig, log_s):
+def split_weights(cfg: KernelConfig, log_s):
     """The split-variable log probabilities of the interval prior: ``log s_j`` with the sparse prior or
     fixed weights (``cfg.weighted``), None (uniform among the available variables) otherwise."""
     return log_s if cfg.sparse or cfg.weighted else None
@@ -739,7 +739,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     tau2 = jnp.asarray(cfg.tau2, dt)
     min_rows = jnp.asarray(cfg.min_leaf_rows, dt)
     u = random_bits.open_uniform(k_prop, (m, proposals.N_UNIFORMS))
-    w_var = _weights(cfg, state.log_s)
+    w_var = split_weights(cfg, state.log_s)
     prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, w_var))(u, state.feature, state.threshold,
                                                                     state.log_prior, state.avail)
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
@@ -827,7 +827,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
     k_tree, k_val = random_bits.split(key)
     keys = random_bits.split(k_tree, m)
     noise = leaves.noise(k_val, m, S, dt)
-    log_w = _weights(cfg, state.log_s)
+    log_w = split_weights(cfg, state.log_s)
     # fixed split-variable weights (the missing values' columns) as the regrowth's xi; the sparse
     # prior's, whose probabilities can be far below float range, are refused by the config
     xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))

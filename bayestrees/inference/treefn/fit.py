@@ -35,8 +35,12 @@ __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
 def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
     """``n_leaves`` and ``depth`` per tree ``(..., m)`` and ``split_counts`` per feature ``(..., F)``
     of packed tree draws ``(..., m, S, 3)`` (the BART family's :func:`~bayestrees.inference.bart.kernel.tree_summaries`;
-    ``F`` is ``n_features``, by default the largest feature index + 1)."""
+    ``F`` is ``n_features``, by default the largest feature index + 1).  With ``n_features`` a split on
+    column ``F + j`` (feature ``j``, its missing values sent left: :mod:`~bayestrees.inference.treefn.site`)
+    counts for feature ``j``."""
     feature = np.asarray(trees)[..., 0].astype(np.int64)
+    if n_features is not None:
+        feature = np.where(feature >= int(n_features), feature - int(n_features), feature)
     F = int(feature.max(initial=-1)) + 1 if n_features is None else int(n_features)
     n_leaves, depth, counts = host_tree_summaries(feature, max(F, 1))
     return dict(n_leaves=n_leaves, depth=depth, split_counts=counts[..., :F])
@@ -155,9 +159,9 @@ class ModelFit:
         if X.ndim != 2 or (d is not None and X.shape[1] != d):
             raise ValueError(f"X must be rows of the {d} features the function {name!r} was fitted on, shape (n, {d}); "
                              f"got shape {X.shape}")
-        if not np.all(np.isfinite(X)):
-            raise ValueError(f"X holds NaN or infinite values (row {int(np.argwhere(~np.isfinite(X))[0][0])}); a tree "
-                             "function routes finite features only")
+        if np.any(np.isinf(X)):
+            raise ValueError(f"X holds infinite values (row {int(np.argwhere(np.isinf(X))[0][0])}); a tree function "
+                             "routes finite features and NaN for a missing value")
         t = np.asarray(self.samples[trees_site_name(name)])
         outputs = t.shape[2] if t.ndim == 6 else 0     # (chain, draw, [k,] m, S, 3)
         return np.stack([np.asarray(function_values(t[c], X, outputs)) for c in range(t.shape[0])])

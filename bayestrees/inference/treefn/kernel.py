@@ -462,7 +462,7 @@ class TreeMoves(MCMCKernel):
             cfg = bart_kernel.KernelConfig(prior=canonical(spec.prior), tau2=spec.leaf_sd ** 2, max_depth=spec.max_depth,
                                            m=spec.m, move_probs=(0.5, 0.5, 0.0, 0.0),
                                            min_leaf_rows=max(int(spec.min_leaf_rows), 0), probit=False,
-                                           sample_sigma=False, sparse=False)
+                                           sample_sigma=False, sparse=False, weighted=bool(d.missing))
             data = self._data_of(d)
             for column in (range(spec.outputs) if spec.outputs else (-1,)):   # one block per output
                 fns.append(_Fn(site=site, name=fname, dist=d, cfg=cfg, data=data, rows=d.rows, column=column))
@@ -479,7 +479,7 @@ class TreeMoves(MCMCKernel):
                                     nu=jnp.asarray(1.0), nu_lam=jnp.asarray(1.0), sigma2=jnp.asarray(1.0),
                                     offset=jnp.asarray(0.0), prior=traced_params(d.spec.prior, jnp.float32),
                                     code_lo=jnp.asarray(d.code_lo), code_hi=jnp.asarray(d.code_hi),
-                                    sparse_prior=jnp.zeros(3))
+                                    sparse_prior=jnp.zeros(3), split_log_w=d.split_log_w)
 
     def _fns_at(self, model_args, model_kwargs) -> tuple:
         """The functions as :meth:`prepare` described them, with their features' tables (codes, cut
@@ -935,6 +935,8 @@ class TreeMoves(MCMCKernel):
                                     cfg.particles, cfg.n_codes)
         codes = data.codes.T.astype(jnp.int32)
         prior = cfg.prior if data.prior is None else data.prior
+        log_w = bart_kernel.split_weights(cfg, st.log_s)   # the missing values' columns, or None
+        xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))
         live = data.rows > 0
         w_data = jnp.where(live, data.weight, 0.0).astype(dt)
         k_tree, k_val, k_acc = random_bits.split(key, 3)
@@ -964,7 +966,7 @@ class TreeMoves(MCMCKernel):
             view = model.on_rows(beta, jnp.ones((), dt))
             r = jnp.where(curved, u - f_rest + alpha / jnp.where(curved, beta, 1.0), 0.0)   # the tree's pseudo-response
             new = regrow.regrow_tree(k, ft, tt, view.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi,
-                                     prior, rcfg)
+                                     prior, rcfg, xi)
             is_leaf = heap.leaf_slots(new.feature)
             value = view.draw(is_leaf, *view.regrown_sums(new.stats), zv).astype(dt)
             f1 = f_rest + take(value, new.leaf)
@@ -985,7 +987,7 @@ class TreeMoves(MCMCKernel):
 
         xs = (st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, random_bits.split(k_tree, m), noise, log_u)
         (f, _), (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, (f0, L(f0)), xs)
-        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt)[:2]
+        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
         return st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                            log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
 
@@ -999,8 +1001,9 @@ class TreeMoves(MCMCKernel):
         data = fn.data
         k_prop, k_acc, k_val = random_bits.split(key, 3)
         u = random_bits.open_uniform(k_prop, (m, proposals.N_UNIFORMS))
-        prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, None))(u, st.feature, st.threshold, st.log_prior,
-                                                                     st.avail)
+        w_var = bart_kernel.split_weights(cfg, st.log_s)   # the missing values' columns, or None
+        prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, w_var))(u, st.feature, st.threshold, st.log_prior,
+                                                                      st.avail)
         log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
         zval = random_bits.normal(k_val, (m, S), dt)
         f0 = st.z - st.resid

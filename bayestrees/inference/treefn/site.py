@@ -28,6 +28,19 @@ are the midpoints between the sorted distinct values of each column of ``X`` (at
 bins a column, by quantiles beyond: :class:`bayestrees.data.Binner`), in float32, so that the
 codes the sampler works on and the comparisons ``x <= threshold`` of the site agree row by row.
 
+Missing values
+--------------
+``X`` may hold NaN.  As in the BART family (:mod:`bayestrees.inference.missing`), each rule on a
+feature with missing training values also says where a missing value goes (missingness
+incorporated in attributes): the function then has two columns per feature, ``j`` (a missing
+value goes right) and ``d + j`` (it goes left), and a site value's split variable is one of them.
+The cut table has ``2 d`` rows (:func:`missing_cut_table`): column ``j`` has one more cut, above
+every value (every value left, the missing ones right), column ``d + j`` one below every value
+(the missing values alone left); a feature without missing training values has no cut in column
+``d + j``, so it is never chosen and a new row's missing value there goes right.  The rule prior
+gives each of a feature's two columns half its weight (:func:`split_log_weights_of`).  Functions
+without missing values keep ``d`` columns.
+
 ``leaf_sd`` defaults to ``3 / (k sqrt(m))`` with ``k = 2``: the sum of the ``m`` trees then has
 prior sd ``1.5`` on the scale the function enters the model (a log rate, a logit, a mean), 95%
 within ``+-3``, the choice of Chipman, George & McCulloch (2010, section 4) for the probit scale.
@@ -57,7 +70,7 @@ from . import leaf_priors
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
-           "PACKED_FIELDS", "FeatureTable", "feature_arguments"]
+           "PACKED_FIELDS", "FeatureTable", "feature_arguments", "missing_cut_table", "split_log_weights_of"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
 PACKED_FIELDS = ("feature", "threshold", "value")
@@ -141,9 +154,10 @@ def _concrete_X(X, name: str) -> np.ndarray:
     if not np.issubdtype(A.dtype, np.number) or np.issubdtype(A.dtype, np.complexfloating):
         raise ValueError(f"the tree function {name!r} takes real-valued features, got dtype {A.dtype}")
     A = A.astype(np.float32)
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"the tree function {name!r} was given non-finite features (NaN or inf in X); impute or "
-                         f"drop them first")
+    if np.any(np.isinf(A)):
+        raise ValueError(f"the tree function {name!r} was given infinite features (inf in X, row "
+                         f"{int(np.argwhere(np.isinf(A))[0][0])}); a tree function takes finite values and NaN for a "
+                         f"missing value")
     return A
 
 
@@ -163,10 +177,51 @@ def cut_table(X, max_bins: int = 100) -> np.ndarray:
     return E
 
 
+#: the cut below every value of a feature's missing-left column, and above every value of its
+#: missing-right column (module docstring, "Missing values")
+_BELOW, _ABOVE = np.float32(-np.finfo(np.float32).max), np.float32(np.finfo(np.float32).max)
+
+
+def missing_cut_table(E, missing) -> np.ndarray:
+    """The ``(2 d, K + 1)`` cut table of a function whose features ``missing`` ``(d,)`` hold missing
+    training values, from the values' table ``E`` ``(d, K)`` (module docstring, "Missing values"): row
+    ``j`` the missing-right column of feature ``j`` (its cuts, then one above every value where the
+    feature has missing values), row ``d + j`` its missing-left column (one cut below every value,
+    then its cuts; no cut where the feature has no missing value)."""
+    E = np.asarray(E, np.float32)
+    d, K = E.shape
+    missing = np.asarray(missing, bool)
+    out = np.full((2 * d, K + 1), np.inf, np.float32)
+    for j in range(d):
+        c = E[j][np.isfinite(E[j])]
+        out[j, : c.shape[0]] = c
+        if missing[j]:
+            out[j, c.shape[0]] = _ABOVE
+            out[d + j, 0] = _BELOW
+            out[d + j, 1: c.shape[0] + 1] = c
+    return out
+
+
+def split_log_weights_of(code_hi, d: int):
+    """The split-variable log probabilities of a missing-value table's ``2 d`` columns (module docstring,
+    "Missing values"): ``1 / (2 d)`` for each of a feature's two columns where it has missing values,
+    ``1 / d`` for a feature without (its missing-left column has no cut, so it is never chosen).
+    ``code_hi`` may be traced."""
+    has = jnp.asarray(code_hi)[d:] > 0
+    half = jnp.where(has, -math.log(2.0 * d), -math.log(float(d)))
+    return jnp.concatenate([half, half]).astype(jnp.float32)
+
+
 def encode(X, E) -> np.ndarray:
     """Codes ``(n, d)`` of ``X`` under the cut table ``E``: the number of cut points below ``x``
-    (code ``<= t`` exactly when ``x <= E[j, t]`` in float32)."""
+    (code ``<= t`` exactly when ``x <= E[j, t]`` in float32); ``(n, 2 d)`` under a missing-value
+    table (:func:`missing_cut_table`), a missing value coded above every cut of column ``j`` and
+    below every cut of column ``d + j``."""
     X = np.asarray(X, np.float32)
+    E = np.asarray(E, np.float32)
+    d = X.shape[1]
+    if E.shape[0] == 2 * d:   # a missing-value table: a missing value above every cut, then below
+        X = np.concatenate([X, np.where(np.isnan(X), -np.inf, X)], 1)
     codes = np.stack([np.searchsorted(E[j][np.isfinite(E[j])], X[:, j], side="left") for j in range(X.shape[1])], 1)
     dt = np.uint8 if codes.max(initial=0) < 255 else np.uint16
     return codes.astype(dt)
@@ -238,6 +293,7 @@ def evaluate(trees, X):
 def _evaluate(trees, X):
     S = trees.shape[-2]
     D = S.bit_length() - 1
+    d = X.shape[1]
 
     def one(tr):  # (S, 3) -> (n,)
         f = tr[:, 0].astype(jnp.int32)
@@ -245,8 +301,10 @@ def _evaluate(trees, X):
         node = jnp.zeros(X.shape[0], jnp.int32)
         for _ in range(D):
             fj = f[node]
-            x = jnp.take_along_axis(X, jnp.maximum(fj, 0)[:, None], 1)[:, 0]
-            node = jnp.where(fj >= 0, 2 * node + 1 + (x > t[node]).astype(jnp.int32), node)
+            # column d + j: feature j with its missing values sent left (module docstring, "Missing values")
+            x = jnp.take_along_axis(X, jnp.where(fj >= d, fj - d, jnp.maximum(fj, 0))[:, None], 1)[:, 0]
+            right = jnp.where(jnp.isnan(x), fj < d, x > t[node])
+            node = jnp.where(fj >= 0, 2 * node + 1 + right.astype(jnp.int32), node)
         return v[node]
 
     lead = trees.shape[:-3]
@@ -289,13 +347,28 @@ class TreeEnsemble(Distribution):
         else:
             self.X = np.asarray(X, np.float32)
             self.cuts = cut_table(self.X) if cuts is None else np.asarray(cuts, np.float32)
+            missing = np.isnan(self.X).any(0)
+            if missing.any() and self.cuts.shape[0] == self.X.shape[1]:   # two columns a feature
+                self.cuts = missing_cut_table(self.cuts, missing)
             self.codes = encode(self.X, self.cuts)
             n_cuts = np.sum(np.isfinite(self.cuts), 1)
-            self.code_lo = np.zeros(self.X.shape[1], np.int32)
+            self.code_lo = np.zeros(self.cuts.shape[0], np.int32)
             self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
             self.rows = rows_key(self.X)
         S = 2 ** (spec.max_depth + 1) - 1
         super().__init__(batch_shape=(), event_shape=self._lead + (spec.m, S, 3), validate_args=validate_args)
+
+    @property
+    def missing(self) -> bool:
+        """Whether the features hold missing values: two columns a feature (module docstring,
+        "Missing values")."""
+        return jnp.shape(self.cuts)[0] == 2 * jnp.shape(self.X)[1]
+
+    @property
+    def split_log_w(self):
+        """The split-variable log probabilities of the columns (:func:`split_log_weights_of`), or None
+        without missing values (uniform among the available columns)."""
+        return split_log_weights_of(self.code_hi, jnp.shape(self.X)[1]) if self.missing else None
 
     @property
     def _lead(self) -> tuple:
@@ -339,8 +412,13 @@ class TreeEnsemble(Distribution):
         prior = traced_params(spec.prior, jnp.float32)
         lo, hi = jnp.asarray(self.code_lo), jnp.asarray(self.code_hi)
 
+        log_w = self.split_log_w
+
         def one(f, t):
-            lp, _, _, leaf, ok = intervals.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
+            if log_w is None:
+                lp, _, _, leaf, ok = intervals.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
+            else:
+                lp, _, _, leaf, ok, _ = intervals.log_tree_prior_weighted(f, t, lo, hi, prior, spec.max_depth, log_w)
             return lp, leaf, ok
 
         lead = feature.shape[:-1]
@@ -364,15 +442,18 @@ class TreeEnsemble(Distribution):
         f, t, v = _draw_trees(keys, jnp.asarray(self.codes).astype(jnp.int32), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
                               max_depth=int(spec.max_depth), min_rows=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
-                              leaf_prior=spec.leaf_prior)
+                              leaf_prior=spec.leaf_prior, log_w=self.split_log_w)
         return self.pack(f, t, v).reshape(tuple(sample_shape) + self._lead + (self.spec.m, S, 3))
 
 
 @partial(jax.jit, static_argnames=("max_depth", "min_rows", "leaf_sd", "leaf_prior"))
-def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal"):
+def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal",
+                log_w=None):
     """Trees from the prior, one per key, each truncated to ``min_rows`` rows per node by rejection
-    (codes ``(n, d)`` of the rows; compiled once per shape and setting)."""
-    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, min_rows, leaf_sd, leaf_prior))(keys)
+    (codes ``(n, d)`` of the rows; ``log_w`` the columns' split-variable log probabilities, None:
+    uniform; compiled once per shape and setting)."""
+    return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, min_rows, leaf_sd, leaf_prior,
+                                         log_w))(keys)
 
 
 def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
@@ -383,7 +464,8 @@ def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
     return jax.random.loggamma(key, c, (S,)) - math.log(d)   # (log of gamma(c) underflows for small c)
 
 
-def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal"):
+def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal",
+               log_w=None):
     """One tree from the prior (module docstring), by rejection until every leaf holds ``min_rows`` rows."""
     S = 2 ** (D + 1) - 1
     d = lo0.shape[0]
@@ -403,6 +485,8 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: floa
             u = jax.random.uniform(ks[4 * depth], (b - a,))
             split = used[sl] & (avail > 0) & (jnp.log(u) < prior.log_split(depth))
             g = jax.random.gumbel(ks[4 * depth + 1], (b - a, d))
+            if log_w is not None:   # the variable with probability w_j / sum_available w
+                g = g + log_w
             var = jnp.argmax(jnp.where(nthr > 0, g, -jnp.inf), -1).astype(jnp.int32)
             cnt = jnp.maximum(jnp.take_along_axis(nthr, var[:, None], 1)[:, 0], 1)
             uu = jax.random.uniform(ks[4 * depth + 2], (b - a,))
@@ -459,8 +543,9 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         The function's name: the deterministic site of its values; the trees are the sample site
         ``name + "_trees"``.
     X : array of shape (n, d)
-        Real features without NaN or inf, concrete when the model runs (a model argument, not a
-        value computed from other sites).  Their cut points define the split rules.
+        Real features, NaN for a missing value (each rule then also says where a missing value
+        goes: the module docstring, "Missing values"), concrete when the model runs (a model
+        argument, not a value computed from other sites).  Their cut points define the split rules.
     m : int >= 1, default 50
         Number of trees (``m = 1`` is one Bayesian CART tree: :func:`tree_function`).
     outputs : int >= 1, optional
@@ -500,7 +585,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     Raises
     ------
     ValueError
-        For features that are not a finite real ``(n, d)`` array, or bad settings.
+        For features that are not a real ``(n, d)`` array (NaN allowed, not inf), or bad settings.
 
     Notes
     -----
@@ -558,7 +643,7 @@ def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.
     name : str
         The function's name (its trees are the site ``name + "_trees"``).
     X : array of shape (n, d)
-        Real features without NaN or inf, concrete when the model runs.
+        Real features (NaN for a missing value), concrete when the model runs.
     outputs : int >= 1, optional
         One tree per output, values ``(n, outputs)`` (as :func:`bart_function`).
     prior : bt.priors.ChipmanPrior or bt.priors.DepthDecayPrior, optional
