@@ -7,8 +7,9 @@
 >>> clf.best_ensemble_              # the draw with the highest [Y, Z | T]
 >>> clf.idata_                      # n_trees, w, Z, xi, xi_bar, ...; log_likelihood (mixture density)
 
-Missing values are rejected (impute first).  Regression responses are
-standardised inside; every output is in the response's units.
+Missing values (NaN) in X are routed by rules that also say where a missing value goes
+(:mod:`bayestrees.inference.missing`).  Regression responses are standardised inside; every
+output is in the response's units.
 """
 from __future__ import annotations
 

@@ -35,8 +35,7 @@ from typing import Any, Callable, Mapping
 
 from ..data import check_max_bins, prepare_data
 
-__all__ = ["Family", "config_defaults", "config_help", "renamed_params", "prepare_complete_data",
-           "prepare_data_keeping_missing"]
+__all__ = ["Family", "config_defaults", "config_help", "renamed_params", "prepare_data_keeping_missing"]
 
 
 @dataclass(frozen=True)
@@ -118,12 +117,14 @@ class Family:
         return self.config(**params)
 
 
-def prepare_complete_data(X, y, *, task: str = "auto", max_bins: int = 32, categorical=None):
-    """Validate and bin ``(X, y)`` for a family that takes no missing values (the MCMC families).
+def prepare_data_keeping_missing(X, y, *, task: str = "auto", max_bins: int = 32, categorical=None):
+    """Validate and bin ``(X, y)`` for a tree sampler that routes missing values (the MCMC families):
+    NaN in ``X`` keeps the binner's missing code (the rules that route it:
+    :mod:`bayestrees.inference.missing`).
 
     Parameters
     ----------
-    X : array-like or DataFrame (n, d), no missing values
+    X : array-like or DataFrame (n, d), NaN for a missing value
     y : array-like (n,)
     task : {"auto", "regression", "classification"}
     max_bins : int
@@ -135,14 +136,6 @@ def prepare_complete_data(X, y, *, task: str = "auto", max_bins: int = 32, categ
     -------
     TrainingData
     """
-    return prepare_data(X, y, task=task, max_bins=check_max_bins(max_bins), categorical=categorical,
-                        allow_nan=False)
-
-
-def prepare_data_keeping_missing(X, y, *, task: str = "auto", max_bins: int = 32, categorical=None):
-    """Validate and bin ``(X, y)`` for a tree sampler that routes missing values: NaN in ``X`` keeps
-    the binner's missing code (the rules that route it: :mod:`bayestrees.inference.missing`).
-    Parameters and return as :func:`prepare_complete_data`."""
     return prepare_data(X, y, task=task, max_bins=check_max_bins(max_bins), categorical=categorical,
                         allow_nan=True)
 

@@ -24,7 +24,7 @@ class BETMixture(TreeRV):
     ----------
     name : str
         The variable's name (``observed_data``, ``log_likelihood`` and predictive variables).
-    X : bt.Data or array (n_samples, n_features), no missing values
+    X : bt.Data or array (n_samples, n_features); missing values (NaN) allowed
     y : array (n_samples,)
     **params
         The fields of :class:`~bayestrees.inference.bet.fit.BETConfig` (``alpha_dp``, ``delta``,

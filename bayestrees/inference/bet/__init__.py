@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from ...tree import apply
-from ..family import Family, prepare_complete_data
+from ..family import Family, prepare_data_keeping_missing
 from .fit import (FAMILY as NAME, BETConfig, BETResult, best_ensemble, bet_inferencedata, bet_values, component_rows,
                   fit_bet)
 
@@ -63,7 +63,8 @@ def predictive(key, result: BETResult, data, idata, codes) -> dict:
 FAMILY = Family(
     name=NAME,
     title="BET: Dirichlet-process mixture of trees (slice sampler)",
-    config=BETConfig, fit=fit_bet, prepare_data=prepare_complete_data, to_inferencedata=bet_inferencedata,
+    config=BETConfig, fit=fit_bet, prepare_data=prepare_data_keeping_missing, missing_values=True,
+    to_inferencedata=bet_inferencedata,
     values=values, predictive=predictive, mcmc=True, max_bins=32,
     presets={"bet": ("BET: Dirichlet-process mixture of trees (slice sampler)", {})},
 )

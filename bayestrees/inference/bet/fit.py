@@ -31,6 +31,7 @@ from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, predict
 from . import kernel as bet_kernel
 from .. import moves
+from ..missing import missing_rules
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
@@ -119,9 +120,11 @@ class BETConfig:
         return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.leaf_concentration,
                                prior=self.leaf_prior if kind == "normal" else None)
 
-    def kernel_config(self, task: str, n_classes: int, d: int) -> bet_kernel.KernelConfig:
+    def kernel_config(self, task: str, n_classes: int, d: int, columns: int | None = None) -> bet_kernel.KernelConfig:
+        """The kernel's settings for ``d`` features (``columns`` code columns, ``d`` by default; more
+        with missing values: :mod:`bayestrees.inference.missing`)."""
         mc = moves.MCMCConfig(prior=DepthDecayPrior(float(self.delta)), leaf_model=self.leaf_model_for(task, n_classes),
-                              max_depth=self.max_depth, n_features=d, scheme="sweep",
+                              max_depth=self.max_depth, n_features=d if columns is None else int(columns), scheme="sweep",
                               min_leaf_rows=int(self.min_leaf_rows))
         return bet_kernel.KernelConfig(mcmc=mc, max_trees=int(self.max_trees), n_features=d,
                                        active_trees=int(self.active_trees), init_trees=int(self.init_trees))
@@ -160,7 +163,9 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     Parameters
     ----------
     key : PRNG key
-    data : TrainingData (no missing values)
+    data : TrainingData; missing values in X are routed by rules that also say where a missing
+        value goes (:mod:`bayestrees.inference.missing`; the split-variable weights ``xi`` stay over
+        the features, a feature's two columns sharing its weight)
     config : BETConfig
 
     Returns
@@ -168,18 +173,23 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     BETResult
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
-    codes, y, shift, scale = sampler_inputs(data, "BET", dtype)
+    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    codes, y, shift, scale = sampler_inputs(data, "BET", dtype, rules)
     check_rows(data.n)
     if data.n < 2 * config.min_leaf_rows:
         raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
                          f"got {data.n}; lower min_leaf_rows or add rows")
     task = data.task
     yt = jnp.asarray(y)
-    kcfg = config.kernel_config(task, data.n_classes, data.d)
+    kcfg = config.kernel_config(task, data.n_classes, data.d, codes.shape[1])
     lm = kcfg.mcmc.leaf_model
-    # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation
+    # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation.  With
+    # missing values the rules are on the coded columns, xi stays over the features
+    # (bet_kernel.column_weights)
     bdata = bet_kernel.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype),
-                      prior=traced_params(kcfg.mcmc.prior, dtype))
+                               prior=traced_params(kcfg.mcmc.prior, dtype),
+                               source=None if rules is None else jnp.asarray(rules.source, jnp.int32),
+                               share=None if rules is None else jnp.asarray(np.where(rules.doubled, 0.5, 1.0), dtype))
     kcfg = replace(kcfg, mcmc=replace(kcfg.mcmc, prior=canonical(kcfg.mcmc.prior)))
     kernel = bet_kernel.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
@@ -189,6 +199,10 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
+    if rules is not None:   # the rules of the coded columns as the original features' with their missing side
+        feature, threshold, missing_left = rules.to_original(draws.tree.feature, draws.tree.threshold)
+        draws = draws._replace(tree=draws.tree._replace(feature=feature, threshold=threshold.astype(
+            draws.tree.threshold.dtype), missing_left=missing_left))
     if task == "regression":
         draws = draws._replace(tree=draws.tree._replace(value=draws.tree.value * scale + shift),
                                sigma=draws.sigma * scale, mu=draws.mu * scale + shift,

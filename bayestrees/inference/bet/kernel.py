@@ -97,7 +97,7 @@ from ..heap import HeapTree
 from ..loop import Kernel
 from ..metropolis import accept
 
-__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel",
+__all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "column_weights",
            "xi_proposal_log_ratio", "slice_step", "v_given_z", "z_given_w", "stick_weights", "tree_step", "collect",
            "log_p_z"]
 
@@ -112,6 +112,10 @@ class BETData(NamedTuple):
         ``alpha_dp``, as in a sensitivity analysis, share one compilation)
     prior : the ``DepthDecayPrior`` with a traced ``delta`` (:func:`bayestrees.priors.traced_params`),
         optional: it replaces the config's prior values (default None: the config's own)
+    source, share : with missing values, ``codes`` are the coded columns ``(n, d')`` of
+        :mod:`bayestrees.inference.missing`: ``source`` int32 ``(d',)`` each column's feature,
+        ``share`` float ``(d',)`` its share of the feature's weight (1/2 or 1); ``xi`` stays over the
+        ``d`` features (:func:`column_weights`).  None without.
     """
 
     codes: jax.Array
@@ -119,6 +123,15 @@ class BETData(NamedTuple):
     row_stats: jax.Array
     alpha_dp: jax.Array
     prior: Any = None
+    source: Any = None
+    share: Any = None
+
+
+def column_weights(xi, data: BETData):
+    """The split-variable weights of the code columns from the features' ``xi`` ``(..., d)``: ``xi``
+    itself, or with missing values (:mod:`bayestrees.inference.missing`) each column's feature's
+    weight times its share (1/2 for each of a feature's two columns, 1 otherwise)."""
+    return xi if data.source is None else jnp.take(xi, data.source, axis=-1) * data.share
 
 
 class State(NamedTuple):
@@ -174,7 +187,7 @@ class KernelConfig:
     mcmc : M.MCMCConfig (prior = DepthDecayPrior(delta), leaf model, max_depth, min_leaf_rows = q,
         scheme "sweep")
     max_trees : J
-    n_features : d
+    n_features : d, the features (``mcmc.n_features``: the code columns, ``d' > d`` with missing values)
     update_xi : sample xi (False keeps every xi_j uniform: the tests compare with Bayesian CART)
     active_trees : A, the tree slots swept per step (``<= max_trees``; see :class:`_Step`)
     init_trees : rows start spread uniformly at random over this many components (``<= max_trees``)
@@ -226,8 +239,12 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
     mc = cfg.mcmc
     dt = data.row_stats.dtype
     w = (z == j).astype(dt)
+    if cfg.update_xi:
+        var_weight = column_weights(xi, data)
+    else:   # uniform over the features (a feature's two columns at half its weight each)
+        var_weight = None if data.source is None else data.share
     md = moves.MCMCData(codes=data.codes, y=data.y, row_stats=data.row_stats, weight=w,
-                        var_weight=xi if cfg.update_xi else None, prior=data.prior)
+                        var_weight=var_weight, prior=data.prior)
     leaf = heap.route(tree, data.codes, mc.max_depth)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
@@ -351,10 +368,14 @@ class _Step:
         tree = jax.tree_util.tree_map(lambda r, old: jnp.where(_bcast(fresh, old), r, old), root, state.tree)
         tree = jax.tree_util.tree_map(lambda full, part: full.at[idx].set(part), tree, t_a)
         # xi: one Dirichlet draw for all slots; independence MH for the swept trees, the prior for fresh ones
-        counts = jnp.zeros((J, d), dt).at[idx].set(jax.vmap(split_counts, in_axes=(0, None, None))(t_a, d, dt))
+        c_a = jax.vmap(split_counts, in_axes=(0, None, None))(t_a, mc.n_features, dt)   # per code column
+        if data.source is not None:   # per feature
+            c_a = jax.vmap(lambda c: jax.ops.segment_sum(c, data.source, d))(c_a)
+        counts = jnp.zeros((J, d), dt).at[idx].set(c_a)
         prop = jax.random.dirichlet(k_xi, 1.0 + counts, dtype=dt)
         prop = jnp.maximum(prop, jnp.finfo(dt).tiny)
-        log_a = jax.vmap(xi_proposal_log_ratio)(t_a, ev_a, state.xi[idx], prop[idx])
+        log_a = jax.vmap(xi_proposal_log_ratio)(t_a, ev_a, column_weights(state.xi[idx], data),
+                                                column_weights(prop[idx], data))
         acc_a = accept(jnp.log(jax.random.uniform(k_xa, (A,), dt)), log_a)
         acc = jnp.zeros(J, bool).at[idx].set(acc_a)
         if cfg.update_xi:
