@@ -12,7 +12,9 @@
 >>> bt.BARTRegressor().fit(X, y, sample_weight=w)   # row i's noise sd is sigma / sqrt(w_i)
 
 Missing values (NaN) in ``X`` are taken: each rule also says where the missing rows go
-(missingness incorporated in attributes: :mod:`bayestrees.inference.missing`).  Regression responses are scaled inside to
+(missingness incorporated in attributes: :mod:`bayestrees.inference.missing`).  Unordered
+categorical features (pandas ``category`` columns, or ``categorical_features``) split by subsets
+of their categories.  Regression responses are scaled inside to
 ``[-0.5, 0.5]``; every output is in the response's units.  The defaults and their sources are
 listed in :mod:`bayestrees.inference.bart.fit`.
 """
@@ -104,7 +106,7 @@ class _BARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins, move_probs,
           random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho, keep_trees, slide,
-          local_moves, particles, data_devices=1):
+          local_moves, particles, data_devices=1, categorical_features=None):
     self.m, self.prior, self.alpha, self.beta, self.k = m, prior, alpha, beta, k
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.min_leaf_rows, self.max_bins, self.move_probs = max_depth, min_leaf_rows, max_bins, move_probs
@@ -112,6 +114,7 @@ def _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, 
     self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = sparse, sparse_a, sparse_b, sparse_rho
     self.keep_trees, self.slide = keep_trees, slide
     self.local_moves, self.particles, self.data_devices = local_moves, particles, data_devices
+    self.categorical_features = categorical_features
 
 
 class BARTRegressor(_BARTMixin, RegressorBase):
@@ -195,6 +198,13 @@ class BARTRegressor(_BARTMixin, RegressorBase):
         ``jax.config.update("jax_num_cpu_devices", k)`` before JAX starts).  The draws follow the
         same law as on one device, not the same numbers (sums in another order).  Not with
         ``particles``.
+    categorical_features : list of int, optional
+        Columns of an array ``X`` to treat as unordered categories (DataFrame columns of
+        ``category``, ``object`` or ``string`` dtype are categorical without it).  A categorical
+        feature of at most 23 categories (a missing value counting as one) splits by subsets of its
+        categories, the subset uniform among those of the categories that reach the node; one of
+        more categories splits as values ordered by their mean response (with a warning).  Not
+        with ``particles``.
 
     Attributes
     ----------
@@ -226,10 +236,11 @@ class BARTRegressor(_BARTMixin, RegressorBase):
                  fixed_sigma=None, draws=1000, tune=1000, chains=4, thin=1, max_depth=5, min_leaf_rows=5,
                  max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False, sparse_a=0.5, sparse_b=1.0,
                  sparse_rho=None, random_state=None, dtype="float32", progressbar=False, chain_method="auto",
-                 keep_trees=True, slide=0, local_moves=1, particles=0, temperatures=(1.0,), data_devices=1):
+                 keep_trees=True, slide=0, local_moves=1, particles=0, temperatures=(1.0,), data_devices=1,
+                 categorical_features=None):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide, local_moves, particles, data_devices)
+              keep_trees, slide, local_moves, particles, data_devices, categorical_features)
         self.nu, self.q, self.sigma_hat, self.fixed_sigma = nu, q, sigma_hat, fixed_sigma
         self.temperatures = temperatures
 
@@ -287,10 +298,11 @@ class BARTClassifier(_BARTMixin, ClassifierBase):
     def __init__(self, m=200, prior=None, alpha=0.95, beta=2.0, *, k=2.0, draws=1000, tune=1000, chains=4, thin=1,
                  max_depth=5, min_leaf_rows=5, max_bins=100, move_probs=(0.5, 0.5, 0.0, 0.0), sparse=False,
                  sparse_a=0.5, sparse_b=1.0, sparse_rho=None, random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto", keep_trees=True, slide=0, local_moves=1, particles=0, data_devices=1):
+                 chain_method="auto", keep_trees=True, slide=0, local_moves=1, particles=0, data_devices=1,
+                 categorical_features=None):
         _init(self, m, prior, alpha, beta, k, draws, tune, chains, thin, max_depth, min_leaf_rows, max_bins,
               move_probs, random_state, dtype, progressbar, chain_method, sparse, sparse_a, sparse_b, sparse_rho,
-              keep_trees, slide, local_moves, particles, data_devices)
+              keep_trees, slide, local_moves, particles, data_devices, categorical_features)
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior mean class probabilities at ``X``.

@@ -132,14 +132,25 @@ def descend(tree, codes, start, levels):
     return descend_rules(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, codes, start, levels)
 
 
-def descend_rules(feature, threshold, codes, start, levels, *, features_first: bool = False):
+def goes_right(code, var, threshold, categories=None):
+    """Whether the rule ``(var, threshold)`` sends a row of code ``code`` (of variable ``var``) right:
+    ``code > threshold``, or at an unordered variable (``categories[var] != 0``:
+    :mod:`bayestrees.inference.intervals`) its bit clear in the rule's category mask."""
+    if categories is None:
+        return code > threshold
+    code = code.astype(jnp.int32)
+    return jnp.where(categories[var] != 0, ((threshold >> code) & 1) == 0, code > threshold)
+
+
+def descend_rules(feature, threshold, codes, start, levels, *, features_first: bool = False, categories=None):
     """The one descent of heap trees: rows' slots after ``levels`` steps from the slots ``start``.
 
     ``feature`` (S,) is a slot's split variable, -1 where the slot does not split (a leaf stays
     put); a row goes to ``2k + 1`` when its code is at most ``threshold[k]``, else to ``2k + 2``.
     ``codes`` is ``(n, d)``, or ``(d, n)`` with ``features_first`` (BART's layout: a variable's
     codes contiguous).  Per step: one gather of the node's (feature, threshold) and one of the row's
-    code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).
+    code; both are one-dimensional gathers under ``vmap`` (:mod:`bayestrees.batching`).  Given
+    ``categories``, unordered variables' rules are category masks (:func:`goes_right`).
     """
     rule = jnp.stack([feature, threshold], -1)  # (S, 2)
     flat = codes.reshape(-1)
@@ -154,8 +165,9 @@ def descend_rules(feature, threshold, codes, start, levels, *, features_first: b
 
     def body(_, node):
         r = take(rule, node)
-        c = code_at(jnp.maximum(r[:, 0], 0))
-        return jnp.where(r[:, 0] >= 0, 2 * node + 1 + (c > r[:, 1]).astype(jnp.int32), node)
+        v = jnp.maximum(r[:, 0], 0)
+        c = code_at(v)
+        return jnp.where(r[:, 0] >= 0, 2 * node + 1 + goes_right(c, v, r[:, 1], categories).astype(jnp.int32), node)
 
     return jax.lax.fori_loop(0, levels, body, start)
 

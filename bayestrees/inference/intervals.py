@@ -9,6 +9,15 @@ one cut point left; or with probability ``xi_j / sum_available xi`` given split-
 ``xi``), the threshold uniform among its ``hi_j - lo_j`` cut points ``lo_j <= t < hi_j``.  A node
 with no available variable (or at ``max_depth``) is a leaf with probability 1.
 
+*Unordered categorical features* (``categories``, int32 (d,): a feature's root mask of categories, bit ``c``
+for code ``c``, 0 for an ordered feature) split by subsets: a rule ``(j, S)`` with ``S`` a category
+mask sends the codes in ``S`` left.  A node's interval of such a feature is the mask ``A`` of the
+categories its ancestors' rules leave it (``S`` to the left child, ``A & ~S`` to the right); the rule
+prior takes ``S`` uniform among the ``2^|A| - 2`` nonempty proper subsets of ``A``, and the feature
+is available while ``|A| >= 2``.  In the ``(lo, hi)`` layout such a feature reads ``lo = 0``,
+``hi = |A| - 1`` (so ``hi > lo`` means available as for an ordered one); its rule count is
+:func:`log_rule_count`.
+
 Unlike the data-dependent rule prior of :func:`bayestrees.inference.moves.evaluate` (ranges of
 the codes of the node's own rows), this prior does not depend on where the rows go, so a tree's
 prior is a function of its rules alone, computed here without touching the rows.  Trees whose
@@ -25,11 +34,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior",
-           "log_tree_prior_weighted", "log_available_weight"]
+           "log_tree_prior_weighted", "log_available_weight", "log_rule_count", "popcount", "category_ranges", "node_categories"]
 
 _BIG = 1 << 30
 
@@ -60,6 +70,33 @@ def path_tables(max_depth: int):
     return anc, right, on, depth
 
 
+def popcount(x):
+    """Set bits of an int32 mask, int32."""
+    return jax.lax.population_count(x).astype(jnp.int32)
+
+
+def log_rule_count(n, categorical, dtype=jnp.float32):
+    """``log`` of the number of rules of a variable with ``n`` cut points (``hi - lo`` of the
+    ``(lo, hi)`` layout; at least 1 counted): ``n`` for an ordered variable, ``2^(n + 1) - 2`` (the
+    nonempty proper subsets of ``n + 1`` categories) for an unordered one."""
+    n = jnp.maximum(n, 1).astype(dtype)
+    return jnp.where(categorical, jnp.log(2.0) + jnp.log(jnp.exp2(n) - 1.0), jnp.log(n)).astype(dtype)
+
+
+def _and_masks(hit, right, pt, root, axis: int = -2):
+    """The category masks left by the ancestors' rules ``pt`` where ``hit`` (``axis``: the ancestors):
+    ``root & AND (right ? ~pt : pt)``."""
+    side = jnp.where(right, ~pt, pt)
+    return root & jnp.bitwise_and.reduce(jnp.where(hit, side, -1), axis=axis)
+
+
+def _categorical_layout(lo, hi, masks, categories):
+    """``(lo, hi)`` with an unordered feature's as ``(0, |A| - 1)``."""
+    cat = categories != 0
+    return (jnp.where(cat, 0, lo).astype(jnp.int32),
+            jnp.where(cat, jnp.maximum(popcount(masks) - 1, 0), hi).astype(jnp.int32))
+
+
 def _path_rules(feature, threshold, max_depth: int):
     anc, right, on, _ = path_tables(max_depth)
     pf = jnp.where(on, jnp.take(feature, anc), -1)
@@ -67,8 +104,9 @@ def _path_rules(feature, threshold, max_depth: int):
     return pf, pt, jnp.asarray(right), jnp.asarray(on)
 
 
-def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int):
-    """Every node's interval of every feature: ``lo, hi`` int32 (S, d), cut points ``lo <= t < hi``.
+def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int, categories=None):
+    """Every node's interval of every feature: ``lo, hi`` int32 (S, d), cut points ``lo <= t < hi``
+    (an unordered feature's ``(0, |A| - 1)`` given ``categories``; :func:`category_ranges` its masks).
 
     ``feature`` (S,) is the split variable of internal slots and -1 elsewhere; values at slots that
     are not nodes are meaningless.  The layout of :func:`bayestrees.inference.heap.code_ranges`, so
@@ -80,10 +118,22 @@ def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int):
     hit = pf[..., None] == jnp.arange(d, dtype=pf.dtype)                       # (S, D, d)
     lo = jnp.max(jnp.where(hit & right[..., None], pt[..., None] + 1, -_BIG), 1)
     hi = jnp.min(jnp.where(hit & ~right[..., None], pt[..., None], _BIG), 1)
-    return (jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32))
+    lo, hi = jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
+    if categories is None:
+        return lo, hi
+    masks = _and_masks(hit, right[..., None], pt[..., None], categories)
+    return _categorical_layout(lo, hi, masks, categories)
 
 
-def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=jnp.float32):
+def category_ranges(feature, threshold, categories, max_depth: int):
+    """Every node's category mask of every feature, int32 (S, d) (meaningless for ordered ones)."""
+    pf, pt, right, _ = _path_rules(feature, threshold, max_depth)
+    d = categories.shape[-1]
+    hit = pf[..., None] == jnp.arange(d, dtype=pf.dtype)
+    return _and_masks(hit, right[..., None], pt[..., None], categories)
+
+
+def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=jnp.float32, categories=None):
     """What the rule prior needs at every node, in ``O(S D^2)``.
 
     Returns ``(avail, nthr_own, own_ok)``: ``avail`` float (S,) the number of available variables at
@@ -91,7 +141,9 @@ def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=
     cut points of the node's own split variable in its interval (0 at slots that are not internal)
     and ``own_ok`` bool (S,) whether the node's threshold is one of them.
     A feature on the node's path is counted out of the root's available ones when its interval
-    there has no cut point left.
+    there has no cut point left.  Given ``categories`` (unordered features; ``code_lo``/``code_hi`` in
+    the ``(0, |A| - 1)`` layout there), their intervals are category masks and ``own_ok`` says the
+    node's mask is a nonempty proper subset of its categories.
     """
     pf, pt, right, on = _path_rules(feature, threshold, max_depth)
     code_lo, code_hi = jnp.asarray(code_lo), jnp.asarray(code_hi)
@@ -104,6 +156,10 @@ def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=
     lo = jnp.max(jnp.where(same & right[:, None, :], pt[:, None, :] + 1, -_BIG), 2)
     hi = jnp.min(jnp.where(same & ~right[:, None, :], pt[:, None, :], _BIG), 2)
     n_path = jnp.maximum(jnp.minimum(hi, code_hi[pfc]) - jnp.maximum(lo, code_lo[pfc]), 0)
+    if categories is not None:
+        side = jnp.where(right[:, None, :], ~pt[:, None, :], pt[:, None, :])
+        masks = categories[pfc] & jnp.bitwise_and.reduce(jnp.where(same, side, -1), axis=2)
+        n_path = jnp.where(categories[pfc] != 0, jnp.maximum(popcount(masks) - 1, 0), n_path)
     earlier = jnp.tril(jnp.ones((D, D), bool), -1)                              # a' < a
     first = on & ~jnp.any(same & earlier[None], 2)
     lost = first & root_ok[pfc] & (n_path == 0)
@@ -116,11 +172,22 @@ def node_rule_terms(feature, threshold, code_lo, code_hi, max_depth: int, dtype=
     lo_o, hi_o = jnp.maximum(lo_o, code_lo[f]), jnp.minimum(hi_o, code_hi[f])
     n_own = jnp.maximum(hi_o - lo_o, 0)
     own_ok = (threshold >= lo_o) & (threshold < hi_o)
+    if categories is not None:
+        mask_o = _and_masks(own, right, pt, categories[f], axis=-1)
+        cat = categories[f] != 0
+        n_own = jnp.where(cat, jnp.maximum(popcount(mask_o) - 1, 0), n_own)
+        own_ok = jnp.where(cat, _proper_subset(threshold, mask_o), own_ok)
     return avail, jnp.where(feature >= 0, n_own, 0).astype(jnp.int32), own_ok
 
 
-def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int):
-    """One node's interval of every feature: ``lo, hi`` int32 (d,), in ``O(D d)``."""
+def _proper_subset(t, mask):
+    """``t`` is a nonempty proper subset of ``mask`` (category masks)."""
+    return ((t & ~mask) == 0) & (t != 0) & (t != mask)
+
+
+def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int, categories=None):
+    """One node's interval of every feature: ``lo, hi`` int32 (d,), in ``O(D d)`` (given ``categories``, an
+    unordered feature's in the ``(0, |A| - 1)`` layout; :func:`node_categories` its mask)."""
     anc, right, on, _ = path_tables(max_depth)
     a, r, o = jnp.asarray(anc)[node], jnp.asarray(right)[node], jnp.asarray(on)[node]
     pf = jnp.where(o, jnp.take(feature, a), -1)
@@ -129,10 +196,23 @@ def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int):
     hit = pf[:, None] == jnp.arange(d, dtype=pf.dtype)                         # (D, d)
     lo = jnp.max(jnp.where(hit & r[:, None], pt[:, None] + 1, -_BIG), 0)
     hi = jnp.min(jnp.where(hit & ~r[:, None], pt[:, None], _BIG), 0)
-    return jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
+    lo, hi = jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
+    if categories is None:
+        return lo, hi
+    return _categorical_layout(lo, hi, _and_masks(hit, r[:, None], pt[:, None], categories), categories)
 
 
-def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, dtype=jnp.float32):
+def node_categories(feature, threshold, categories, node, max_depth: int):
+    """One node's category mask of every feature, int32 (d,) (meaningless for ordered ones)."""
+    anc, right, on, _ = path_tables(max_depth)
+    a, r, o = jnp.asarray(anc)[node], jnp.asarray(right)[node], jnp.asarray(on)[node]
+    pf = jnp.where(o, jnp.take(feature, a), -1)
+    pt = jnp.take(threshold, a)
+    hit = pf[:, None] == jnp.arange(categories.shape[-1], dtype=pf.dtype)
+    return _and_masks(hit, r[:, None], pt[:, None], categories)
+
+
+def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, dtype=jnp.float32, categories=None):
     """``log p(T)`` of a heap tree under a depth prior with the interval rule prior, and its parts.
 
     ``log p(T) = sum_internal [log p_split(d) + log p_rule] + sum_leaves log p_stop(d)``, with
@@ -149,9 +229,10 @@ def log_tree_prior(feature, threshold, code_lo, code_hi, prior, max_depth: int, 
     side of that node).
     """
     depth, internal, leaf = _shape(feature, max_depth)
-    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, dtype)
-    log_rule = (-jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0)
-                - jnp.log(jnp.maximum(n_own, 1).astype(dtype)))
+    avail, n_own, own_ok = node_rule_terms(feature, threshold, code_lo, code_hi, max_depth, dtype, categories)
+    log_n = (jnp.log(jnp.maximum(n_own, 1).astype(dtype)) if categories is None else
+             log_rule_count(n_own, categories[jnp.maximum(feature, 0)] != 0, dtype))
+    log_rule = -jnp.where(avail > 0, jnp.log(jnp.where(avail > 0, avail, 1)), 0.0) - log_n
     lp = _total(prior, depth, internal, leaf, avail, log_rule, max_depth, dtype)
     return lp, avail, internal, leaf, jnp.all(own_ok | ~internal)
 
@@ -185,7 +266,8 @@ def log_available_weight(lo, hi, log_w):
     return (mx[..., 0] + jnp.log(jnp.sum(jnp.where(ok, jnp.exp(x - mx), 0.0), -1))).astype(log_w.dtype)
 
 
-def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_depth: int, log_w, dtype=jnp.float32):
+def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_depth: int, log_w, dtype=jnp.float32,
+                            categories=None):
     """:func:`log_tree_prior` with split-variable probabilities ``w`` (given as ``log_w``, (d,)): a node
     picks its variable ``j`` with probability ``w_j / sum_available w``, in ``O(S D d)``.
 
@@ -194,7 +276,7 @@ def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_dep
     ``log_avail_w`` (S,) the log of their total weight.
     """
     depth, internal, leaf = _shape(feature, max_depth)
-    lo, hi = interval_ranges(feature, threshold, code_lo, code_hi, max_depth)
+    lo, hi = interval_ranges(feature, threshold, code_lo, code_hi, max_depth, categories)
     avail = jnp.sum(hi > lo, -1).astype(dtype)
     log_aw = log_available_weight(lo, hi, jnp.asarray(log_w, dtype))
     f = jnp.maximum(feature, 0)
@@ -202,7 +284,13 @@ def log_tree_prior_weighted(feature, threshold, code_lo, code_hi, prior, max_dep
     hi_f = jnp.take_along_axis(hi, f[:, None], -1)[:, 0]
     n_own = jnp.maximum(hi_f - lo_f, 0)
     own_ok = (threshold >= lo_f) & (threshold < hi_f)
-    log_rule = (jnp.take(jnp.asarray(log_w, dtype), f) - jnp.where(avail > 0, log_aw, 0.0)
-                - jnp.log(jnp.maximum(n_own, 1).astype(dtype)))
+    if categories is None:
+        log_n = jnp.log(jnp.maximum(n_own, 1).astype(dtype))
+    else:
+        cat = categories[f] != 0
+        mask_f = jnp.take_along_axis(category_ranges(feature, threshold, categories, max_depth), f[:, None], -1)[:, 0]
+        own_ok = jnp.where(cat, _proper_subset(threshold, mask_f), own_ok)
+        log_n = log_rule_count(n_own, cat, dtype)
+    log_rule = jnp.take(jnp.asarray(log_w, dtype), f) - jnp.where(avail > 0, log_aw, 0.0) - log_n
     lp = _total(prior, depth, internal, leaf, avail, log_rule, max_depth, dtype)
     return lp, avail, internal, leaf, jnp.all(own_ok | ~internal), log_aw

@@ -19,6 +19,11 @@ prior keeps each original feature's weight: a feature's two columns have weight 
 each, the others ``1 / d`` (the weighted rule prior, :func:`split_log_weights`), so a rule on a
 feature with missing values picks its missing side with probability 1/2 (BARTm's prior).
 
+An unordered categorical feature split by subsets of its categories (``categorical``; the rules
+of :mod:`bayestrees.inference.intervals`) keeps one column: a missing value is one more category,
+code ``n_bins_j``, and a rule's category mask says where the missing rows go as it says it for
+every other category.
+
 New rows are coded the same way (:meth:`MissingRules.code`); a feature without missing training
 values sends a new row's missing value right (the binner's missing code is above every threshold),
 as the forests do where no training row of a node was missing.  :meth:`MissingRules.to_original`
@@ -46,6 +51,8 @@ class MissingRules:
     doubled : bool (d',)  the column is one of a feature's two
     n_bins : int (d,)  value bins of each original feature (``Binner.n_bins_``)
     missing : int  the binner's missing code
+    categorical : bool (d,), optional  original features split by subsets of their categories
+        (one column each, a missing value the category ``n_bins_j``)
     """
 
     source: np.ndarray
@@ -53,6 +60,7 @@ class MissingRules:
     doubled: np.ndarray
     n_bins: np.ndarray
     missing: int
+    categorical: np.ndarray | None = None
 
     @property
     def d(self) -> int:
@@ -73,11 +81,15 @@ class MissingRules:
         left = np.where(miss, 0, col + 1)
         right = np.where(miss, self.n_bins[self.source], col)
         out = np.where(self.doubled, np.where(self.missing_left, left, right), col)
+        if self.categorical is not None:
+            out = np.where(self.categorical[self.source] & miss, self.n_bins[self.source], out)
         return np.ascontiguousarray(out.astype(np.int32))
 
     def to_original(self, feature, threshold):
         """``(feature, threshold, missing_left)`` of the original features from rules on the coded
-        columns (any shape; ``feature < 0`` where a slot does not split): int32, int32, bool."""
+        columns (any shape; ``feature < 0`` where a slot does not split): int32, int32, bool.  A
+        rule of a subset-split feature keeps its category mask, less the missing category's bit,
+        which becomes ``missing_left``."""
         f = np.asarray(feature).astype(np.int64)
         t = np.asarray(threshold).astype(np.int64)
         split = f >= 0
@@ -85,6 +97,11 @@ class MissingRules:
         left_col = self.missing_left[fc] & self.doubled[fc] & split
         orig = np.where(split, self.source[fc], -1).astype(np.int32)
         thr = np.where(left_col, t - 1, t).astype(np.int32)
+        if self.categorical is not None:
+            cat = split & self.categorical[self.source[fc]]
+            bit = np.left_shift(1, self.n_bins[self.source[fc]])
+            left_col = left_col | (cat & ((t & bit) != 0))
+            thr = np.where(cat, t & ~bit, thr).astype(np.int32)
         return orig, np.where(split, thr, 0).astype(np.int32), left_col
 
     def split_counts(self, counts) -> np.ndarray:
@@ -96,22 +113,27 @@ class MissingRules:
         return out
 
 
-def missing_rules(codes, n_bins) -> MissingRules | None:
+def missing_rules(codes, n_bins, categorical=None) -> MissingRules | None:
     """The coding of :mod:`bayestrees.inference.missing` for training codes ``(n, d)`` with the binner's
-    value bins per feature ``n_bins`` ``(d,)``; None when no training value is missing."""
+    value bins per feature ``n_bins`` ``(d,)`` (``categorical``: bool (d,), the features split by
+    subsets of their categories, whose missing values are one more category); None when no
+    training value is missing."""
     c = np.asarray(codes)
     miss = missing_code(c.dtype)
     has = np.any(c == miss, axis=0)
     if not has.any():
         return None
+    cat = np.zeros(c.shape[1], bool) if categorical is None else np.asarray(categorical, bool)
     source, left, doubled = [], [], []
     for j in range(c.shape[1]):
-        for side in ((True, False) if has[j] else (False,)):
+        two = bool(has[j]) and not cat[j]
+        for side in ((True, False) if two else (False,)):
             source.append(j)
             left.append(side)
-            doubled.append(bool(has[j]))
+            doubled.append(two)
     return MissingRules(source=np.asarray(source, np.int64), missing_left=np.asarray(left, bool),
-                        doubled=np.asarray(doubled, bool), n_bins=np.asarray(n_bins, np.int64), missing=int(miss))
+                        doubled=np.asarray(doubled, bool), n_bins=np.asarray(n_bins, np.int64), missing=int(miss),
+                        categorical=cat if cat.any() else None)
 
 
 def split_log_weights(rules: MissingRules) -> np.ndarray:

@@ -32,7 +32,8 @@ cancel):
 * change the rule of internal ``s`` from ``(j, t)`` to ``(j', t')``: ``s``'s ranges do
   not change, so ``q(T|T')/q(T'|T) = nthr(s, j') / nthr(s, j)``.
 * slide (BART's local change): a node whose children are leaves keeps its variable and moves its
-  threshold by ``1 .. K`` codes either way; the proposal is symmetric.
+  threshold by ``1 .. K`` codes either way; the proposal is symmetric (not at an unordered
+  variable, where it proposes no move).
 * swap the rules of an internal parent ``p`` and internal child ``c`` (and of
   ``c``'s sibling too when it holds the same rule as ``c``): the shape does not
   change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
@@ -40,6 +41,13 @@ cancel):
 
 With split-variable weights ``xi`` the variable is drawn with probability ``xi_j / sum_valid xi``
 and ``1/nvar(s)`` above becomes that probability.
+
+An unordered categorical variable (``data.categories``: :mod:`bayestrees.inference.intervals`) whose
+node keeps the categories ``A`` has ``2^|A| - 2`` rules in the prior (the nonempty proper subsets
+sent left).  Its rule is drawn as ``|A|`` fair bits, one per category, from the threshold's uniform
+(exact up to 23 categories), and a draw of every category or none proposes no move, so the proposal
+probability of a rule is ``2^-|A|`` where the prior's is ``1 / (2^|A| - 2)``: the ratios above
+take ``2^|A|`` for ``nthr`` in ``q`` and ``2^|A| - 2`` in the prior.
 """
 from __future__ import annotations
 
@@ -53,7 +61,7 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "check_move_probs", "pick", "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
+__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "deposit_bits", "check_move_probs", "pick", "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
 N_UNIFORMS = 4
@@ -203,6 +211,19 @@ def set_rules(f, t, move, s, j, tn):
     return top, fn, tn_, bad_swap
 
 
+def deposit_bits(r, mask):
+    """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32; up to 24 categories):
+    the category subset whose ``k``-th category of ``mask`` is in it when bit ``k`` of ``r`` is set."""
+    b = jnp.arange(MAX_SUBSET_CATEGORIES, dtype=jnp.int32)
+    inm = (mask >> b) & 1
+    rank = jnp.cumsum(inm) - inm
+    return jnp.sum(((r >> rank) & inm) << b).astype(jnp.int32)
+
+
+#: the most categories an unordered variable's rules are drawn over exactly (fair bits of a float32 uniform)
+MAX_SUBSET_CATEGORIES = 23
+
+
 def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     """The proposal for one compact tree ``(f, t)`` under the ancestor-interval rule prior.
 
@@ -211,13 +232,14 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     log weights (the sparse prior) or None.  ``data`` gives ``prior`` (the traced depth prior, or
     None for ``cfg.prior``), ``code_lo`` and ``code_hi``; ``cfg`` gives ``capacity``, ``max_depth``,
     ``prior``, ``move_probs`` and ``slide`` (:class:`bayestrees.inference.bart.kernel.BARTData` and
-    ``KernelConfig``).
+    ``KernelConfig``), and ``categories`` (unordered variables' root category masks, or None).
     """
     mc = cfg
     S, D = mc.capacity, mc.max_depth
     lc, rc, _, depth = heap.slot_tables(S)
     prior = mc.prior if data.prior is None else data.prior
     lo0, hi0 = data.code_lo, data.code_hi
+    categories = getattr(data, "categories", None)
     internal = f >= 0
     is_leaf = heap.leaf_slots(f)
     growable, nog, _, pair = node_masks(internal, is_leaf, (depth < D) & (avail > 0))
@@ -228,8 +250,17 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     mask = jnp.stack([growable, nog, nog if slide else internal, pair])[move]
     s, k = pick(u[2], mask)
     # the rule: variable uniform (or by weight) among those with a cut point left, threshold uniform
-    lo_s, hi_s = intervals.node_interval(f, t, lo0, hi0, s, D)
+    lo_s, hi_s = intervals.node_interval(f, t, lo0, hi0, s, D, categories)
     j, tn, nthr = draw_rule(u[3], u[1], lo_s, hi_s, w)
+    fair = jnp.array(True)
+    if categories is not None:   # an unordered variable's rule: a fair bit per category of the node, not all equal
+        A_s = intervals.node_categories(f, t, categories, s, D)
+        n_lev = nthr[j] + 1
+        r = jnp.minimum(jnp.floor(u[1] * jnp.exp2(n_lev.astype(jnp.float32))).astype(jnp.int32),
+                        (1 << n_lev) - 1)
+        cat_draw = categories[j] != 0
+        fair = ~cat_draw | ((r != 0) & (r != (1 << n_lev) - 1))
+        tn = jnp.where(cat_draw, deposit_bits(r, A_s[j]), tn).astype(jnp.int32)
     if w is None:
         a_here = jnp.sum(nthr > 0).astype(dtype)                  # = avail[s] at a node
         log_avail = jnp.log(jnp.where(a_here > 0, a_here, 1.0))
@@ -246,8 +277,18 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         t_slide = t[s] + jnp.where(step < K, step - K, step - K + 1)
         tn = jnp.where(is_slide, t_slide, tn).astype(jnp.int32)
         in_range = ~is_slide | ((t_slide >= lo_s[j]) & (t_slide < hi_s[j]))
-    # minus the log of the rule's probability given the node, up to log avail: log nthr_v - log w_v
-    log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype)) - log_w(v)  # noqa: E731
+        if categories is not None:   # a slide draws no rule: only its own variable's kind matters
+            in_range = in_range & ~(is_slide & (categories[j] != 0))
+            fair = fair | is_slide
+    # minus the log of the rule's probability given the node and variable, up to log avail:
+    # in the prior (log_nthr) and in the proposal (log_qthr), less log w_v
+    if categories is None:
+        log_nthr = lambda v: jnp.log(jnp.maximum(nthr[v], 1).astype(dtype)) - log_w(v)  # noqa: E731
+        log_qthr = log_nthr
+    else:
+        log_nthr = lambda v: intervals.log_rule_count(nthr[v], categories[v] != 0, dtype) - log_w(v)  # noqa: E731
+        log_qthr = lambda v: jnp.where(categories[v] != 0, (nthr[v] + 1).astype(dtype) * jnp.log(2.0),  # noqa: E731
+                                       jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))) - log_w(v)
     slot0, fn, tn_, bad_swap = set_rules(f, t, move, s, j, tn)
     sib = jnp.clip(jnp.where(s % 2 == 1, s + 1, s - 1), 0, S - 1)
     # T''s prior, available variables and leaves.  A grow or a prune changes them only at the node
@@ -260,8 +301,13 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     log_rule = lambda v: (prior.log_split(ds).astype(dtype) - jnp.log(jnp.where(a_s > 0, a_s, 1.0))  # noqa: E731
                           - log_nthr(v))
     had = (nthr[j] > 0).astype(dtype)
-    a_l = a_s - had + (tn - lo_s[j] > 0).astype(dtype)
-    a_r = a_s - had + (hi_s[j] - tn - 1 > 0).astype(dtype)
+    left_cuts, right_cuts = tn - lo_s[j], hi_s[j] - tn - 1
+    if categories is not None:   # an unordered variable's children keep the categories sent to them
+        cat_j = categories[j] != 0
+        left_cuts = jnp.where(cat_j, intervals.popcount(tn) - 1, left_cuts)
+        right_cuts = jnp.where(cat_j, intervals.popcount(A_s[j] & ~tn) - 1, right_cuts)
+    a_l = a_s - had + (left_cuts > 0).astype(dtype)
+    a_r = a_s - had + (right_cuts > 0).astype(dtype)
     jo = jnp.maximum(f[s], 0)
     lp_grow = lp - lstop(ds, a_s) + log_rule(j) + lstop(ds + 1, a_l) + lstop(ds + 1, a_r)
     lp_prune = lp + lstop(ds, a_s) - log_rule(jo) - lstop(ds + 1, avail[ic]) - lstop(ds + 1, avail[jc])
@@ -283,12 +329,12 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     rules_ok = jnp.array(True)
     if w is not None:   # the sparse prior: T' scored in full, its node weights in log space (O(S D d))
         lp_f, avail_f, internal_f, leaf_f, rules_ok, _ = intervals.log_tree_prior_weighted(fn, tn_, lo0, hi0, prior, D, w,
-                                                                                   dtype=dtype)
+                                                                                   dtype=dtype, categories=categories)
         lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
         n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
         n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
     elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
-        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype)
+        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype, categories=categories)
         local = move < 2
         lp_new = jnp.where(local, lp_new, lp_f)
         avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
@@ -297,11 +343,11 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     logk = lambda x: jnp.log(jnp.maximum(x, 1).astype(dtype))  # noqa: E731
     # log q(T | T') - log q(T' | T) per move type (module Notes); s's interval is the same in T and T'
     lq = jnp.stack([
-        -logk(n_nog_new) + logk(k) + log_avail + log_nthr(j),              # grow
-        -logk(n_growable_new) - log_avail - log_nthr(f[s]) + logk(k),      # prune
-        jnp.zeros((), dtype) if slide else log_nthr(j) - log_nthr(jnp.maximum(f[s], 0)),   # change (a slide: symmetric)
+        -logk(n_nog_new) + logk(k) + log_avail + log_qthr(j),              # grow
+        -logk(n_growable_new) - log_avail - log_qthr(f[s]) + logk(k),      # prune
+        jnp.zeros((), dtype) if slide else log_qthr(j) - log_qthr(jnp.maximum(f[s], 0)),   # change (a slide: symmetric)
         jnp.zeros((), dtype)])[move]                                        # swap
-    ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | (nthr[j] > 0))
+    ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | ((nthr[j] > 0) & fair))
     kind = jnp.minimum(move, 2).astype(jnp.int32)
     return Proposal(kind=kind, move=move, ok=ok, node=slot0.astype(jnp.int32), var=j, thr=tn, feature=fn,
                      threshold=tn_, leaf_old=is_leaf, leaf_new=leaf_new, log_ratio=(lp_new - lp + lq).astype(dtype),

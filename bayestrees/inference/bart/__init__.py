@@ -29,7 +29,8 @@ def values(result: BARTResult, codes) -> np.ndarray:
         if result.missing is not None:   # the trees split the coded columns (bayestrees.inference.missing)
             codes = result.missing.code(codes)
         v = bart_values(result.feature, result.threshold, result.value, codes, task=result.task,
-                        y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset)
+                        y_shift=result.y_shift, y_scale=result.y_scale, offset=result.offset,
+                        categories=result.categories)
     else:
         v = kept_values(result, kept_rows(result, codes))
     return v.reshape((-1,) + v.shape[2:])
@@ -49,11 +50,13 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
         return _predictive_classes(key, result, data, idata, codes, kept_rows(result, codes) if kept else None, weights)
     if kept:
         rows = kept_rows(result, codes)
-    elif result.missing is not None:   # the trees on the coded columns (idata's hold the original features)
+    elif result.missing is not None or result.categories is not None:
+        # the trees on the coded columns (idata's hold the original features), or with subset rules
         feature, threshold = result.feature, result.threshold
         value = result.value * np.float32(result.y_scale) if reg else result.value
         offset = float(idata.posterior.attrs["bart_offset"])
-        codes = result.missing.code(codes)
+        if result.missing is not None:
+            codes = result.missing.code(codes)
     else:
         trees = idata["trees"]
         feature = np.asarray(trees["split_feature"].values)
@@ -65,7 +68,7 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
             mu = kept_values(result, rows)[..., 0]
         else:
             mu = bart_values(feature, threshold, value, codes, task="regression", y_shift=offset, y_scale=1.0,
-                             offset=0.0)[..., 0]
+                             offset=0.0, categories=result.categories)[..., 0]
         sigma = np.asarray(idata.posterior["sigma"])[..., None]
         if weights is not None:
             sigma = sigma / np.sqrt(np.asarray(weights, np.float64))
@@ -74,7 +77,7 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
     if weights is None:
         vals = (kept_values(result, rows) if kept else
                 bart_values(feature, threshold, value, codes, task="classification", y_shift=0.0, y_scale=1.0,
-                            offset=offset))
+                            offset=offset, categories=result.categories))
     else:   # the latent (offset + f) scaled by sqrt(w) before the link
         from scipy.special import ndtr
 
@@ -82,7 +85,7 @@ def predictive(key, result: BARTResult, data, idata, codes, weights=None) -> dic
             eta = result.offset + np.ascontiguousarray(np.asarray(result.predict_fit)[..., rows], np.float64)
         else:
             eta = offset + bart_values(feature, threshold, value, codes, task="regression", y_shift=0.0,
-                                       y_scale=1.0, offset=0.0)[..., 0]
+                                       y_scale=1.0, offset=0.0, categories=result.categories)[..., 0]
         p = ndtr(np.sqrt(np.asarray(weights, np.float64)) * eta)
         vals = np.stack([1.0 - p, p], -1)
     u = np.asarray(jax.random.uniform(key, vals.shape[:-1]))
@@ -100,7 +103,7 @@ def _predictive_classes(key, result: BARTResult, data, idata, codes, rows, weigh
         if result.missing is not None:
             codes = result.missing.code(codes)
         f = bart_values(result.feature, result.threshold, result.value, codes, task="regression", y_shift=0.0,
-                        y_scale=1.0, offset=0.0)[..., 0]                  # (chain, draw, k, n)
+                        y_scale=1.0, offset=0.0, categories=result.categories)[..., 0]                  # (chain, draw, k, n)
     eta = np.asarray(result.offset, np.float64)[:, None] + f
     if weights is not None:
         eta = eta * np.asarray(weights, np.float64)

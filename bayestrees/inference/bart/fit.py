@@ -61,6 +61,12 @@ Stat. 4, section 2.2), the defaults of their R package BayesTree, unless said ot
   split's side, or goes right at a feature that had no missing training value
   (:mod:`bayestrees.inference.missing`).  ``sigma_hat``'s linear fit replaces a missing entry by
   its column's mean.
+* Unordered categorical features (pandas ``category``/``object``/``string`` columns, or the
+  indices in ``categorical``) of at most :data:`MAX_SUBSET_CATEGORIES` categories (a missing value
+  counting as one) split by subsets of their categories: a rule sends a set of categories left,
+  its prior uniform among the ``2^|A| - 2`` nonempty proper subsets of the categories ``A`` that
+  reach the node (:mod:`bayestrees.inference.intervals`).  A feature with more categories keeps
+  them ordered by their mean response and splits them as ordered values, with a warning.
 
 Regression responses are scaled inside (``(y - mid) / range``); leaf values, ``sigma``, ``mu``
 and the pointwise log-likelihood are reported in the response's units.
@@ -96,7 +102,7 @@ from ...data import TrainingData, check_dtype, missing_code, check_int, check_po
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
-from .. import moves
+from .. import moves, proposals
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..missing import missing_rules, split_log_weights
@@ -293,6 +299,9 @@ class BARTResult:
     missing : the coding of the features with missing training values
         (:class:`~bayestrees.inference.missing.MissingRules`; None without): the trees' split variables
         and thresholds are then on its coded columns, and new rows' codes go through ``missing.code``
+    categories : int32 (d',) or None  the category mask of each (coded) column split by subsets
+        (0 for the others; :class:`~bayestrees.inference.bart.kernel.BARTData`'s), None where no
+        feature is: such a rule's ``threshold`` is the mask of the categories it sends left
     """
 
     feature: np.ndarray
@@ -320,6 +329,7 @@ class BARTResult:
     predict_codes: Any = None
     predict_fit: Any = None
     missing: Any = None
+    categories: Any = None
 
     @property
     def trees_kept(self) -> bool:
@@ -458,7 +468,8 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                             ("rows across devices (data_devices > 1)", config.data_devices > 1)):
             if given:
                 raise ValueError(MULTINOMIAL_LIMITS.format(C=data.n_classes, what=what))
-    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    subsets = subset_features(data)
+    rules = missing_rules(data.codes, data.n_bins, subsets)   # None without missing values
     if rules is None:
         codes, _, _, _ = sampler_inputs(data, "BART", dtype)
     else:
@@ -466,6 +477,13 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
             raise ValueError("BART with missing values in X does not take the sparse prior (sparse=True) yet; impute "
                              "first, or fit without it")
         codes = rules.code(data.codes)
+    categories = None
+    if subsets.any():
+        if config.particles:
+            raise ValueError("the particle Gibbs regrowth (particles > 0) does not take features split by subsets of "
+                             "their categories yet; fit with particles=0, or declare no categorical feature")
+        source = np.arange(data.d) if rules is None else rules.source
+        categories = root_categories(codes, subsets[source])
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
@@ -514,11 +532,12 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     width = config.chains if vectorized else 1
     if classes and len(config.temperatures) > 1:
         raise ValueError("tempering (temperatures) takes a Normal likelihood: BART for classes is not tempered")
+    weighted = rules is not None and bool(rules.doubled.any())
     kcfg = bart_kernel.KernelConfig(prior=canonical(config.prior), tau2=sigma_mu ** 2, max_depth=config.max_depth,
                                     m=int(config.m), move_probs=tuple(float(p) for p in config.move_probs),
                                     min_leaf_rows=int(config.min_leaf_rows), probit=probit,
                                     sample_sigma=(not classes) and config.fixed_sigma is None,
-                                    sparse=bool(config.sparse), weighted=rules is not None, batch_width=int(width) * len(config.temperatures),
+                                    sparse=bool(config.sparse), weighted=weighted, batch_width=int(width) * len(config.temperatures),
                                     slide=int(config.slide), temperatures=config.temperatures,
                                     particles=int(config.particles),
                                     n_codes=int(np.max(codes, initial=0)) + 1 if config.particles else 0,
@@ -530,7 +549,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         kernel = multinomial.build_kernel(mcfg, dtype)
     else:
         kernel = bart_kernel.build_kernel(kcfg, dtype)
-    code_lo, code_hi = bart_kernel.data_intervals(codes)
+    code_lo, code_hi = bart_kernel.data_intervals(codes, categories=categories)
     pad = -data.n % int(config.data_devices)   # rows of no weight, so that every device holds as many
     padded = (lambda a: np.concatenate([np.asarray(a), np.zeros((pad,) + np.shape(a)[1:], np.asarray(a).dtype)])) \
         if pad else np.asarray
@@ -544,9 +563,10 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                                  sparse_prior=jnp.asarray([config.sparse_a, config.sparse_b, rho], dtype),
                                  predict_codes=None if pcodes is None else jnp.asarray(
                                      pcodes if rules is None else rules.code(pcodes)),
-                                 split_log_w=None if rules is None else jnp.asarray(split_log_weights(rules), dtype))
+                                 split_log_w=jnp.asarray(split_log_weights(rules), dtype) if weighted else None,
+                                 categories=None if categories is None else jnp.asarray(categories, jnp.int32))
     fdt = jnp.int8 if codes.shape[1] <= 127 else jnp.int16
-    tdt = jnp.dtype(np.asarray(data.codes).dtype)
+    tdt = jnp.dtype(np.asarray(data.codes).dtype) if categories is None else jnp.dtype(jnp.int32)
     col = (multinomial.collect(mcfg, fdt, tdt, bool(config.keep_trees)) if multi else
            bart_kernel.collect(kcfg, fdt, tdt, bool(config.keep_trees)))
     t0 = time.perf_counter()
@@ -565,7 +585,42 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       lp=draws.lp, info=info, config=config, task=data.task, y_shift=shift, y_scale=scale,
                       offset=offset, sigma_mu=sigma_mu, sigma_hat=sigma_hat, lam=lam, weights=w, seconds=seconds,
                       split_prob=sparse[0], sparse_alpha=sparse[1], n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
-                      predict_codes=pcodes, predict_fit=draws.predict, missing=rules)
+                      predict_codes=pcodes, predict_fit=draws.predict, missing=rules, categories=categories)
+
+
+#: the most categories (a missing value counting as one) of a feature split by subsets
+MAX_SUBSET_CATEGORIES = proposals.MAX_SUBSET_CATEGORIES
+
+
+def subset_features(data: TrainingData) -> np.ndarray:
+    """bool (d,): the categorical features split by subsets of their categories, those with at most
+    :data:`MAX_SUBSET_CATEGORIES` categories (with one for missing values); a ``UserWarning`` names
+    those with more, which keep their order by mean response."""
+    feats = data.binner.features_
+    miss = np.any(np.asarray(data.codes) == missing_code(np.asarray(data.codes).dtype), axis=0)
+    out = np.zeros(data.d, bool)
+    wide = []
+    for j, fb in enumerate(feats):
+        if fb.kind == "categorical":
+            k = int(data.n_bins[j]) + int(miss[j])
+            if k <= MAX_SUBSET_CATEGORIES:
+                out[j] = True
+            else:
+                wide.append(f"{fb.name!r} ({k})")
+    if wide:
+        warnings.warn(f"categorical features with more than {MAX_SUBSET_CATEGORIES} categories split as values ordered by "
+                      f"their mean response, not by subsets: {', '.join(wide)}; group rare categories to split by "
+                      f"subsets", UserWarning, stacklevel=3)
+    return out
+
+
+def root_categories(codes, subsets) -> np.ndarray:
+    """int32 (d,): the mask of the codes of each column of ``codes`` (n, d) where ``subsets``, else 0."""
+    c = np.asarray(codes).astype(np.int64)
+    out = np.zeros(c.shape[1], np.int64)
+    for j in np.flatnonzero(subsets):
+        out[j] = np.bitwise_or.reduce(np.left_shift(1, np.unique(c[:, j])))
+    return out.astype(np.int32)
 
 
 def acceptance_rates(info) -> dict:
@@ -635,6 +690,8 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
             trees = bart_kernel.expand_trees(feature, threshold, value)._replace(missing_left=missing_left)
         n_leaves, depth, splits = bart_kernel.host_tree_summaries(
             result.feature, data.d if rules is None else rules.d)
+        if result.categories is not None and rules is None:   # a subset rule's threshold: its category mask
+            trees = trees._replace(threshold=np.asarray(result.threshold).astype(np.int32))
         if multi:   # the splits of every class's trees
             splits = splits.sum(-2)
         if rules is not None:
@@ -645,7 +702,11 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
                                                                       result.split_counts))
         if result.missing is not None:
             splits = result.missing.split_counts(splits)
+    subset_names = [] if result.categories is None else sorted({
+        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
+        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
+            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
             "max_depth": cfg.max_depth,
             "bart_offset": [float(o) for o in offset] if multi else float(offset),
             "sigma_mu": result.sigma_mu * result.y_scale,
@@ -728,8 +789,9 @@ def _link(f, *, task: str, y_shift: float, y_scale: float, offset, columns: bool
 
 
 def bart_values(feature, threshold, value, codes, *, task: str, y_shift: float, y_scale: float,
-                offset: float) -> np.ndarray:
+                offset: float, categories=None) -> np.ndarray:
     """The function of every draw at coded rows: regression ``(..., n, 1)`` in response units, probit
-    ``(..., n, 2)`` class probabilities, several classes ``(..., n, k)`` (trees ``(..., k, m, S)``)."""
-    f = bart_kernel.sum_of_trees(feature, threshold, value, codes).astype(np.float64)
+    ``(..., n, 2)`` class probabilities, several classes ``(..., n, k)`` (trees ``(..., k, m, S)``;
+    ``categories``: :attr:`BARTResult.categories`)."""
+    f = bart_kernel.sum_of_trees(feature, threshold, value, codes, categories=categories).astype(np.float64)
     return _link(f, task=task, y_shift=y_shift, y_scale=y_scale, offset=offset)

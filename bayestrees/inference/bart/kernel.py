@@ -97,6 +97,11 @@ class BARTData(NamedTuple):
     sparse_prior : float (3,), optional  ``(a, b, rho)`` of the sparse prior (``KernelConfig.sparse``)
     predict_codes : int32 (n_new, d), optional  coded rows at which :class:`collect` keeps every
         draw's sum of trees (``Draw.predict``; None: none)
+    split_log_w : float (d,), optional  fixed split-variable log probabilities (``KernelConfig.weighted``)
+    categories : int32 (d,), optional  the unordered features' category masks (bit ``c``: code ``c``
+        at the root; 0 for an ordered feature): their rules are category masks, the codes in the
+        mask going left (:mod:`bayestrees.inference.intervals`); ``code_lo``/``code_hi`` are then
+        ``0`` and ``|categories| - 1`` there.  None: every feature ordered
     """
 
     codes: jax.Array
@@ -113,6 +118,7 @@ class BARTData(NamedTuple):
     sparse_prior: Any = None
     predict_codes: Any = None
     split_log_w: Any = None
+    categories: Any = None
 
 
 @dataclass(frozen=True)
@@ -231,15 +237,22 @@ def leaf_dtype(capacity: int):
     return jnp.int8 if capacity <= 128 else jnp.int16 if capacity <= 32768 else jnp.int32
 
 
-def data_intervals(codes, rows=None):
-    """``(code_lo, code_hi)`` int32 (d,): each feature's smallest and largest code among the rows ((n, d) codes)."""
+def data_intervals(codes, rows=None, categories=None):
+    """``(code_lo, code_hi)`` int32 (d,): each feature's smallest and largest code among the rows ((n, d)
+    codes); given ``categories`` (:class:`BARTData`'s), ``0`` and ``|categories_j| - 1`` at a feature
+    split by subsets."""
     c = np.asarray(codes).astype(np.int64)
     if rows is not None:
         c = c[np.asarray(rows) > 0]
     if c.shape[0] == 0:
         z = np.zeros(c.shape[1], np.int32)
         return z, z
-    return c.min(0).astype(np.int32), c.max(0).astype(np.int32)
+    lo, hi = c.min(0).astype(np.int32), c.max(0).astype(np.int32)
+    if categories is not None:
+        cats = np.asarray(categories, np.int64)
+        count = np.array([bin(int(x)).count("1") for x in cats])
+        lo, hi = np.where(cats != 0, 0, lo).astype(np.int32), np.where(cats != 0, count - 1, hi).astype(np.int32)
+    return lo, hi
 
 
 class State(NamedTuple):
@@ -426,10 +439,10 @@ def _stored(table):
     return scatter_add(jnp.zeros_like(table), jnp.arange(table.shape[0], dtype=jnp.int32), table)
 
 
-def _reroute(leaf, node, feature, threshold, codes, max_depth: int):
+def _reroute(leaf, node, feature, threshold, codes, max_depth: int, categories=None):
     """The rows' leaves after a change of the tree below ``node``: its rows descend again from it."""
     return heap.descend_rules(feature, threshold, codes, jnp.where(heap.in_subtree(leaf, node), node, leaf),
-                              max_depth - heap.depth_of(node), features_first=True)
+                              max_depth - heap.depth_of(node), features_first=True, categories=categories)
 
 
 class _Moved(NamedTuple):
@@ -505,11 +518,11 @@ def grow_or_prune(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, a
     lc = 2 * s + 1
     col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
     at = leaf == s
-    grown = jnp.where(at, lc + (col > pr.thr).astype(jnp.int32), leaf)
+    grown = jnp.where(at, lc + heap.goes_right(col, pr.var, pr.thr, data.categories).astype(jnp.int32), leaf)
     real_grow = grow & pr.ok   # a grow that cannot happen (rejected) moves no row: the scatter holds T's sums
     rsum = rows_total(cell_sums(jnp.where(real_grow, grown, leaf), wr, S), axis)
     rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
-    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
+    c_l, w_l = _left_rows(at & ~heap.goes_right(col, pr.var, pr.thr, data.categories), data, count.dtype, axis)
     valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
     leaf_new = jnp.where(grow, grown, jnp.where(heap.in_subtree(leaf, s), s, leaf))
     return _Moved(leaf=leaf_new, count=_split_join(count, c_l, s, grow),
@@ -526,14 +539,14 @@ def grow_prune_or_slide(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: 
     lc, rc = 2 * s + 1, 2 * s + 2
     col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
     at = jnp.where(slide, (leaf == lc) | (leaf == rc), leaf == s)
-    side = lc + (col > pr.thr).astype(jnp.int32)
+    side = lc + heap.goes_right(col, pr.var, pr.thr, data.categories).astype(jnp.int32)
     real_grow = grow & pr.ok
     finer = jnp.where(real_grow & at, side, leaf)
     cell = jnp.where(pr.ok & slide & at & (side != leaf), jnp.where(leaf == lc, S, S + 1), finer)
     rsum = rows_total(cell_sums(cell, wr, S + 2), axis)
     rsum_old, rsum_new = _grow_prune_sums(rsum[:S], s, real_grow, grow)
     qs_old, qs_new = _slide_sums(rsum, s, S)
-    c_l, w_l = _left_rows(at & (col <= pr.thr), data, count.dtype, axis)
+    c_l, w_l = _left_rows(at & ~heap.goes_right(col, pr.var, pr.thr, data.categories), data, count.dtype, axis)
     kept_rows = jnp.where(slide, count[lc] + count[rc], count[s])
     valid = jnp.where(grow | slide, (c_l >= min_rows) & (kept_rows - c_l >= min_rows), True)
     leaf_new = jnp.where(grow | slide, jnp.where(at, side, leaf), jnp.where(heap.in_subtree(leaf, s), s, leaf))
@@ -545,7 +558,7 @@ def grow_prune_or_slide(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: 
 def change_or_swap(pr, leaf, wr, count, wsum, data: BARTData, min_rows, S: int, max_depth: int,
                    axis=None) -> _Moved:
     """A change or a swap below ``pr.node``: the node's rows routed again, their sums scattered anew."""
-    new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth)
+    new = _reroute(leaf, pr.node, pr.feature, pr.threshold, data.codes, max_depth, data.categories)
     rows = data.rows.astype(wr.dtype)
     st = scatter_add(jnp.zeros((S, 3), wr.dtype), new, jnp.stack([rows, jnp.where(rows > 0, data.weight, 0.0), wr], -1))
     rsum_old = cell_sums(leaf, wr, S)
@@ -628,7 +641,7 @@ def _left_rows_and_terms(vs: _Visit, pr, leaf8, wsum, zv):
     """A tree's grown left child's rows and weight and T''s :func:`_terms` (the batched pass)."""
     col = jax.lax.dynamic_index_in_dim(vs.data.codes, pr.var, 0, keepdims=False)
     at = _node_rows(vs, pr, leaf8.astype(jnp.int32))
-    c_l, w_l = _left_rows(at & (col <= pr.thr), vs.data, vs.dt, vs.cfg.row_axis)
+    c_l, w_l = _left_rows(at & ~heap.goes_right(col, pr.var, pr.thr, vs.data.categories), vs.data, vs.dt, vs.cfg.row_axis)
     return jnp.stack([c_l, w_l]), _terms(vs, _totals(vs, wsum, w_l, pr), zv, pr.node)
 
 
@@ -647,7 +660,7 @@ def _visit_local(vs: _Visit, R, xs):
     real_grow = grow & ok   # a grow that cannot happen moves no row
     col = jax.lax.dynamic_index_in_dim(data.codes, pr.var, 0, keepdims=False)
     at = _node_rows(vs, pr, leaf)
-    side = lc + (col > pr.thr).astype(jnp.int32)
+    side = lc + heap.goes_right(col, pr.var, pr.thr, data.categories).astype(jnp.int32)
     finer = jnp.where(real_grow & at, side, leaf)
     if cfg.slide:   # a slide's rows that change child go to two extra cells (_slide_sums)
         slide = pr.kind == 2
@@ -658,7 +671,7 @@ def _visit_local(vs: _Visit, R, xs):
         rsum_old, rsum_new = jnp.where(slide, qs_old, rsum_old), jnp.where(slide, qs_new, rsum_new)
         finer = jnp.where(slide & at, side, finer)   # the rows' leaves in T' after a slide
     elif ax is not None and not vs.batch_left:   # one sum across the devices: the leaves' and the left child's
-        c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt)
+        c_l, w_l = _left_rows(at & ~heap.goes_right(col, pr.var, pr.thr, data.categories), data, dt)
         both = rows_total(jnp.concatenate([cell_sums(finer, w * r, S), jnp.stack([c_l, w_l])]), ax)
         rsum, c_l, w_l = both[:S], both[S], both[S + 1]
         rsum_old, rsum_new = _grow_prune_sums(rsum, s, real_grow, grow)
@@ -669,7 +682,7 @@ def _visit_local(vs: _Visit, R, xs):
         c_l, w_l = cw_j[0], cw_j[1]
     else:
         if ax is None or cfg.slide:
-            c_l, w_l = _left_rows(at & (col <= pr.thr), data, dt, ax)
+            c_l, w_l = _left_rows(at & ~heap.goes_right(col, pr.var, pr.thr, data.categories), data, dt, ax)
         tn = _terms(vs, _totals(vs, wsum, w_l, pr), zv, s)
     valid = jnp.where(grow, (c_l >= min_rows) & (count[s] - c_l >= min_rows), True)
     if cfg.slide:
@@ -863,9 +876,10 @@ def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype
     def one(f, t):
         if log_w is None:
             lp, avail, internal, leaf, _ = intervals.log_tree_prior(f, t, data.code_lo, data.code_hi, prior, mc.max_depth,
-                                                             dtype=dtype)
+                                                             dtype=dtype, categories=data.categories)
             return lp, avail, internal, leaf
-        return intervals.log_tree_prior_weighted(f, t, data.code_lo, data.code_hi, prior, mc.max_depth, log_w, dtype=dtype)
+        return intervals.log_tree_prior_weighted(f, t, data.code_lo, data.code_hi, prior, mc.max_depth, log_w, dtype=dtype,
+                                                 categories=data.categories)
 
     out = jax.vmap(one)(feature, threshold)
     if log_w is None:
@@ -983,7 +997,8 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         split_prob = jnp.exp(state.log_s).astype(jnp.float32) if self.cfg.sparse else jnp.zeros((0,), jnp.float32)
         predict = None
         if data.predict_codes is not None:
-            predict = sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.max_depth)
+            predict = sum_draw(state.feature, state.threshold, value, data.predict_codes, self.cfg.max_depth,
+                               data.categories)
         if self.keep_trees:
             trees, summaries = (state.feature.astype(self.feature_dtype), state.threshold.astype(self.threshold_dtype),
                                 value), (None, None, None)
@@ -1112,15 +1127,15 @@ def expand_trees(feature, threshold, value):
                 depth=np.broadcast_to(depth, shape), n_nodes=np.sum(used, -1, dtype=np.int16))
 
 
-def sum_draw(f, t, v, codes, max_depth: int):
+def sum_draw(f, t, v, codes, max_depth: int, categories=None):
     """``sum_j v_j[leaf_j(x)]`` of one draw's trees ``(m, S)`` at codes ``(n, d)``: float32 ``(n,)``,
     added tree by tree in order (the sampler's kept predictions and :func:`sum_of_trees` both use it,
-    so they agree to the bit)."""
+    so they agree to the bit); ``categories``: :class:`BARTData`'s."""
 
     def add(acc, tree):
         fj, tj, vj = tree
         leaf = heap.descend_rules(fj.astype(jnp.int32), tj.astype(jnp.int32), codes, jnp.zeros(codes.shape[0], jnp.int32),
-                                  max_depth)
+                                  max_depth, categories=categories)
         return acc + take(vj, leaf), None
 
     acc, _ = jax.lax.scan(add, jnp.zeros(codes.shape[0], jnp.float32), (f, t, v))
@@ -1128,14 +1143,16 @@ def sum_draw(f, t, v, codes, max_depth: int):
 
 
 @jax.jit
-def _sum_block(feature, threshold, value, codes):
+def _sum_block(feature, threshold, value, codes, categories=None):
     """``sum_j value_j[leaf_j(x)]`` for a block of draws: (B, m, S) arrays, codes (n, d) -> (B, n)."""
     max_depth = feature.shape[-1].bit_length() - 1
-    return jax.lax.map(lambda args: sum_draw(*args, codes, max_depth), (feature, threshold, value))
+    return jax.lax.map(lambda args: sum_draw(*args, codes, max_depth, categories), (feature, threshold, value))
 
 
-def sum_of_trees(feature, threshold, value, codes, *, block_rows: int = 65536, block_draws: int | None = None):
-    """The sum of each draw's trees at coded rows: ``(..., n)`` float32 for draws ``(..., m, S)``.
+def sum_of_trees(feature, threshold, value, codes, *, block_rows: int = 65536, block_draws: int | None = None,
+                 categories=None):
+    """The sum of each draw's trees at coded rows: ``(..., n)`` float32 for draws ``(..., m, S)``
+    (``categories``: the unordered features' masks, :class:`BARTData`'s).
 
     Rows and draws go through in blocks (a few hundred draws, ``block_rows`` rows), so neither
     the number of rows nor of draws bounds memory beyond the output itself.
@@ -1158,5 +1175,6 @@ def sum_of_trees(feature, threshold, value, codes, *, block_rows: int = 65536, b
             if fb.shape[0] < bd:  # one compiled shape per block size: pad the last block
                 pad = bd - fb.shape[0]
                 fb, tb, vb = (np.concatenate([a, np.repeat(a[-1:], pad, 0)]) for a in (fb, tb, vb))
-            out[sl, r0:r0 + c.shape[0]] = np.asarray(_sum_block(fb, tb, vb, c))[: sl.stop - sl.start]
+            cats = None if categories is None else jnp.asarray(categories, jnp.int32)
+            out[sl, r0:r0 + c.shape[0]] = np.asarray(_sum_block(fb, tb, vb, c, cats))[: sl.stop - sl.start]
     return out.reshape(lead + (n,))

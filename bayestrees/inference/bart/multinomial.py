@@ -200,7 +200,8 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         fit = (-trees.resid).astype(jnp.float32)
         predict = None
         if data.predict_codes is not None:
-            predict = jax.vmap(lambda f, t, v: bart_kernel.sum_draw(f, t, v, data.predict_codes, self.cfg.base.max_depth)
+            predict = jax.vmap(lambda f, t, v: bart_kernel.sum_draw(f, t, v, data.predict_codes, self.cfg.base.max_depth,
+                                                               data.categories)
                                )(trees.feature, trees.threshold, value)
         if self.keep_trees:
             tr, summaries = (trees.feature.astype(self.feature_dtype), trees.threshold.astype(self.threshold_dtype),
