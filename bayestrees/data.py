@@ -637,6 +637,13 @@ class FeatureBins:
         left = self.categories[: t + 1]
         return "in {" + ", ".join(map(str, left)) + "}"
 
+    def subset_label(self, mask: int) -> str:
+        """Human-readable right-hand side of a subset split (the category codes in ``mask`` go left)."""
+        codes = [c for c in range(max(int(mask).bit_length(), 0)) if (int(mask) >> c) & 1]
+        names = [str(self.categories[c]) if self.categories and c < len(self.categories) else f"code {c}"
+                 for c in codes]
+        return "in {" + ", ".join(names) + "}"
+
     def threshold_value(self, t: int) -> float:
         if self.kind == "numeric":
             return float(self.edges[t]) if t < len(self.edges) else float("inf")

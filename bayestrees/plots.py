@@ -135,6 +135,17 @@ def _first(t: Tree, i: int) -> Tree:
     return index_tree(flat, i)
 
 
+def _subset_split_features(obj) -> set:
+    """Names of the features whose rules are category masks (BART's subset splits), from an
+    InferenceData's or a fitted estimator's ``posterior.attrs["subset_split_features"]``."""
+    idata = obj if _is_idata(obj) else getattr(obj, "__dict__", {}).get("_idata") or (
+        getattr(obj, "idata_", None) if hasattr(obj, "result_") else None)
+    if idata is None or "posterior" not in idata.groups():
+        return set()
+    names = idata.posterior.attrs.get("subset_split_features", "")
+    return {n.strip() for n in str(names).split(",") if n.strip()}
+
+
 def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=None, class_colors=None, title=None,
               max_nodes=63,
               chain: int = 0, draw: int = 0, index: int | None = None, legend: bool = True):
@@ -216,11 +227,16 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
     internal = np.flatnonzero(used & (t.left >= 0))
     leaves = np.flatnonzero(used & (t.left < 0))
 
+    subsets = _subset_split_features(tree)
+
     def split_label(i):
         f, th = int(t.feature[i]), int(t.threshold[i])
-        if binner is not None:
-            return f"{binner.features_[f].name}\n{binner.features_[f].threshold_label(th)}"
         name = feature_names[f] if feature_names is not None and f < len(feature_names) else f"x{f}"
+        if binner is not None:
+            fb = binner.features_[f]
+            return f"{fb.name}\n{fb.subset_label(th) if fb.name in subsets else fb.threshold_label(th)}"
+        if name in subsets:   # a subset rule's threshold: the mask of the category codes sent left
+            return f"{name}\nin codes {{{', '.join(str(c) for c in range(th.bit_length()) if (th >> c) & 1)}}}"
         return f"{name}\n<= bin {th}"
 
     texts = {int(i): split_label(i) for i in internal}

@@ -268,3 +268,27 @@ def test_the_estimators_take_categories_and_say_what_they_do_not_take(tmp_path):
     wide = pd.DataFrame({"g": pd.Categorical(rng.integers(0, 30, n)), "x": rng.uniform(size=n)})
     with pytest.warns(UserWarning, match="more than 23 categories"):
         bt.BARTRegressor(m=5, draws=5, tune=5, chains=1).fit(wide, rng.normal(size=n))
+
+
+def test_a_plotted_subset_rule_names_its_categories():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    n = 120
+    g = rng.choice(list("pqrs"), n)
+    y = 2.0 * np.isin(g, ["p", "s"]) + 0.1 * rng.normal(size=n)
+    reg = bt.BARTRegressor(m=4, draws=10, tune=30, chains=1, max_depth=2, random_state=0).fit(
+        pd.DataFrame({"g": pd.Categorical(g), "x": rng.uniform(size=n)}), y)
+    idata = reg.idata_
+    feat, thr = idata.trees["split_feature"].values[0], idata.trees["threshold"].values[0]
+    draw, tree = (int(i) for i in np.argwhere(feat[:, :, 0] == 0)[0])
+    cats = reg.binner_.features_[0].categories
+    want = "in {" + ", ".join(str(cats[c]) for c in range(4) if (int(thr[draw, tree, 0]) >> c) & 1) + "}"
+    ax = bt.plots.plot_tree(idata, binner=reg.binner_, draw=draw, index=tree)
+    assert f"g\n{want}" in [t.get_text() for t in ax.texts]
+    ax = bt.plots.plot_tree(idata, draw=draw, index=tree)
+    assert any(t.get_text().startswith("g\nin codes {") for t in ax.texts)
