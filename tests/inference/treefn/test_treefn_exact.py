@@ -54,10 +54,12 @@ def _data(seed=0):
     return X, codes
 
 
-def _enumerate(codes, q=Q, alpha=ALPHA, beta=BETA):
+def _enumerate(codes, q=Q, alpha=ALPHA, beta=BETA, *, hi0=None, log_w=None):
     """Every tree as ``(log prior, list of row-index arrays of its leaves)``, those whose leaves hold
-    ``q`` rows or more."""
-    lo0, hi0 = codes.min(0), codes.max(0)
+    ``q`` rows or more.  Given ``hi0`` the root's intervals are ``[0, hi0]`` (a site's cut table),
+    given ``log_w`` a node's column ``j`` has probability ``w_j / sum_available w``."""
+    lo0, hi0 = (codes.min(0), codes.max(0)) if hi0 is None else (np.zeros_like(hi0), hi0)
+    w = None if log_w is None else np.exp(log_w)
 
     def node(rows, lo, hi, depth):
         valid = np.flatnonzero(hi > lo)
@@ -69,7 +71,8 @@ def _enumerate(codes, q=Q, alpha=ALPHA, beta=BETA):
             for t in range(lo[j], hi[j]):
                 hl, lr = hi.copy(), lo.copy()
                 hl[j], lr[j] = t, t + 1
-                lp = np.log(p) - np.log(len(valid)) - np.log(hi[j] - lo[j])
+                lvar = -np.log(len(valid)) if w is None else np.log(w[j] / w[valid].sum())
+                lp = np.log(p) + lvar - np.log(hi[j] - lo[j])
                 for a in node(rows[codes[rows, j] <= t], lo, hl, depth + 1):
                     for b in node(rows[codes[rows, j] > t], lr, hi, depth + 1):
                         out.append((lp + a[0] + b[0], a[1] + b[1]))

@@ -28,6 +28,7 @@ from bayestrees.convergence import ConvergenceWarning
 from bayestrees.inference.treefn import TreeEnsemble, sample_model, tree_function, tree_summaries_of
 from bayestrees.inference.treefn.site import TreeSpec, encode, evaluate
 from bayestrees.priors import ChipmanPrior
+from tests.inference.treefn.test_treefn_exact import _enumerate
 
 pytestmark = pytest.mark.long_chains
 
@@ -74,31 +75,6 @@ def test_the_site_routes_every_row_as_its_coded_columns():
     assert (trees[..., 0] == 2).any() and (trees[..., 0] == 0).any()           # both sides drawn
 
 
-def _enumerate(codes, hi0, log_w, alpha=0.95, beta=2.0):
-    """Every tree on the coded columns as ``(log prior, leaves' rows)``: the interval rule prior with
-    the column ``j`` chosen with probability ``w_j / sum_available w``, leaves of ``Q`` rows or more."""
-    w = np.exp(log_w)
-
-    def node(rows, lo, hi, depth):
-        valid = np.flatnonzero(hi > lo)
-        if depth >= MAX_DEPTH or len(valid) == 0:
-            return [(0.0, [rows])]
-        p = alpha * (1 + depth) ** -beta
-        out = [(np.log1p(-p), [rows])]
-        for j in valid:
-            for t in range(lo[j], hi[j]):
-                hl, lr = hi.copy(), lo.copy()
-                hl[j], lr[j] = t, t + 1
-                lp = np.log(p) + np.log(w[j] / w[valid].sum()) - np.log(hi[j] - lo[j])
-                for a in node(rows[codes[rows, j] <= t], lo, hl, depth + 1):
-                    for b in node(rows[codes[rows, j] > t], lr, hi, depth + 1):
-                        out.append((lp + a[0] + b[0], a[1] + b[1]))
-        return out
-
-    trees = node(np.arange(codes.shape[0]), np.zeros_like(hi0), hi0, 0)
-    return [(lp, leaves) for lp, leaves in trees if all(len(r) >= Q for r in leaves)]
-
-
 def _coded():
     X, y = _data()
     d = TreeEnsemble(X, TreeSpec(1, MAX_DEPTH, ChipmanPrior(0.95, 2.0), 1.5, Q))
@@ -124,7 +100,7 @@ def _tv(got: Counter, want: Counter) -> float:
 
 def test_the_prior_draws_follow_the_enumerated_weighted_prior():
     X, _, codes, hi0, log_w = _coded()
-    want, _ = _exact(_enumerate(codes, hi0, log_w), lambda r: 0.0, lambda r: 0.0, len(X))
+    want, _ = _exact(_enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w), lambda r: 0.0, lambda r: 0.0, len(X))
     d = TreeEnsemble(X, TreeSpec(1, MAX_DEPTH, ChipmanPrior(0.95, 2.0), 1.0, Q))
     got = Counter(tree_summaries_of(np.asarray(d.sample(jax.random.key(1), (20000,))))["n_leaves"].ravel().tolist())
     assert _tv(got, want) < 0.015, (got, want)   # 20,000 independent draws: the TV's sd is about 0.003
@@ -162,7 +138,7 @@ def test_one_tree_normal_function_with_missing_values_matches_enumeration():
     def leaf_mean(rows):
         return sd ** 2 * y[rows].sum() / (sigma ** 2 + len(rows) * sd ** 2)
 
-    want, f_exact = _exact(_enumerate(codes, hi0, log_w), log_leaf, leaf_mean, len(y))
+    want, f_exact = _exact(_enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w), log_leaf, leaf_mean, len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
@@ -195,7 +171,8 @@ def test_one_tree_poisson_function_with_missing_values_matches_enumeration():
         lp = post(rows)
         return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
 
-    want, f_exact = _exact(_enumerate(codes, hi0, log_w), lambda r: logsumexp(post(r)), leaf_mean, len(y))
+    trees = _enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w)
+    want, f_exact = _exact(trees, lambda r: logsumexp(post(r)), leaf_mean, len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
