@@ -9,8 +9,8 @@ one cut point left; or with probability ``xi_j / sum_available xi`` given split-
 ``xi``), the threshold uniform among its ``hi_j - lo_j`` cut points ``lo_j <= t < hi_j``.  A node
 with no available variable (or at ``max_depth``) is a leaf with probability 1.
 
-*Unordered categorical features* (``categories``, int32 (d,): a feature's root mask of categories, bit ``c``
-for code ``c``, 0 for an ordered feature) split by subsets: a rule ``(j, S)`` with ``S`` a category
+*Unordered categorical features* (``categories``, int32 (d,): a feature's root mask of categories,
+bit ``c`` for code ``c``, 0 for an ordered feature) split by subsets: a rule ``(j, S)`` with ``S`` a category
 mask sends the codes in ``S`` left.  A node's interval of such a feature is the mask ``A`` of the
 categories its ancestors' rules leave it (``S`` to the left child, ``A & ~S`` to the right); the rule
 prior takes ``S`` uniform among the ``2^|A| - 2`` nonempty proper subsets of ``A``, and the feature
@@ -39,7 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior",
-           "log_tree_prior_weighted", "log_available_weight", "log_rule_count", "popcount", "category_ranges", "node_categories"]
+           "log_tree_prior_weighted", "log_available_weight", "log_rule_count", "popcount", "category_ranges",
+           "node_categories"]
 
 _BIG = 1 << 30
 

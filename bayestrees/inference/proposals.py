@@ -61,7 +61,8 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "deposit_bits", "check_move_probs", "pick", "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
+__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "deposit_bits", "check_move_probs", "pick",
+           "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
 N_UNIFORMS = 4
@@ -212,7 +213,7 @@ def set_rules(f, t, move, s, j, tn):
 
 
 def deposit_bits(r, mask):
-    """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32; up to 24 categories):
+    """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32; up to :data:`MAX_SUBSET_CATEGORIES`):
     the category subset whose ``k``-th category of ``mask`` is in it when bit ``k`` of ``r`` is set."""
     b = jnp.arange(MAX_SUBSET_CATEGORIES, dtype=jnp.int32)
     inm = (mask >> b) & 1
@@ -255,11 +256,11 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     fair = jnp.array(True)
     if categories is not None:   # an unordered variable's rule: a fair bit per category of the node, not all equal
         A_s = intervals.node_categories(f, t, categories, s, D)
-        n_lev = nthr[j] + 1
-        r = jnp.minimum(jnp.floor(u[1] * jnp.exp2(n_lev.astype(jnp.float32))).astype(jnp.int32),
-                        (1 << n_lev) - 1)
+        n_cat = nthr[j] + 1
+        r = jnp.minimum(jnp.floor(u[1] * jnp.exp2(n_cat.astype(jnp.float32))).astype(jnp.int32),
+                        (1 << n_cat) - 1)
         cat_draw = categories[j] != 0
-        fair = ~cat_draw | ((r != 0) & (r != (1 << n_lev) - 1))
+        fair = ~cat_draw | ((r != 0) & (r != (1 << n_cat) - 1))
         tn = jnp.where(cat_draw, deposit_bits(r, A_s[j]), tn).astype(jnp.int32)
     if w is None:
         a_here = jnp.sum(nthr > 0).astype(dtype)                  # = avail[s] at a node
@@ -334,7 +335,8 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
         n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
     elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
-        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype, categories=categories)
+        lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype,
+                                                                  categories=categories)
         local = move < 2
         lp_new = jnp.where(local, lp_new, lp_f)
         avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
