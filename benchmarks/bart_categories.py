@@ -21,7 +21,7 @@ Per (data set, split, method): held-out RMSE against the true function (sim) or 
 accuracy (german), fit seconds (with compilation: one fit each), R-hat of ``sigma`` (sim).  One
 JSON line each to ``benchmarks/results/bart_categories.jsonl``.
 
-    python benchmarks/bart_categories.py [--sets sim german] [--reps 3] [--levels 12] [--quick]
+    python benchmarks/bart_categories.py [--sets sim german] [--reps 3] [--levels 12] [--move-probs G P C S] [--quick]
 """
 from __future__ import annotations
 
@@ -92,11 +92,15 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--levels", type=int, default=12)
     ap.add_argument("--quick", action="store_true", help="short chains (a smoke run, not a record)")
+    ap.add_argument("--move-probs", type=float, nargs=4, default=None,
+                    help="BART's move_probs (grow, prune, change, swap); default: the estimators'")
     ap.add_argument("--out", default=str(RESULTS / "bart_categories.jsonl"))
     args = ap.parse_args()
     import bayestrees as bt
 
     kw = dict(m=20, draws=50, tune=50, chains=2) if args.quick else {}
+    if args.move_probs is not None:
+        kw["move_probs"] = tuple(args.move_probs)
     RESULTS.mkdir(exist_ok=True)
     for name in args.sets:
         for rep in range(args.reps):
@@ -120,7 +124,8 @@ def main():
                         est = bt.BARTClassifier(random_state=rep, **kw).fit(X[train], y[train])
                 sec = time.perf_counter() - t0
                 rec = dict(data=name, rep=rep, method=method, n_train=int(train.sum()), d=X.shape[1],
-                           seconds=round(sec, 2), quick=bool(args.quick))
+                           seconds=round(sec, 2), quick=bool(args.quick),
+                           move_probs=list(kw.get("move_probs", (0.5, 0.5, 0.0, 0.0))))
                 if name == "sim":
                     rec["levels"] = args.levels
                     rec["rmse_f"] = float(np.sqrt(np.mean((est.predict(X[~train]) - f[~train]) ** 2)))
