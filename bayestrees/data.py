@@ -56,6 +56,7 @@ __all__ = [
     "prepare_data",
     "MAX_INFERRED_CLASSES",
     "missing_code",
+    "mask_codes",
     "ecdf_transform",
     "bucket_size",
     "pad_rows",
@@ -639,9 +640,8 @@ class FeatureBins:
 
     def subset_label(self, mask: int) -> str:
         """Human-readable right-hand side of a subset split (the category codes in ``mask`` go left)."""
-        codes = [c for c in range(max(int(mask).bit_length(), 0)) if (int(mask) >> c) & 1]
         names = [str(self.categories[c]) if self.categories and c < len(self.categories) else f"code {c}"
-                 for c in codes]
+                 for c in mask_codes(mask)]
         return "in {" + ", ".join(names) + "}"
 
     def threshold_value(self, t: int) -> float:
@@ -811,6 +811,12 @@ class Binner:
             return np.zeros(1)
         inner = (e[:-1] + e[1:]) / 2.0
         return np.concatenate([[e[0]], inner, [e[-1]]])
+
+
+def mask_codes(mask: int) -> list:
+    """The codes whose bits are set in a category mask (bit ``c`` for code ``c``), in order."""
+    mask = int(mask)
+    return [c for c in range(mask.bit_length()) if (mask >> c) & 1]
 
 
 def _coerce_like(v, categories):

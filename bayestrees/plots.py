@@ -26,6 +26,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .data import mask_codes
 from .tree import Tree, index_tree, tree_to_numpy
 
 __all__ = [
@@ -137,12 +138,10 @@ def _first(t: Tree, i: int) -> Tree:
 
 def _subset_split_features(obj) -> set:
     """Names of the features whose rules are category masks (BART's subset splits), from an
-    InferenceData's or a fitted estimator's ``posterior.attrs["subset_split_features"]``."""
-    idata = obj if _is_idata(obj) else getattr(obj, "__dict__", {}).get("_idata") or (
-        getattr(obj, "idata_", None) if hasattr(obj, "result_") else None)
-    if idata is None or "posterior" not in idata.groups():
+    InferenceData's ``posterior.attrs["subset_split_features"]``."""
+    if not _is_idata(obj) or "posterior" not in obj.groups():
         return set()
-    names = idata.posterior.attrs.get("subset_split_features", "")
+    names = obj.posterior.attrs.get("subset_split_features", "")
     return {n.strip() for n in str(names).split(",") if n.strip()}
 
 
@@ -236,7 +235,7 @@ def plot_tree(tree, ax=None, *, binner=None, feature_names=None, class_names=Non
             fb = binner.features_[f]
             return f"{fb.name}\n{fb.subset_label(th) if fb.name in subsets else fb.threshold_label(th)}"
         if name in subsets:   # a subset rule's threshold: the mask of the category codes sent left
-            return f"{name}\nin codes {{{', '.join(str(c) for c in range(th.bit_length()) if (th >> c) & 1)}}}"
+            return f"{name}\nin codes {{{', '.join(map(str, mask_codes(th)))}}}"
         return f"{name}\n<= bin {th}"
 
     texts = {int(i): split_label(i) for i in internal}

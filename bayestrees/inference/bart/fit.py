@@ -690,8 +690,6 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
             trees = bart_kernel.expand_trees(feature, threshold, value)._replace(missing_left=missing_left)
         n_leaves, depth, splits = bart_kernel.host_tree_summaries(
             result.feature, data.d if rules is None else rules.d)
-        if result.categories is not None and rules is None:   # a subset rule's threshold: its category mask
-            trees = trees._replace(threshold=np.asarray(result.threshold).astype(np.int32))
         if multi:   # the splits of every class's trees
             splits = splits.sum(-2)
         if rules is not None:
