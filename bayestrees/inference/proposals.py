@@ -61,7 +61,7 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "deposit_bits", "check_move_probs", "pick",
+__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
            "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
@@ -213,9 +213,9 @@ def set_rules(f, t, move, s, j, tn):
 
 
 def deposit_bits(r, mask):
-    """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32; up to :data:`MAX_SUBSET_CATEGORIES`):
+    """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32, bits below :data:`CATEGORY_BITS`):
     the category subset whose ``k``-th category of ``mask`` is in it when bit ``k`` of ``r`` is set."""
-    b = jnp.arange(MAX_SUBSET_CATEGORIES, dtype=jnp.int32)
+    b = jnp.arange(CATEGORY_BITS, dtype=jnp.int32)
     inm = (mask >> b) & 1
     rank = jnp.cumsum(inm) - inm
     return jnp.sum(((r >> rank) & inm) << b).astype(jnp.int32)
@@ -223,6 +223,9 @@ def deposit_bits(r, mask):
 
 #: the most categories an unordered variable's rules are drawn over exactly (fair bits of a float32 uniform)
 MAX_SUBSET_CATEGORIES = 23
+#: the bits a category mask may set: codes ``0 .. 23`` (a tree function's missing category is 23;
+#: such masks are exact in a float32)
+CATEGORY_BITS = 24
 
 
 def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:

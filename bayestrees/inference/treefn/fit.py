@@ -164,7 +164,9 @@ class ModelFit:
                              "routes finite features and NaN for a missing value")
         t = np.asarray(self.samples[trees_site_name(name)])
         outputs = t.shape[2] if t.ndim == 6 else 0     # (chain, draw, [k,] m, S, 3)
-        return np.stack([np.asarray(function_values(t[c], X, outputs)) for c in range(t.shape[0])])
+        attrs = {} if self.idata is None else self.idata.posterior.attrs
+        categorical = tuple(int(j) for j in str(attrs.get(f"{name}_subset_split_features", "")).split(",") if j)
+        return np.stack([np.asarray(function_values(t[c], X, outputs, categorical)) for c in range(t.shape[0])])
 
     def save(self, path) -> None:
         """Write the InferenceData (NetCDF); :func:`load_model_fit` with the same model reads it back."""
@@ -453,6 +455,7 @@ class _DataModel:
         self.model, self.treedef, self.places = model, treedef, places
         self.leaves = [None if i in places else v for i, v in enumerate(leaves)]
         self.rows = {name: t.rows for name, t in (tables or {}).items()}
+        self.categories = {name: t.categories for name, t in (tables or {}).items()}
         self.__name__ = getattr(model, "__name__", "model")
 
     @staticmethod
@@ -468,7 +471,8 @@ class _DataModel:
         if not self.rows:
             return self.model(*args, **kwargs, **extra)
         rest = data[len(self.places):]
-        tables = {name: FeatureTable(*rest[4 * j: 4 * j + 4], rows) for j, (name, rows) in enumerate(self.rows.items())}
+        tables = {name: FeatureTable(*rest[4 * j: 4 * j + 4], rows, self.categories[name])
+                  for j, (name, rows) in enumerate(self.rows.items())}
         with feature_arguments(tables):
             return self.model(*args, **kwargs, **extra)
 
@@ -611,6 +615,8 @@ def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: boo
         ss["diverging"] = np.asarray(stats["block_states.1.diverging"])
     attrs = {"family": "model", "inference": "mcmc", "sampler": "tree moves within Gibbs, NUTS for the other sites",
              "tree_functions": ",".join(fit.functions), "latent_sites": ",".join(k for k in fit.samples if k not in trees),
-             "sampling_seconds": fit.seconds}
+             "sampling_seconds": fit.seconds,
+             **{f"{tr[t]['infer'].get('function', t)}_subset_split_features": ",".join(map(str, tr[t]["fn"].spec.categorical))
+                for t in trees if tr[t]["fn"].spec.categorical}}
     return model_inferencedata(posterior, trees={t: samples[t] for t in trees}, log_likelihood=ll, observed=observed,
                                sample_stats=ss, dims=dims, attrs=attrs)

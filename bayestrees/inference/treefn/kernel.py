@@ -479,7 +479,8 @@ class TreeMoves(MCMCKernel):
                                     nu=jnp.asarray(1.0), nu_lam=jnp.asarray(1.0), sigma2=jnp.asarray(1.0),
                                     offset=jnp.asarray(0.0), prior=traced_params(d.spec.prior, jnp.float32),
                                     code_lo=jnp.asarray(d.code_lo), code_hi=jnp.asarray(d.code_hi),
-                                    sparse_prior=jnp.zeros(3), split_log_w=d.split_log_w)
+                                    sparse_prior=jnp.zeros(3), split_log_w=d.split_log_w,
+                                    categories=None if d.categories is None else jnp.asarray(d.categories, jnp.int32))
 
     def _fns_at(self, model_args, model_kwargs) -> tuple:
         """The functions as :meth:`prepare` described them, with their features' tables (codes, cut
@@ -685,7 +686,12 @@ class TreeMoves(MCMCKernel):
         m = fn.dist.spec.m
         k = self.data_devices
         one_tree = m == 1 and k == 1 and fn.cfg.max_depth >= 1   # (a tree that cannot split has nothing to regrow)
-        particles = (REGROW_PARTICLES if one_tree else 0) if self.particles == "auto" else int(self.particles)
+        subsets = fn.dist.categories is not None
+        if subsets and self.particles not in ("auto", 0):
+            raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth does not take features split by "
+                             f"subsets of their categories, and {fn.site!r} has categorical features "
+                             f"{list(fn.dist.spec.categorical)}; use particles=0 or 'auto'")
+        particles = (REGROW_PARTICLES if one_tree and not subsets else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if k > 1:
             if conj != "normal":

@@ -41,6 +41,17 @@ every value (every value left, the missing ones right), column ``d + j`` one bel
 gives each of a feature's two columns half its weight (:func:`split_log_weights_of`).  Functions
 without missing values keep ``d`` columns.
 
+Unordered categorical features
+------------------------------
+The columns named in ``categorical_features`` hold category codes: integers ``0 .. 22`` (NaN for a
+missing value, which is one more category, code :data:`MISSING_CATEGORY`).  They split by subsets
+of their categories, as in the BART family (:mod:`bayestrees.inference.intervals`): a rule sends the
+categories of its mask left, the rest right, and its prior is uniform among the ``2^|A| - 2``
+nonempty proper subsets of the categories ``A`` that reach the node (the root's: those of the
+training rows, at most :data:`~bayestrees.inference.proposals.MAX_SUBSET_CATEGORIES`).  A site
+value's threshold at such a rule is the mask as a float32 integer (bit ``c`` for code ``c``: exact up
+to bit 23); a new row's category outside the mask, or unseen in training, goes right.
+
 ``leaf_sd`` defaults to ``3 / (k sqrt(m))`` with ``k = 2``: the sum of the ``m`` trees then has
 prior sd ``1.5`` on the scale the function enters the model (a log rate, a logit, a mean), 95%
 within ``+-3``, the choice of Chipman, George & McCulloch (2010, section 4) for the probit scale.
@@ -65,16 +76,21 @@ from numpyro.distributions import Distribution, constraints
 
 from ...data import Binner, check_int, check_positive
 from ...priors import ChipmanPrior, DepthDecayPrior, traced_params
-from .. import intervals
+from .. import heap, intervals, proposals
 from . import leaf_priors
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
-           "PACKED_FIELDS", "FeatureTable", "feature_arguments", "missing_cut_table", "split_log_weights_of"]
+           "PACKED_FIELDS", "FeatureTable", "feature_arguments", "missing_cut_table", "split_log_weights_of",
+           "MISSING_CATEGORY", "check_categorical"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
 PACKED_FIELDS = ("feature", "threshold", "value")
 
+
+#: the code of a categorical feature's missing value, one more category (module docstring, "Unordered
+#: categorical features"); the category codes are ``0 .. MISSING_CATEGORY - 1``
+MISSING_CATEGORY = 23
 
 #: set while a sampler traces a model to set itself up (:func:`stump_initialisation`)
 _STUMPS: contextvars.ContextVar = contextvars.ContextVar("bayestrees_treefn_stumps", default=False)
@@ -102,16 +118,19 @@ def stump_initialisation():
 
 class FeatureTable(NamedTuple):
     """What a tree function's sampler needs of its features: the cut table ``(d, K)``, the rows'
-    codes ``(n, d)``, each feature's code range ``[code_lo, code_hi]`` ``(d,)``, and ``rows``, the
-    fingerprint that :class:`TreeValues` carries (a Python string).  Computed from concrete
-    features when the site is built; handed in as arrays (traced arguments of a compiled program)
-    by :func:`feature_arguments`."""
+    codes ``(n, d)``, each feature's code range ``[code_lo, code_hi]`` ``(d,)``, ``rows``, the
+    fingerprint that :class:`TreeValues` carries (a Python string), and ``categories``, the root's
+    category mask of every column split by subsets (int32 ``(d,)``, 0 for an ordered one; None
+    without categorical features).  Computed from concrete features when the site is built; the
+    first four handed in as arrays (traced arguments of a compiled program) by
+    :func:`feature_arguments`, ``categories`` as a constant."""
 
     cuts: Any
     codes: Any
     code_lo: Any
     code_hi: Any
     rows: str
+    categories: Any = None
 
 
 #: set by :func:`feature_arguments`: function name -> its FeatureTable
@@ -159,6 +178,44 @@ def _concrete_X(X, name: str) -> np.ndarray:
                          f"{int(np.argwhere(np.isinf(A))[0][0])}); a tree function takes finite values and NaN for a "
                          f"missing value")
     return A
+
+
+def check_categorical(categorical_features, d: int, name: str = "f") -> tuple:
+    """The sorted column indices of ``categorical_features`` (indices in ``[-d, d)`` or a boolean mask
+    of length ``d``; None: none)."""
+    if categorical_features is None:
+        return ()
+    a = np.asarray(categorical_features)
+    if a.dtype == bool:
+        if a.shape != (d,):
+            raise ValueError(f"the tree function {name!r}: a boolean categorical_features must have one entry per "
+                             f"feature ({d}), got shape {a.shape}")
+        return tuple(int(j) for j in np.flatnonzero(a))
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise ValueError(f"the tree function {name!r}: categorical_features must be column indices or a boolean mask, "
+                         f"got {categorical_features!r}")
+    bad = [int(j) for j in a if not -d <= int(j) < d]
+    if bad:
+        raise ValueError(f"the tree function {name!r}: categorical_features {bad} out of range for {d} features")
+    return tuple(sorted({int(j) % d for j in a}))
+
+
+def _check_category_codes(X: np.ndarray, categorical: tuple, name: str) -> None:
+    """The categorical columns hold category codes ``0 .. MISSING_CATEGORY - 1`` or NaN, with at most
+    ``MAX_SUBSET_CATEGORIES`` categories (a missing value counting as one)."""
+    for j in categorical:
+        x = X[:, j]
+        v = x[~np.isnan(x)]
+        if np.any((v < 0) | (v >= MISSING_CATEGORY) | (v != np.floor(v))):
+            bad = v[(v < 0) | (v >= MISSING_CATEGORY) | (v != np.floor(v))][0]
+            raise ValueError(f"the tree function {name!r}: categorical feature {j} holds {bad!r}; its values must be "
+                             f"category codes 0..{MISSING_CATEGORY - 1} and NaN for a missing value (for pandas "
+                             f"categories: .cat.codes with -1 replaced by NaN)")
+        k = len(np.unique(v)) + int(np.isnan(x).any())
+        if k > proposals.MAX_SUBSET_CATEGORIES:
+            raise ValueError(f"the tree function {name!r}: categorical feature {j} has {k} categories (a missing value "
+                             f"counting as one), more than the {proposals.MAX_SUBSET_CATEGORIES} that split by subsets; "
+                             f"group rare categories, or pass it as an ordered feature")
 
 
 def cut_table(X, max_bins: int = 100) -> np.ndarray:
@@ -212,17 +269,20 @@ def split_log_weights_of(code_hi, d: int):
     return jnp.concatenate([half, half]).astype(jnp.float32)
 
 
-def encode(X, E) -> np.ndarray:
+def encode(X, E, categorical=()) -> np.ndarray:
     """Codes ``(n, d)`` of ``X`` under the cut table ``E``: the number of cut points below ``x``
     (code ``<= t`` exactly when ``x <= E[j, t]`` in float32); ``(n, 2 d)`` under a missing-value
     table (:func:`missing_cut_table`), a missing value coded above every cut of column ``j`` and
-    below every cut of column ``d + j``."""
+    below every cut of column ``d + j``.  A column in ``categorical`` keeps its category codes (a
+    missing value :data:`MISSING_CATEGORY`)."""
     X = np.asarray(X, np.float32)
     E = np.asarray(E, np.float32)
     d = X.shape[1]
     if E.shape[0] == 2 * d:   # a missing-value table: a missing value above every cut, then below
         X = np.concatenate([X, np.where(np.isnan(X), -np.inf, X)], 1)
     codes = np.stack([np.searchsorted(E[j][np.isfinite(E[j])], X[:, j], side="left") for j in range(X.shape[1])], 1)
+    for j in categorical:
+        codes[:, j] = np.where(np.isnan(X[:, j]), MISSING_CATEGORY, np.nan_to_num(X[:, j])).astype(np.int64)
     dt = np.uint8 if codes.max(initial=0) < 255 else np.uint16
     return codes.astype(dt)
 
@@ -256,7 +316,8 @@ class TreeValues:
 
 class TreeSpec(NamedTuple):
     """The static description of one tree function (hashable fields are Python values);
-    ``outputs`` is 0 for a function of one output (values ``(n,)``), else ``k`` (values ``(n, k)``)."""
+    ``outputs`` is 0 for a function of one output (values ``(n,)``), else ``k`` (values ``(n, k)``);
+    ``categorical`` the indices of the features split by subsets of their categories."""
 
     m: int
     max_depth: int
@@ -265,6 +326,7 @@ class TreeSpec(NamedTuple):
     min_leaf_rows: int
     outputs: int = 0
     leaf_prior: str = "normal"
+    categorical: tuple = ()
 
 
 def _check_prior(prior):
@@ -275,25 +337,28 @@ def _check_prior(prior):
     return prior.check()
 
 
-def function_values(trees, X, outputs: int = 0):
+def function_values(trees, X, outputs: int = 0, categorical=()):
     """A tree function's values at the rows of ``X`` from its site's value: ``(..., m, S, 3)`` ->
-    ``(..., n)``, or with ``outputs = k``, ``(..., k, m, S, 3)`` -> ``(..., n, k)``."""
-    f = evaluate(trees, X)
+    ``(..., n)``, or with ``outputs = k``, ``(..., k, m, S, 3)`` -> ``(..., n, k)`` (``categorical``:
+    the features split by subsets, :func:`evaluate`)."""
+    f = evaluate(trees, X, categorical)
     return jnp.swapaxes(f, -1, -2) if outputs else f
 
 
-def evaluate(trees, X):
+def evaluate(trees, X, categorical=()):
     """The sum of trees at the rows of ``X``: ``trees`` ``(..., m, S, 3)`` (a tree site's value),
-    ``X`` ``(n, d)`` -> ``(..., n)``.  Compiled once per shape (called eagerly by the model's traces
-    and predictions, with ``X`` an argument rather than a constant of the program)."""
-    return _evaluate(jnp.asarray(trees), jnp.asarray(X, jnp.float32))
+    ``X`` ``(n, d)`` -> ``(..., n)``; the features in ``categorical`` are routed by their rules'
+    category masks (module docstring).  Compiled once per shape (called eagerly by the model's
+    traces and predictions, with ``X`` an argument rather than a constant of the program)."""
+    return _evaluate(jnp.asarray(trees), jnp.asarray(X, jnp.float32), tuple(int(j) for j in categorical))
 
 
-@jax.jit
-def _evaluate(trees, X):
+@partial(jax.jit, static_argnames=("categorical",))
+def _evaluate(trees, X, categorical=()):
     S = trees.shape[-2]
     D = S.bit_length() - 1
     d = X.shape[1]
+    is_cat = jnp.zeros(d, bool).at[jnp.asarray(categorical, jnp.int32)].set(True) if categorical else None
 
     def one(tr):  # (S, 3) -> (n,)
         f = tr[:, 0].astype(jnp.int32)
@@ -304,6 +369,11 @@ def _evaluate(trees, X):
             # column d + j: feature j with its missing values sent left (module docstring, "Missing values")
             x = jnp.take_along_axis(X, jnp.where(fj >= d, fj - d, jnp.maximum(fj, 0))[:, None], 1)[:, 0]
             right = jnp.where(jnp.isnan(x), fj < d, x > t[node])
+            if is_cat is not None:   # a category in the rule's mask goes left; an unknown code right
+                code = jnp.where(jnp.isnan(x), float(MISSING_CATEGORY), x)
+                known = (code >= 0) & (code <= MISSING_CATEGORY) & (code == jnp.floor(code))
+                bit = (t[node].astype(jnp.int32) >> jnp.where(known, code, 0).astype(jnp.int32)) & 1
+                right = jnp.where((fj < d) & is_cat[jnp.clip(fj, 0, d - 1)], ~known | (bit == 0), right)
             node = jnp.where(fj >= 0, 2 * node + 1 + right.astype(jnp.int32), node)
         return v[node]
 
@@ -337,23 +407,34 @@ class TreeEnsemble(Distribution):
     arg_constraints: dict = {}
     support = constraints.real
     pytree_data_fields = ()
-    pytree_aux_fields = ("spec", "X", "cuts", "codes", "code_lo", "code_hi", "rows")
+    pytree_aux_fields = ("spec", "X", "cuts", "codes", "code_lo", "code_hi", "rows", "categories")
 
     def __init__(self, X, spec: TreeSpec, cuts=None, *, table: FeatureTable | None = None, validate_args=None):
         self.spec = spec
         if table is not None:   # the features and their table as given (traced arguments: feature_arguments)
             self.X = jnp.asarray(X, jnp.float32)
-            self.cuts, self.codes, self.code_lo, self.code_hi, self.rows = table
+            self.cuts, self.codes, self.code_lo, self.code_hi, self.rows, self.categories = table
         else:
             self.X = np.asarray(X, np.float32)
-            self.cuts = cut_table(self.X) if cuts is None else np.asarray(cuts, np.float32)
-            missing = np.isnan(self.X).any(0)
-            if missing.any() and self.cuts.shape[0] == self.X.shape[1]:   # two columns a feature
+            d = self.X.shape[1]
+            cat = np.zeros(d, bool)
+            cat[list(spec.categorical)] = True
+            self.cuts = cut_table(self.X) if cuts is None else np.array(cuts, np.float32)
+            missing = np.isnan(self.X).any(0) & ~cat   # a categorical feature's missing value is a category
+            if missing.any() and self.cuts.shape[0] == d:   # two columns a feature
                 self.cuts = missing_cut_table(self.cuts, missing)
-            self.codes = encode(self.X, self.cuts)
+            self.cuts[np.flatnonzero(cat)] = np.inf          # (a categorical feature's rules are masks)
+            self.codes = encode(self.X, self.cuts, spec.categorical)
             n_cuts = np.sum(np.isfinite(self.cuts), 1)
             self.code_lo = np.zeros(self.cuts.shape[0], np.int32)
             self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
+            self.categories = None
+            if cat.any():   # the root's categories; in the (lo, hi) layout (0, |A| - 1)
+                masks = np.zeros(self.cuts.shape[0], np.int64)
+                for j in np.flatnonzero(cat):
+                    masks[j] = np.bitwise_or.reduce(np.left_shift(1, np.unique(self.codes[:, j].astype(np.int64))))
+                    self.code_hi[j] = max(bin(int(masks[j])).count("1") - 1, 0)
+                self.categories = masks.astype(np.int32)
             self.rows = rows_key(self.X)
         S = 2 ** (spec.max_depth + 1) - 1
         super().__init__(batch_shape=(), event_shape=self._lead + (spec.m, S, 3), validate_args=validate_args)
@@ -379,22 +460,35 @@ class TreeEnsemble(Distribution):
         return 2 ** (self.spec.max_depth + 1) - 1
 
     # -- codes <-> reals -------------------------------------------------------------------------
+    def _categorical_at(self, feature):
+        """Whether each split variable is split by subsets (False everywhere without categorical features)."""
+        if self.categories is None:
+            return jnp.zeros(jnp.shape(feature), bool)
+        return (feature >= 0) & (jnp.asarray(self.categories)[jnp.maximum(feature, 0)] != 0)
+
     def thresholds(self, feature, code):
-        """Real thresholds of integer split codes (0 where not internal)."""
+        """Real thresholds of integer split codes (0 where not internal; a category mask as it is)."""
         E = jnp.asarray(self.cuts)
-        return jnp.where(feature >= 0, E[jnp.maximum(feature, 0), jnp.clip(code, 0, E.shape[1] - 1)], 0.0)
+        real = E[jnp.maximum(feature, 0), jnp.clip(code, 0, E.shape[1] - 1)]
+        real = jnp.where(self._categorical_at(feature), code.astype(E.dtype), real)
+        return jnp.where(feature >= 0, real, 0.0)
 
     def codes_of(self, feature, threshold):
-        """Integer split codes of real thresholds, and whether each is a cut point."""
+        """Integer split codes of real thresholds, and whether each is a cut point (or a category mask)."""
         E = jnp.asarray(self.cuts)
         row = E[jnp.maximum(feature, 0)]                                           # (..., K)
         code = jnp.sum(row < threshold[..., None], -1).astype(jnp.int32)
         hit = jnp.take_along_axis(row, jnp.minimum(code, E.shape[1] - 1)[..., None], -1)[..., 0] == threshold
+        cat = self._categorical_at(feature)
+        mask = jnp.clip(threshold, 0, 2.0 ** (MISSING_CATEGORY + 1)).astype(jnp.int32)
+        code = jnp.where(cat, mask, code)
+        hit = jnp.where(cat, mask.astype(threshold.dtype) == threshold, hit)
         return jnp.where(feature >= 0, code, 0), hit | (feature < 0)
 
     def table(self, rows: str | None = None) -> FeatureTable:
         """The features' :class:`FeatureTable` (with ``rows`` in place of its fingerprint if given)."""
-        return FeatureTable(self.cuts, self.codes, self.code_lo, self.code_hi, self.rows if rows is None else rows)
+        return FeatureTable(self.cuts, self.codes, self.code_lo, self.code_hi, self.rows if rows is None else rows,
+                            self.categories)
 
     def pack(self, feature, code, value):
         """A site value ``(..., m, S, 3)`` from integer split variables and codes and leaf values."""
@@ -414,11 +508,14 @@ class TreeEnsemble(Distribution):
 
         log_w = self.split_log_w
 
+        cats = None if self.categories is None else jnp.asarray(self.categories, jnp.int32)
+
         def one(f, t):
             if log_w is None:
-                lp, _, _, leaf, ok = intervals.log_tree_prior(f, t, lo, hi, prior, spec.max_depth)
+                lp, _, _, leaf, ok = intervals.log_tree_prior(f, t, lo, hi, prior, spec.max_depth, categories=cats)
             else:
-                lp, _, _, leaf, ok, _ = intervals.log_tree_prior_weighted(f, t, lo, hi, prior, spec.max_depth, log_w)
+                lp, _, _, leaf, ok, _ = intervals.log_tree_prior_weighted(f, t, lo, hi, prior, spec.max_depth, log_w,
+                                                                          categories=cats)
             return lp, leaf, ok
 
         lead = feature.shape[:-1]
@@ -442,18 +539,20 @@ class TreeEnsemble(Distribution):
         f, t, v = _draw_trees(keys, jnp.asarray(self.codes).astype(jnp.int32), jnp.asarray(self.code_lo),
                               jnp.asarray(self.code_hi), traced_params(spec.prior, jnp.float32),
                               max_depth=int(spec.max_depth), min_rows=int(spec.min_leaf_rows), leaf_sd=float(spec.leaf_sd),
-                              leaf_prior=spec.leaf_prior, log_w=self.split_log_w)
+                              leaf_prior=spec.leaf_prior, log_w=self.split_log_w,
+                              categories=None if self.categories is None else jnp.asarray(self.categories, jnp.int32))
         return self.pack(f, t, v).reshape(tuple(sample_shape) + self._lead + (self.spec.m, S, 3))
 
 
 @partial(jax.jit, static_argnames=("max_depth", "min_rows", "leaf_sd", "leaf_prior"))
 def _draw_trees(keys, codes, lo0, hi0, prior, *, max_depth: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal",
-                log_w=None):
+                log_w=None, categories=None):
     """Trees from the prior, one per key, each truncated to ``min_rows`` rows per node by rejection
     (codes ``(n, d)`` of the rows; ``log_w`` the columns' split-variable log probabilities, None:
-    uniform; compiled once per shape and setting)."""
+    uniform; ``categories`` the root's category masks of the columns split by subsets, None: none;
+    compiled once per shape and setting)."""
     return jax.vmap(lambda k: _draw_tree(k, codes, lo0, hi0, prior, max_depth, min_rows, leaf_sd, leaf_prior,
-                                         log_w))(keys)
+                                         log_w, categories))(keys)
 
 
 def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
@@ -465,7 +564,7 @@ def _leaf_values(key, S: int, leaf_sd: float, leaf_prior: str):
 
 
 def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: float, leaf_prior: str = "normal",
-               log_w=None):
+               log_w=None, categories=None):
     """One tree from the prior (module docstring), by rejection until every leaf holds ``min_rows`` rows."""
     S = 2 ** (D + 1) - 1
     d = lo0.shape[0]
@@ -475,12 +574,16 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: floa
         t = jnp.zeros(S, jnp.int32)
         lo = jnp.zeros((S, d), jnp.int32).at[0].set(lo0)
         hi = jnp.zeros((S, d), jnp.int32).at[0].set(hi0)
+        if categories is not None:   # every node's categories of every feature (meaningless for ordered ones)
+            masks = jnp.zeros((S, d), jnp.int32).at[0].set(categories)
         used = jnp.zeros(S, bool).at[0].set(True)
         ks = jax.random.split(k, 4 * max(D, 1) + 1)
         for depth in range(D):
             a, b = 2 ** depth - 1, 2 ** (depth + 1) - 1
             sl = slice(a, b)
             nthr = jnp.maximum(hi[sl] - lo[sl], 0)                              # (w, d)
+            if categories is not None:   # |A| - 1: available while two categories are left
+                nthr = jnp.where(categories != 0, jnp.maximum(intervals.popcount(masks[sl]) - 1, 0), nthr)
             avail = jnp.sum(nthr > 0, -1)
             u = jax.random.uniform(ks[4 * depth], (b - a,))
             split = used[sl] & (avail > 0) & (jnp.log(u) < prior.log_split(depth))
@@ -492,10 +595,19 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: floa
             uu = jax.random.uniform(ks[4 * depth + 2], (b - a,))
             thr = (jnp.take_along_axis(lo[sl], var[:, None], 1)[:, 0]
                    + jnp.minimum(jnp.floor(uu * cnt).astype(jnp.int32), cnt - 1))
-            f = f.at[sl].set(jnp.where(split, var, -1))
-            t = t.at[sl].set(jnp.where(split, thr, 0))
             kids_l = 2 * jnp.arange(a, b) + 1
             onehot = jax.nn.one_hot(var, d, dtype=bool)
+            if categories is not None:   # a subset of the node's categories, uniform among the nonempty proper ones
+                A = jnp.take_along_axis(masks[sl], var[:, None], 1)[:, 0]
+                r = jax.random.randint(ks[4 * depth + 3], (b - a,), 1, jnp.maximum((1 << intervals.popcount(A)) - 1, 2))
+                subset = jax.vmap(proposals.deposit_bits)(r, A)
+                by_subset = categories[var] != 0
+                thr = jnp.where(by_subset, subset, thr)
+                on = onehot & by_subset[:, None]
+                masks = (masks.at[kids_l].set(jnp.where(on, subset[:, None], masks[sl]))
+                         .at[kids_l + 1].set(jnp.where(on, (A & ~subset)[:, None], masks[sl])))
+            f = f.at[sl].set(jnp.where(split, var, -1))
+            t = t.at[sl].set(jnp.where(split, thr, 0))
             lo_l, hi_l = lo[sl], jnp.where(onehot, thr[:, None], hi[sl])
             lo_r, hi_r = jnp.where(onehot, thr[:, None] + 1, lo[sl]), hi[sl]
             lo = lo.at[kids_l].set(lo_l).at[kids_l + 1].set(lo_r)
@@ -510,7 +622,8 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: floa
         for _ in range(D):
             fj = f[node]
             c = jnp.take_along_axis(codes, jnp.maximum(fj, 0)[:, None], 1)[:, 0]
-            node = jnp.where(fj >= 0, 2 * node + 1 + (c > t[node]).astype(jnp.int32), node)
+            right = heap.goes_right(c, jnp.maximum(fj, 0), t[node], categories)
+            node = jnp.where(fj >= 0, 2 * node + 1 + right.astype(jnp.int32), node)
         counts = jnp.zeros(S, jnp.int32).at[node].add(1)
         return jnp.all(jnp.where(leaf, counts >= min_rows, True))
 
@@ -530,7 +643,7 @@ def _draw_tree(key, codes, lo0, hi0, prior, D: int, min_rows: int, leaf_sd: floa
 
 def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: float = 2.0, leaf_sd=None,
                   leaf_prior: str = "normal", max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
-                  cuts=None):
+                  cuts=None, categorical_features=None):
     """A sum of ``m`` trees as a random function inside a NumPyro model; its value at the rows of ``X``.
 
     Call it inside a NumPyro model function; sample the model with :func:`bayestrees.sample_model`
@@ -576,6 +689,11 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     cuts : array of shape (d, K), optional
         A cut table (:func:`~bayestrees.inference.treefn.site.cut_table`) to use instead of the
         one of ``X``.
+    categorical_features : sequence of int or bool array of shape (d,), optional
+        Unordered categorical columns of ``X``, holding category codes ``0 .. 22`` (NaN for a missing
+        value): they split by subsets of their categories (the module docstring, "Unordered
+        categorical features"; at most 23 categories a feature, a missing value counting as one).
+        Functions of one tree then take the local moves without the particle Gibbs regrowth.
 
     Returns
     -------
@@ -610,7 +728,9 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
-    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, leaf_priors.check_leaf_prior(leaf_prior))
+    categorical = check_categorical(categorical_features, int(np.shape(X)[1]) if np.ndim(X) == 2 else 0, name)
+    spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, leaf_priors.check_leaf_prior(leaf_prior),
+                    categorical)
     table = (_FEATURE_TABLES.get() or {}).get(name)
     if table is not None:   # the table handed in (feature_arguments): X may be traced
         Xc = jnp.asarray(X, jnp.float32)
@@ -620,6 +740,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         dist_ = TreeEnsemble(Xc, spec, table=table)
     else:
         Xc = _concrete_X(X, name)
+        _check_category_codes(Xc, categorical, name)
         if cuts is None:
             cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
         elif np.asarray(cuts).shape[0] != Xc.shape[1]:
@@ -628,14 +749,14 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     key = dist_.rows
     trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name, "rows": key})
     if isinstance(trees, TreeValues):
-        f = trees.at_rows if trees.rows == key else function_values(trees.trees, Xc, n_out)
+        f = trees.at_rows if trees.rows == key else function_values(trees.trees, Xc, n_out, categorical)
     else:
-        f = function_values(trees, Xc, n_out)
+        f = function_values(trees, Xc, n_out, categorical)
     return numpyro.deterministic(name, f)
 
 
 def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.5, leaf_prior: str = "normal",
-                  max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts=None):
+                  max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts=None, categorical_features=None):
     """One Bayesian CART tree as a random function in a NumPyro model (:func:`bart_function` with ``m = 1``).
 
     Parameters
@@ -652,7 +773,7 @@ def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.
         Prior sd of the leaf values (the sum-of-trees default at ``m = 1``).
     leaf_prior : {"normal", "loggamma"}, default "normal"
         The leaf values' prior (as :func:`bart_function`).
-    max_depth, min_leaf_rows, max_bins, cuts
+    max_depth, min_leaf_rows, max_bins, cuts, categorical_features
         As :func:`bart_function`.
 
     Returns
@@ -672,4 +793,5 @@ def tree_function(name: str, X, *, outputs=None, prior=None, leaf_sd: float = 1.
     (1, 15, 3)
     """
     return bart_function(name, X, 1, outputs=outputs, prior=prior, leaf_sd=leaf_sd, leaf_prior=leaf_prior,
-                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts)
+                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts,
+                         categorical_features=categorical_features)
