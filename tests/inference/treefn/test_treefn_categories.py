@@ -201,7 +201,7 @@ def _agreement(model, X, y, want, f_exact):
 
 
 @pytest.mark.slow
-def test_one_tree_normal_function_with_a_categorical_feature_matches_enumeration():
+def test_one_tree_normal_function_with_a_categorical_feature_matches_enumeration(tmp_path):
     """Sigma known, the conjugate path at the defaults (the one-tree local moves; no regrowth with
     subset splits), sampler seeds 0 and 1: TV of ``n_leaves`` < 0.03, the function's posterior mean at
     every row within 4.5 Monte Carlo standard errors."""
@@ -228,6 +228,10 @@ def test_one_tree_normal_function_with_a_categorical_feature_matches_enumeration
     got = fit.function("f", new)
     assert got.shape[-1] == 3 and np.all(np.isfinite(got))
     assert fit.idata.posterior.attrs["f_subset_split_features"] == "0"
+    trees = np.asarray(fit.samples["f_trees"])[..., 0, :, :]                 # (chain, draw, S, 3)
+    np.testing.assert_array_equal(got, np.asarray(evaluate(trees[..., None, :, :], new, (0,))))
+    fit.save(tmp_path / "fit.nc")                                           # the routing survives save and load
+    np.testing.assert_array_equal(bt.load_model_fit(tmp_path / "fit.nc", model).function("f", new), got)
 
 
 @pytest.mark.slow
