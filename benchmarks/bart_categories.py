@@ -94,6 +94,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="short chains (a smoke run, not a record)")
     ap.add_argument("--move-probs", type=float, nargs=4, default=None,
                     help="BART's move_probs (grow, prune, change, swap); default: the estimators'")
+    ap.add_argument("--slide", type=int, default=0,
+                    help="BART's slide (with --move-probs giving the slide's probability in the change slot)")
     ap.add_argument("--out", default=str(RESULTS / "bart_categories.jsonl"))
     args = ap.parse_args()
     import bayestrees as bt
@@ -101,6 +103,8 @@ def main():
     kw = dict(m=20, draws=50, tune=50, chains=2) if args.quick else {}
     if args.move_probs is not None:
         kw["move_probs"] = tuple(args.move_probs)
+    if args.slide:
+        kw["slide"] = int(args.slide)
     RESULTS.mkdir(exist_ok=True)
     for name in args.sets:
         for rep in range(args.reps):
@@ -125,7 +129,7 @@ def main():
                 sec = time.perf_counter() - t0
                 rec = dict(data=name, rep=rep, method=method, n_train=int(train.sum()), d=X.shape[1],
                            seconds=round(sec, 2), quick=bool(args.quick),
-                           move_probs=list(kw.get("move_probs", (0.5, 0.5, 0.0, 0.0))))
+                           move_probs=list(kw.get("move_probs", (0.5, 0.5, 0.0, 0.0))), slide=int(kw.get("slide", 0)))
                 if name == "sim":
                     rec["levels"] = args.levels
                     rec["rmse_f"] = float(np.sqrt(np.mean((est.predict(X[~train]) - f[~train]) ** 2)))

@@ -32,8 +32,9 @@ cancel):
 * change the rule of internal ``s`` from ``(j, t)`` to ``(j', t')``: ``s``'s ranges do
   not change, so ``q(T|T')/q(T'|T) = nthr(s, j') / nthr(s, j)``.
 * slide (BART's local change): a node whose children are leaves keeps its variable and moves its
-  threshold by ``1 .. K`` codes either way; the proposal is symmetric (not at an unordered
-  variable, where it proposes no move).
+  threshold by ``1 .. K`` codes either way, or at an unordered variable moves one of the node's
+  categories ``A`` (uniform among them) to the other side (refused where that leaves one side
+  empty); the proposal is symmetric.
 * swap the rules of an internal parent ``p`` and internal child ``c`` (and of
   ``c``'s sibling too when it holds the same rule as ``c``): the shape does not
   change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
@@ -281,8 +282,14 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         t_slide = t[s] + jnp.where(step < K, step - K, step - K + 1)
         tn = jnp.where(is_slide, t_slide, tn).astype(jnp.int32)
         in_range = ~is_slide | ((t_slide >= lo_s[j]) & (t_slide < hi_s[j]))
-        if categories is not None:   # a slide draws no rule: only its own variable's kind matters
-            in_range = in_range & ~(is_slide & (categories[j] != 0))
+        if categories is not None:   # at an unordered variable a slide moves one category to the other side
+            A_j = A_s[j]
+            n_a = intervals.popcount(A_j)
+            pick_c = jnp.minimum(jnp.floor(u[1] * n_a.astype(jnp.float32)).astype(jnp.int32), jnp.maximum(n_a - 1, 0))
+            t_flip = t[s] ^ deposit_bits(jnp.left_shift(1, pick_c), A_j)
+            flip = is_slide & (categories[j] != 0)
+            tn = jnp.where(flip, t_flip, tn).astype(jnp.int32)
+            in_range = jnp.where(flip, (t_flip != 0) & (t_flip != A_j), in_range)
             fair = fair | is_slide
     # minus the log of the rule's probability given the node and variable, up to log avail:
     # in the prior (log_nthr) and in the proposal (log_qthr), less log w_v
