@@ -102,7 +102,7 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
               mu_prior=MU_PRIOR, tau_prior=TAU_PRIOR, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
               max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100, cuts_mu=None, cuts_tau=None,
               outcome: str = "normal", group=None, n_groups: int = 0, group_sd: float = GROUP_SD,
-              group_effect_sd: float = GROUP_EFFECT_SD):
+              group_effect_sd: float = GROUP_EFFECT_SD, categorical_features=None):
     """The Bayesian causal forest as a NumPyro model (the module docstring).
 
     Parameters
@@ -142,16 +142,21 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
         The number of groups (a Python integer: the size of the group sites).
     group_sd, group_effect_sd : float, default 1 and 0.5
         Scales of the half-Normal priors of the two groups' sds, in sd of the outcome.
+    categorical_features : sequence of int, optional
+        Columns of ``X_tau`` (and the same columns of ``X_mu``) that hold category codes and split
+        by subsets of their categories in both functions (:func:`bayestrees.bart_function`).
     """
     z = jnp.asarray(z)
     grouped = group is not None
     if grouped != (int(n_groups) > 0):
         raise ValueError("give group and n_groups > 0 together (or neither)")
     mu_t = bart_function("mu_tilde", X_mu, m=m_mu, prior=mu_prior, leaf_sd=mu_sd / math.sqrt(m_mu),
-                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_mu)
+                         max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_mu,
+                         categorical_features=categorical_features)
     tau_t = bart_function("tau_tilde", X_tau, m=m_tau, prior=tau_prior,
                           leaf_sd=tau_sd / (HALF_NORMAL_MEDIAN * math.sqrt(m_tau)),
-                          max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_tau)
+                          max_depth=max_depth, min_leaf_rows=min_leaf_rows, max_bins=max_bins, cuts=cuts_tau,
+                          categorical_features=categorical_features)
     mu_scale = numpyro.sample("mu_scale", dist.HalfCauchy(1.0))
     b0 = numpyro.sample("b0", dist.Normal(0.0, math.sqrt(0.5)))
     b1 = numpyro.sample("b1", dist.Normal(0.0, math.sqrt(0.5)))
@@ -208,11 +213,12 @@ def standardise(y, weights=None) -> tuple[float, float]:
 def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float = 0.9, sigma_hat=None,
                  m_mu: int = M_MU, m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
                  tau_sd: float = TAU_SD, max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
-                 outcome: str = "normal", group=None):
+                 outcome: str = "normal", group=None, categorical_features=()):
     """``(y~, settings)``: the standardised outcome and the keyword arguments of :func:`bcf_model` for
     these training rows: the standardisation, the noise prior's ``lambda`` (from ``sigma_hat``, in the
     outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau``, ``z``
-    and, given ``group`` (codes ``0 .. J - 1``), the groups' indicators), the trees' settings and the
+    and, given ``group`` (codes ``0 .. J - 1``), the groups' indicators; a column of
+    ``categorical_features`` enters it as its categories' indicators), the trees' settings and the
     cut tables of the training rows (new rows are split by them).
     ``outcome="probit"``: ``y`` holds 0 and 1, kept as it is, and ``y_loc`` is the offset
     ``Phi^-1(mean y)``."""
@@ -233,7 +239,10 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
     if outcome == "probit":
         sigma = 1.0
     elif sigma_hat is None:
-        A = np.column_stack([np.ones(n), X_tau, np.asarray(z, np.float64)])
+        cat = list(categorical_features or ())
+        ordered = np.delete(X_tau, cat, axis=1)
+        dummies = [(X_tau[:, j][:, None] == np.unique(X_tau[:, j])[None, 1:]).astype(np.float64) for j in cat]
+        A = np.column_stack([np.ones(n), ordered, *dummies, np.asarray(z, np.float64)])
         if group is not None:   # the groups' indicators (the first group the intercept's)
             g = np.asarray(group)
             A = np.column_stack([A, (g[:, None] == np.arange(1, int(g.max()) + 1)[None, :]).astype(np.float64)])
@@ -252,4 +261,6 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
                     max_depth=int(max_depth), min_leaf_rows=int(min_leaf_rows), max_bins=int(max_bins),
                     cuts_mu=cut_table(np.asarray(X_mu, np.float64), max_bins), cuts_tau=cut_table(X_tau, max_bins),
                     outcome=outcome)
+    if categorical_features:
+        settings["categorical_features"] = tuple(int(j) for j in categorical_features)
     return ys, settings

@@ -9,21 +9,23 @@ from ..convergence import ConvergenceWarning, convergence_table, warn_convergenc
 from ..causal import M_MU, M_TAU, MU_SD, TAU_SD, bcf_model, bcf_settings
 from ..data import check_y_regression
 from ..inference.bart.fit import check_weights
-from ..inference.treefn import sample_model
+from ..inference.treefn import check_categorical, check_category_codes, sample_model
 from .base import EstimatorBase, NotFittedError, TreeEstimatorMixin, parameters_doc
 
 __all__ = ["BCFRegressor", "BCFClassifier", "estimate_propensity"]
 
 
-def estimate_propensity(X, z, random_state: int = 0):
+def estimate_propensity(X, z, random_state: int = 0, categorical_features=None):
     """``(pihat, model)``: the posterior mean of ``P(z = 1 | x)`` at the rows of ``X`` under a
-    ``bt.BARTClassifier`` of 50 trees (2 chains of 500 + 500 steps), and that fitted model (for new
-    rows).  A plug-in estimate, as the paper's: a BCF fitted with it does not carry its uncertainty."""
+    ``bt.BARTClassifier`` of 50 trees (2 chains of 500 + 500 steps; ``categorical_features`` split
+    by subsets), and that fitted model (for new rows).  A plug-in estimate, as the paper's: a BCF
+    fitted with it does not carry its uncertainty."""
     from .bart import BARTClassifier
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the propensity model's own convergence is not the user's question
-        model = BARTClassifier(m=50, draws=500, tune=500, chains=2, random_state=random_state).fit(X, z)
+        model = BARTClassifier(m=50, draws=500, tune=500, chains=2, random_state=random_state,
+                               categorical_features=categorical_features).fit(X, z)
     return model.predict_proba(X)[:, 1], model
 
 
@@ -129,6 +131,11 @@ class BCFRegressor(EstimatorBase):
         Give ``pihat`` to the prognostic function as a feature (the paper's default) or not.
     max_depth, min_leaf_rows, max_bins : int
         As :func:`bayestrees.bart_function`.
+    categorical_features : sequence of int, optional
+        Columns of ``X`` that hold category codes ``0 .. 22`` (integers: a site, a region, a
+        diagnosis): both functions and the propensity model split them by subsets of their
+        categories (:func:`bayestrees.bart_function`); a new row's category that no rule names goes
+        right.
     draws, tune, chains : int, default 1000, 1000, 4
     random_state : int, optional
     progressbar : bool, default False
@@ -171,7 +178,8 @@ class BCFRegressor(EstimatorBase):
     def __init__(self, m_mu: int = M_MU, m_tau: int = M_TAU, *, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD,
                  tau_sd: float = TAU_SD, nu: float = 3.0, q: float = 0.9, sigma_hat=None, propensity: str = "bart",
                  include_pi: str = "mu", max_depth: int = 5, min_leaf_rows: int = 5, max_bins: int = 100,
-                 draws: int = 1000, tune: int = 1000, chains: int = 4, random_state=None, progressbar: bool = False):
+                 categorical_features=None, draws: int = 1000, tune: int = 1000, chains: int = 4, random_state=None,
+                 progressbar: bool = False):
         self.m_mu = m_mu
         self.m_tau = m_tau
         self.mu_prior = mu_prior
@@ -186,6 +194,7 @@ class BCFRegressor(EstimatorBase):
         self.max_depth = max_depth
         self.min_leaf_rows = min_leaf_rows
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
         self.draws = draws
         self.tune = tune
         self.chains = chains
@@ -206,7 +215,8 @@ class BCFRegressor(EstimatorBase):
     def _estimate_propensity(self, X, z) -> np.ndarray:
         if self.propensity != "bart":
             raise ValueError(f"propensity must be 'bart' (or give pihat to fit), got {self.propensity!r}")
-        pihat, self.propensity_model_ = estimate_propensity(X, z, self._seed())
+        pihat, self.propensity_model_ = estimate_propensity(X, z, self._seed(),
+                                                            list(self._categorical) or None)
         return pihat
 
     def _mu_features(self, X, pihat) -> np.ndarray:
@@ -243,6 +253,8 @@ class BCFRegressor(EstimatorBase):
         """
         X = _features(X)
         n = X.shape[0]
+        self._categorical = check_categorical(self.categorical_features, X.shape[1], "X")
+        check_category_codes(X, self._categorical, "X")
         y = self._check_outcome(y, n)
         z = _treatment(z, n)
         self.groups_, group = _groups(groups, n)
@@ -259,7 +271,8 @@ class BCFRegressor(EstimatorBase):
                                           m_mu=self.m_mu, m_tau=self.m_tau, mu_prior=self.mu_prior,
                                           tau_prior=self.tau_prior, mu_sd=self.mu_sd, tau_sd=self.tau_sd,
                                           max_depth=self.max_depth, min_leaf_rows=self.min_leaf_rows,
-                                          max_bins=self.max_bins, outcome=self._outcome, group=group)
+                                          max_bins=self.max_bins, outcome=self._outcome, group=group,
+                                          categorical_features=self._categorical)
         grouping = {} if group is None else dict(group=group.astype(np.int32), n_groups=len(self.groups_))
         with warnings.catch_warnings():   # the sampler's table holds the unidentified b0, b1, mu_scale: see below
             warnings.simplefilter("ignore", ConvergenceWarning)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..causal import M_MU, M_TAU, MU_SD, TAU_SD, bcf_model, bcf_settings
+from ..inference.treefn import check_categorical, check_category_codes
 from .base import Model, data_value
 from .numpyro_model import NumPyroModel
 
@@ -59,6 +60,9 @@ class BCF(NumPyroModel):
         The prior's guess of ``sigma`` (default: the residual sd of a linear fit).
     max_depth, min_leaf_rows, max_bins : int
         As :func:`bayestrees.bart_function`.
+    categorical_features : sequence of int, optional
+        Columns of ``X`` holding category codes, split by subsets of their categories
+        (:class:`bayestrees.BCFRegressor`).
 
     Notes
     -----
@@ -81,13 +85,15 @@ class BCF(NumPyroModel):
                  m_mu: int = M_MU,
                  m_tau: int = M_TAU, mu_prior=None, tau_prior=None, mu_sd: float = MU_SD, tau_sd: float = TAU_SD,
                  nu: float = 3.0, q: float = 0.9, sigma_hat=None, max_depth: int = 5, min_leaf_rows: int = 5,
-                 max_bins: int = 100):
+                 max_bins: int = 100, categorical_features=None):
         Xv = np.asarray(data_value(X), np.float64)
         zv = np.asarray(data_value(z))
         pv = np.asarray(data_value(pihat), np.float64).reshape(-1)
         n = Xv.shape[0]
         if Xv.ndim != 2 or not np.all(np.isfinite(Xv)):
             raise ValueError(f"X must be a 2-d array of finite numbers, got shape {Xv.shape}")
+        categorical = check_categorical(categorical_features, Xv.shape[1], "X")
+        check_category_codes(Xv, categorical, "X")
         if zv.shape != (n,) or not np.all(np.isin(zv, (0, 1))) or zv.min() == zv.max():
             raise ValueError("z must be one treatment per row of X, coded 0 and 1, with both arms present")
         if pv.shape != (n,) or not np.all((pv >= 0) & (pv <= 1)):
@@ -102,7 +108,7 @@ class BCF(NumPyroModel):
         ys, self.settings = bcf_settings(np.column_stack([Xv, pv]), Xv, y, zv, w, nu=nu, q=q, sigma_hat=sigma_hat,
                                          m_mu=m_mu, m_tau=m_tau, mu_prior=mu_prior, tau_prior=tau_prior, mu_sd=mu_sd,
                                          tau_sd=tau_sd, max_depth=max_depth, min_leaf_rows=min_leaf_rows,
-                                         max_bins=max_bins, group=gv)
+                                         max_bins=max_bins, group=gv, categorical_features=categorical)
         if gv is not None:
             self.settings["n_groups"] = int(gv.max()) + 1
         self.X, self.z, self.pihat, self.weights, self.groups = X, z, pihat, w, groups

@@ -281,3 +281,36 @@ def test_the_model_context_variable_takes_groups():
     with bt.Model():
         with pytest.raises(ValueError, match="integer codes"):
             bt.BCF("y", X, y, z, pihat=np.full(80, 0.5), groups=labels)
+
+
+def test_a_categorical_covariate_splits_by_subsets():
+    """A site code (six sites) whose effect is 2 in sites 1, 3 and 4 and 0 elsewhere: both functions and
+    the propensity model split it by subsets; the effect at new rows of a site no rule names is finite,
+    and codes that are not categories are refused before sampling (the estimator and ``bt.BCF``)."""
+    rng = np.random.default_rng(4)
+    n = 240
+    site = rng.integers(0, 6, n)
+    x = rng.normal(size=n)
+    X = np.column_stack([site, x]).astype(float)
+    pi = 1 / (1 + np.exp(-0.5 * x))
+    z = rng.binomial(1, pi)
+    tau = np.where(np.isin(site, [1, 3, 4]), 2.0, 0.0)
+    y = x + tau * z + 0.5 * rng.normal(size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = bt.BCFRegressor(**SMALL, categorical_features=[0]).fit(X, y, z, pihat=pi)
+    post = m.idata_.posterior
+    assert post.attrs["tau_tilde_subset_split_features"] == "0" and post.attrs["mu_tilde_subset_split_features"] == "0"
+    assert m.cate_[tau > 0].mean() - m.cate_[tau == 0].mean() > 1.2, (m.cate_[tau > 0].mean(), m.cate_[tau == 0].mean())
+    assert float(post["tau_tilde_split_counts"][..., 0].mean()) > float(post["tau_tilde_split_counts"][..., 1].mean())
+    effect = m.effect(np.array([[1.0, 0.0], [5.0, 0.0], [9.0, 0.0]]))
+    assert np.all(np.isfinite(effect)) and effect[0] - effect[1] > 1.0, effect
+    bad = X.copy()
+    bad[0, 0] = 1.5
+    with pytest.raises(ValueError, match="category codes"):
+        bt.BCFRegressor(**SMALL, categorical_features=[0]).fit(bad, y, z, pihat=pi)
+    with bt.Model():
+        with pytest.raises(ValueError, match="out of range"):
+            bt.BCF("y", X, y, z, pihat=pi, categorical_features=[2])
+        v = bt.BCF("y", X, y, z, pihat=pi, categorical_features=[0])
+        assert v.settings["categorical_features"] == (0,)

@@ -7,8 +7,9 @@ runs it and returns InferenceData (:mod:`bayestrees.inference.treefn.fit`).
 """
 from .fit import ModelFit, load_model_fit, sample_model, tree_summaries_of
 from .kernel import TreeMoves, TreeMovesState, function_log_density, tree_sites
-from .site import TreeEnsemble, bart_function, cut_table, encode, evaluate, tree_function, trees_site_name
+from .site import (TreeEnsemble, bart_function, check_categorical, check_category_codes, cut_table, encode, evaluate,
+                   tree_function, trees_site_name)
 
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeMoves", "TreeMovesState", "sample_model", "ModelFit",
            "load_model_fit", "evaluate", "cut_table", "encode", "trees_site_name", "tree_sites",
-           "function_log_density", "tree_summaries_of"]
+           "function_log_density", "tree_summaries_of", "check_categorical", "check_category_codes"]

@@ -82,7 +82,7 @@ from . import leaf_priors
 __all__ = ["bart_function", "tree_function", "TreeEnsemble", "TreeSpec", "cut_table", "encode", "evaluate", "trees_site_name",
            "stump_initialisation", "TreeValues", "rows_key", "function_values",
            "PACKED_FIELDS", "FeatureTable", "feature_arguments", "missing_cut_table", "split_log_weights_of",
-           "MISSING_CATEGORY", "check_categorical"]
+           "MISSING_CATEGORY", "check_categorical", "check_category_codes"]
 
 #: the last axis of a tree site's value: split variable, threshold, leaf value
 PACKED_FIELDS = ("feature", "threshold", "value")
@@ -180,40 +180,41 @@ def _concrete_X(X, name: str) -> np.ndarray:
     return A
 
 
-def check_categorical(categorical_features, d: int, name: str = "f") -> tuple:
+def check_categorical(categorical_features, d: int, who: str = "categorical_features") -> tuple:
     """The sorted column indices of ``categorical_features`` (indices in ``[-d, d)`` or a boolean mask
-    of length ``d``; None: none)."""
+    of length ``d``; None: none); ``who`` opens the errors' messages."""
     if categorical_features is None:
         return ()
     a = np.asarray(categorical_features)
     if a.dtype == bool:
         if a.shape != (d,):
-            raise ValueError(f"the tree function {name!r}: a boolean categorical_features must have one entry per "
+            raise ValueError(f"{who}: a boolean categorical_features must have one entry per "
                              f"feature ({d}), got shape {a.shape}")
         return tuple(int(j) for j in np.flatnonzero(a))
     if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
-        raise ValueError(f"the tree function {name!r}: categorical_features must be column indices or a boolean mask, "
+        raise ValueError(f"{who}: categorical_features must be column indices or a boolean mask, "
                          f"got {categorical_features!r}")
     bad = [int(j) for j in a if not -d <= int(j) < d]
     if bad:
-        raise ValueError(f"the tree function {name!r}: categorical_features {bad} out of range for {d} features")
+        raise ValueError(f"{who}: categorical_features {bad} out of range for {d} features")
     return tuple(sorted({int(j) % d for j in a}))
 
 
-def _check_category_codes(X: np.ndarray, categorical: tuple, name: str) -> None:
+def check_category_codes(X: np.ndarray, categorical: tuple, who: str = "X") -> None:
     """The categorical columns hold category codes ``0 .. MISSING_CATEGORY - 1`` or NaN, with at most
-    ``MAX_SUBSET_CATEGORIES`` categories (a missing value counting as one)."""
+    ``MAX_SUBSET_CATEGORIES`` categories (a missing value counting as one); ``who`` opens the errors'
+    messages."""
     for j in categorical:
         x = X[:, j]
         v = x[~np.isnan(x)]
         if np.any((v < 0) | (v >= MISSING_CATEGORY) | (v != np.floor(v))):
             bad = v[(v < 0) | (v >= MISSING_CATEGORY) | (v != np.floor(v))][0]
-            raise ValueError(f"the tree function {name!r}: categorical feature {j} holds {bad!r}; its values must be "
+            raise ValueError(f"{who}: categorical feature {j} holds {bad!r}; its values must be "
                              f"category codes 0..{MISSING_CATEGORY - 1} and NaN for a missing value (for pandas "
                              f"categories: .cat.codes with -1 replaced by NaN)")
         k = len(np.unique(v)) + int(np.isnan(x).any())
         if k > proposals.MAX_SUBSET_CATEGORIES:
-            raise ValueError(f"the tree function {name!r}: categorical feature {j} has {k} categories (a missing value "
+            raise ValueError(f"{who}: categorical feature {j} has {k} categories (a missing value "
                              f"counting as one), more than the {proposals.MAX_SUBSET_CATEGORIES} that split by subsets; "
                              f"group rare categories, or pass it as an ordered feature")
 
@@ -728,7 +729,8 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
     min_leaf_rows = check_int("min_leaf_rows", min_leaf_rows, 0)
     check_positive("k", k)
     sd = 3.0 / (float(k) * math.sqrt(m)) if leaf_sd is None else check_positive("leaf_sd", leaf_sd)
-    categorical = check_categorical(categorical_features, int(np.shape(X)[1]) if np.ndim(X) == 2 else 0, name)
+    categorical = check_categorical(categorical_features, int(np.shape(X)[1]) if np.ndim(X) == 2 else 0,
+                                    f"the tree function {name!r}")
     spec = TreeSpec(m, max_depth, _check_prior(prior), float(sd), min_leaf_rows, n_out, leaf_priors.check_leaf_prior(leaf_prior),
                     categorical)
     table = (_FEATURE_TABLES.get() or {}).get(name)
@@ -740,7 +742,7 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         dist_ = TreeEnsemble(Xc, spec, table=table)
     else:
         Xc = _concrete_X(X, name)
-        _check_category_codes(Xc, categorical, name)
+        check_category_codes(Xc, categorical, f"the tree function {name!r}")
         if cuts is None:
             cuts = cut_table(Xc, check_int("max_bins", max_bins, 2))
         elif np.asarray(cuts).shape[0] != Xc.shape[1]:
