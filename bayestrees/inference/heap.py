@@ -126,10 +126,11 @@ def depth_of(slot):
     return (31 - jax.lax.clz(s)).astype(jnp.int32)
 
 
-def descend(tree, codes, start, levels):
+def descend(tree, codes, start, levels, categories=None):
     """Rows' slots after ``levels`` steps of descent from the slots ``start`` (a leaf stays put):
     :func:`descend_rules` with the rules of ``tree`` (a :class:`HeapTree` or a heap-laid ``Tree``)."""
-    return descend_rules(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, codes, start, levels)
+    return descend_rules(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, codes, start, levels,
+                         categories=categories)
 
 
 def goes_right(code, var, threshold, categories=None):
@@ -172,10 +173,10 @@ def descend_rules(feature, threshold, codes, start, levels, *, features_first: b
     return jax.lax.fori_loop(0, levels, body, start)
 
 
-def route(tree: Tree, codes, max_depth: int):
+def route(tree: Tree, codes, max_depth: int, categories=None):
     """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
-    ``max_depth`` steps of descent from the root."""
-    return descend(tree, codes, jnp.zeros(codes.shape[0], jnp.int32), max_depth)
+    ``max_depth`` steps of descent from the root (``categories``: :func:`goes_right`)."""
+    return descend(tree, codes, jnp.zeros(codes.shape[0], jnp.int32), max_depth, categories)
 
 
 def fold_up(x, max_depth: int, combine):
@@ -243,7 +244,7 @@ def in_subtree(slot, node):
     return (ds >= dn) & (jnp.right_shift(slot + 1, jnp.maximum(ds - dn, 0)) == node + 1)
 
 
-def reroute(tree: Tree, codes, leaf, node, max_depth: int):
+def reroute(tree: Tree, codes, leaf, node, max_depth: int, categories=None):
     """Leaf slots after a change of ``tree`` below ``node``, from the slots ``leaf`` before it.
 
     Only rows whose old leaf lies in the subtree of ``node`` move: they restart at ``node`` and
@@ -257,7 +258,7 @@ def reroute(tree: Tree, codes, leaf, node, max_depth: int):
     below = tree.is_used() & in_subtree(slots, node)
     levels = jnp.max(jnp.where(below, depth_of(slots), dn)) - dn
     start = jnp.where(in_subtree(leaf, node), node, leaf).astype(jnp.int32)
-    return descend(tree, codes, start, jnp.minimum(levels, max_depth))
+    return descend(tree, codes, start, jnp.minimum(levels, max_depth), categories)
 
 
 def collapse(tree: HeapTree, count, min_rows) -> HeapTree:

@@ -177,6 +177,8 @@ class MCMCData(NamedTuple):
         that differ only in the prior's values share one compilation (default None: the config's)
     code_lo, code_hi : int32 (d,), optional  the root's interval of every feature, for
         ``MCMCConfig.rules == "intervals"``
+    categories : int32 (d,), optional  the unordered features' root category masks (0 for an ordered
+        one: :mod:`bayestrees.inference.intervals`), split by subsets; ``rules == "intervals"`` only
     """
 
     codes: jax.Array
@@ -187,6 +189,7 @@ class MCMCData(NamedTuple):
     prior: Any = None
     code_lo: Any = None
     code_hi: Any = None
+    categories: Any = None
 
 
 class Eval(NamedTuple):
@@ -258,15 +261,19 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
     only the rows of that subtree are routed again (:func:`reroute`).
     """
     S = cfg.capacity
+    cats = data.categories
+    if cats is not None and cfg.rules != "intervals":
+        raise ValueError("features split by subsets of their categories take the ancestor-interval rule prior "
+                         "(rules='intervals') only")
     if leaf is None:
-        leaf = heap.route(tree, data.codes, cfg.max_depth)
+        leaf = heap.route(tree, data.codes, cfg.max_depth, cats)
     else:
-        leaf = heap.reroute(tree, data.codes, leaf, node, cfg.max_depth)
+        leaf = heap.reroute(tree, data.codes, leaf, node, cfg.max_depth, cats)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
     if cfg.rules == "intervals":
         lo, hi = intervals.interval_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, data.code_lo, data.code_hi,
-                                    cfg.max_depth)
+                                    cfg.max_depth, cats)
         cnt = heap.node_counts(leaf, jnp.where(data.weight > 0, data.weight, 0.0), S)
     else:
         lo, hi, cnt = heap.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
@@ -285,8 +292,9 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
         nvar, nthr = heap.rule_counts(lo, hi)
         f = jnp.maximum(tree.feature, 0)
         nthr_f = jnp.take_along_axis(nthr, f[:, None], -1)[:, 0]
-        log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - jnp.log(
-            jnp.maximum(nthr_f, 1).astype(stats.dtype))
+        log_n = (jnp.log(jnp.maximum(nthr_f, 1).astype(stats.dtype)) if cats is None else
+                 intervals.log_rule_count(nthr_f, cats[f] != 0, stats.dtype))   # 2^|A| - 2 subsets
+        log_rule = -jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) - log_n
         if data.var_weight is not None:  # xi-weighted variable choice: log xi_j - log sum_valid xi
             log_rule = log_rule + jnp.log(jnp.maximum(nvar, 1).astype(stats.dtype)) + log_var_prob(
                 nthr, f, data.var_weight).astype(stats.dtype)

@@ -50,7 +50,7 @@ an update is ``max_depth`` stages of ``particles`` particles, tens of local move
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dataclasses import dataclass
 from functools import partial
@@ -60,7 +60,7 @@ import jax.numpy as jnp
 
 from .. import random_bits
 from ..batching import scatter_add
-from . import heap
+from . import heap, intervals, proposals
 from .heap import HeapTree
 from .moves import (MCMCConfig, MCMCData, MoveStep, State, evaluate, growable, log_var_prob, report_cold_chain,
                     tempered_log_lik, whole_step_info)
@@ -89,12 +89,16 @@ def _gamma(tree: HeapTree, ev, beta, t, prior, cfg: MCMCConfig):
 
 class _Proposal(NamedTuple):
     """The proposal at the frontier of one particle, slots ``start + f`` for ``f < F``: ``log q`` of
-    stopping, of splitting, and of each rule given a split (``(F, d, B)``, ``-inf`` where not valid)."""
+    stopping, of splitting, and of each rule given a split (``(F, d, B)``, ``-inf`` where not valid).
+    With features split by subsets, ``log_rule[f, j, 0]`` is variable ``j``'s whole share and
+    ``log_subset`` ``(F, d)`` the log probability of one subset given it (``-|A| log 2``: fair bits);
+    a draw of every category or none stops the node, and ``log_stop`` counts it."""
 
     start: jax.Array
     log_stop: jax.Array
     log_split: jax.Array
     log_rule: jax.Array
+    log_subset: Any = None
 
 
 def _leaf_score(tree: HeapTree, ev, cfg: MCMCConfig):
@@ -155,6 +159,11 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     probability ``e^r / Z_s``: the locally optimal proposal when the marginal likelihood is a
     product over leaves.  It depends on the data and on the particle, never on the chain's current
     tree, as conditional SMC requires.  Without a likelihood it is the prior.
+
+    A feature split by subsets of its categories (``data.categories``) is proposed from its prior: its
+    share ``rho_s(j)`` (no gain), then ``|A|`` fair bits, one per category of the node, as BART's moves
+    draw them (:mod:`bayestrees.inference.proposals`); a draw of every category or none stops the
+    node.  The weights carry the exact ``log q`` (:func:`_log_q`), so the update stays exact.
     """
     d, B = cfg.n_features, cfg.n_codes
     n = data.codes.shape[0]
@@ -187,6 +196,11 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
         log_var = log_var_prob(nthr[:, None, :], jnp.arange(d)[None, :], data.var_weight).astype(dt)   # (F, d)
     log_rho = log_var - jnp.log(jnp.maximum(nthr, 1).astype(dt))
     r = jnp.where(valid, log_rho[:, :, None] + jnp.asarray(beta, dt) * gain.astype(dt), -jnp.inf)
+    cats = data.categories
+    if cats is not None:   # a subset feature: its whole prior share in cell 0, the subset by fair bits
+        cat = cats != 0
+        share = jnp.where(nthr > 0, log_var, -jnp.inf)                                # (F, d)
+        r = jnp.where(cat[None, :, None], jnp.where(codes[None, None, :] == 0, share[:, :, None], -jnp.inf), r)
     log_z = jax.nn.logsumexp(r.reshape(F, -1), -1)
     lps, lpst = _split_probs(prior, depth, dt)
     leaf = jax.lax.dynamic_slice_in_dim(tree.is_leaf(), start, F)
@@ -194,11 +208,21 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     norm = jnp.logaddexp(lps + log_z, lpst)
     log_split = jnp.where(can, lps + log_z - norm, -jnp.inf)
     log_stop = jnp.where(can, lpst - norm, 0.0)
-    return _Proposal(start, log_stop, log_split, r - jnp.where(can, log_z, 0.0)[:, None, None])
+    log_rule = r - jnp.where(can, log_z, 0.0)[:, None, None]
+    if cats is None:
+        return _Proposal(start, log_stop, log_split, log_rule)
+    n_cat = (nthr + 1).astype(dt)                                                      # |A| at the node
+    log_subset = jnp.where(cat[None, :], -n_cat * jnp.log(2.0).astype(dt), 0.0)
+    # every category or none: 2 of the 2^|A| draws, which stop the node
+    extra = jax.nn.logsumexp(jnp.where(cat[None, :], log_rule[:, :, 0] + jnp.log(2.0).astype(dt) + log_subset,
+                                       -jnp.inf), -1)
+    log_stop = jnp.where(can, jnp.logaddexp(log_stop, log_split + extra), log_stop)
+    return _Proposal(start, log_stop, log_split, log_rule, log_subset)
 
 
-def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig):
-    """Decide every frontier leaf of ``tree`` by ``prop``: ``u`` holds 2 uniforms per frontier slot."""
+def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig, categories=None, u_cat=None):
+    """Decide every frontier leaf of ``tree`` by ``prop``: ``u`` holds 2 uniforms per frontier slot
+    (and ``u_cat`` one more, the fair bits of a subset, given ``categories``)."""
     S, d, B = cfg.capacity, cfg.n_features, cfg.n_codes
     F = prop.log_split.shape[0]
     split = jnp.log(u[:, 0]).astype(prop.log_split.dtype) < prop.log_split
@@ -207,9 +231,20 @@ def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig):
     cdf = jnp.cumsum(w, -1)
     pick = jnp.minimum(jnp.sum(cdf < u[:, 1:2].astype(cdf.dtype) * cdf[:, -1:], -1), d * B - 1).astype(jnp.int32)
     split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
+    var, thr = pick // B, pick % B
+    if categories is not None:   # a subset feature: fair bits over the node's categories, all or none stops
+        slots = prop.start + jnp.arange(F, dtype=jnp.int32)
+        masks = intervals.category_ranges(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, categories,
+                                          cfg.max_depth)[slots]                           # (F, d)
+        A = jnp.take_along_axis(masks, var[:, None], -1)[:, 0]
+        n_a = intervals.popcount(A)
+        bits = jnp.minimum(jnp.floor(u_cat * jnp.exp2(n_a.astype(jnp.float32))).astype(jnp.int32), (1 << n_a) - 1)
+        by_subset = categories[var] != 0
+        split = split & (~by_subset | ((bits != 0) & (bits != (1 << n_a) - 1)))
+        thr = jnp.where(by_subset, jax.vmap(proposals.deposit_bits)(bits, A), thr)
     put = lambda full, part: jax.lax.dynamic_update_slice_in_dim(full, part.astype(full.dtype), prop.start, 0)
     split_s = put(jnp.zeros(S, bool), split)
-    return heap.grow_leaves(tree, split_s, put(tree.feature, pick // B), put(tree.threshold, pick % B))
+    return heap.grow_leaves(tree, split_s, put(tree.feature, var), put(tree.threshold, thr))
 
 
 def _log_q(prop: _Proposal, new: HeapTree, cfg: MCMCConfig):
@@ -217,7 +252,14 @@ def _log_q(prop: _Proposal, new: HeapTree, cfg: MCMCConfig):
     B, F = cfg.n_codes, prop.log_split.shape[0]
     cut = lambda a: jax.lax.dynamic_slice_in_dim(a, prop.start, F)
     split = (cut(new.feature) >= 0) & jnp.isfinite(prop.log_split)
-    rule = prop.log_rule[jnp.arange(F), jnp.maximum(cut(new.feature), 0), jnp.clip(cut(new.threshold), 0, B - 1)]
+    j = jnp.maximum(cut(new.feature), 0)
+    code = jnp.clip(cut(new.threshold), 0, B - 1)
+    if prop.log_subset is not None:   # a subset rule: its variable's cell 0, then the subset's fair bits
+        by_subset = prop.log_subset[jnp.arange(F), j] < 0
+        code = jnp.where(by_subset, 0, code)
+        rule = prop.log_rule[jnp.arange(F), j, code] + prop.log_subset[jnp.arange(F), j]
+    else:
+        rule = prop.log_rule[jnp.arange(F), j, code]
     return jnp.sum(jnp.where(split, prop.log_split + rule, prop.log_stop))
 
 
@@ -251,7 +293,11 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
         props = jax.vmap(_proposal, in_axes=(0, 0, None, None, None, None, None, None))(
             trees, evs, t, beta, data, prior, cfg, F)
         ux = u[(N - 1) * N:].reshape(N, F_max, 2)[:, :F]
-        new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
+        if data.categories is None:
+            new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
+        else:   # the subsets' fair bits from uniforms of their own (the other draws as without subsets)
+            uc = random_bits.uniform(random_bits.fold_in(key, D + 2 + t), (N, F_max))[:, :F]
+            new = jax.vmap(_extend, in_axes=(0, 0, 0, None, None, 0))(trees, props, ux, cfg, data.categories, uc)
         new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, heap.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
         new_evs = ev_all(new, data, cfg)

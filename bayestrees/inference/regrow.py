@@ -55,7 +55,7 @@ def regrow_config(prior, leaf_model, max_depth: int, n_features: int, min_leaf_r
 
 
 def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, prior,
-                cfg: MCMCConfig, var_weight=None) -> Regrown:
+                cfg: MCMCConfig, var_weight=None, categories=None) -> Regrown:
     """One conditional SMC update of one compact tree given its rows' statistics.
 
     Parameters
@@ -72,6 +72,8 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     var_weight : float (d,), optional  split-variable weights ``xi`` of the rule prior (the variable
         with probability ``xi_j / sum_valid xi``: the sparse prior's, or the missing values' column
         weights); None: uniform among the valid variables
+    categories : int32 (d,), optional  the root category masks of the features split by subsets
+        (0 for an ordered one); None: every feature ordered
 
     Returns
     -------
@@ -79,7 +81,7 @@ def regrow_tree(key, feature, threshold, stats, rows, codes, code_lo, code_hi, p
     """
     dt = stats.dtype
     data = MCMCData(codes=codes, y=stats[:, 1], row_stats=stats, weight=rows.astype(dt), prior=prior, code_lo=code_lo,
-                    code_hi=code_hi, var_weight=var_weight)
+                    code_hi=code_hi, var_weight=var_weight, categories=categories)
     tree = heap.HeapTree(feature=feature, threshold=threshold)
     new, changed = pgibbs(key, State(tree=tree, ev=evaluate(tree, data, cfg), beta=jnp.ones((), dt)), data, cfg)
     return Regrown(new.tree.feature.astype(jnp.int32), new.tree.threshold.astype(jnp.int32), new.ev.leaf.astype(jnp.int32),

@@ -479,9 +479,6 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
         codes = rules.code(data.codes)
     categories = None
     if subsets.any():
-        if config.particles:
-            raise ValueError("the particle Gibbs regrowth (particles > 0) does not take features split by subsets of "
-                             "their categories yet; fit with particles=0, or declare no categorical feature")
         source = np.arange(data.d) if rules is None else rules.source
         categories = root_categories(codes, subsets[source])
     w = check_weights(weights, data.n)

@@ -849,7 +849,7 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
         f, t, v, leaf8, k, zv = xs
         r = R + take(v, leaf8.astype(jnp.int32))
         new = regrow.regrow_tree(k, f, t, leaves.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi, prior,
-                                 rcfg, xi)
+                                 rcfg, xi, data.categories)
         is_leaf = heap.leaf_slots(new.feature)
         wsum, rsum = leaves.regrown_sums(new.stats)
         value = leaves.draw(is_leaf, wsum, rsum, zv).astype(dt)

@@ -686,12 +686,7 @@ class TreeMoves(MCMCKernel):
         m = fn.dist.spec.m
         k = self.data_devices
         one_tree = m == 1 and k == 1 and fn.cfg.max_depth >= 1   # (a tree that cannot split has nothing to regrow)
-        subsets = fn.dist.categories is not None
-        if subsets and self.particles not in ("auto", 0):
-            raise ValueError(f"particles={self.particles!r}: the particle Gibbs regrowth does not take features split by "
-                             f"subsets of their categories, and {fn.site!r} has categorical features "
-                             f"{list(fn.dist.spec.categorical)}; use particles=0 or 'auto'")
-        particles = (REGROW_PARTICLES if one_tree and not subsets else 0) if self.particles == "auto" else int(self.particles)
+        particles = (REGROW_PARTICLES if one_tree else 0) if self.particles == "auto" else int(self.particles)
         cfg = fn.cfg
         if k > 1:
             if conj != "normal":
@@ -972,7 +967,7 @@ class TreeMoves(MCMCKernel):
             view = model.on_rows(beta, jnp.ones((), dt))
             r = jnp.where(curved, u - f_rest + alpha / jnp.where(curved, beta, 1.0), 0.0)   # the tree's pseudo-response
             new = regrow.regrow_tree(k, ft, tt, view.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi,
-                                     prior, rcfg, xi)
+                                     prior, rcfg, xi, data.categories)
             is_leaf = heap.leaf_slots(new.feature)
             value = view.draw(is_leaf, *view.regrown_sums(new.stats), zv).astype(dt)
             f1 = f_rest + take(value, new.leaf)

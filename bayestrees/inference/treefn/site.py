@@ -694,7 +694,6 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         Unordered categorical columns of ``X``, holding category codes ``0 .. 22`` (NaN for a missing
         value): they split by subsets of their categories (the module docstring, "Unordered
         categorical features"; at most 23 categories a feature, a missing value counting as one).
-        Functions of one tree then take the local moves without the particle Gibbs regrowth.
 
     Returns
     -------

@@ -62,7 +62,8 @@ def _stump_exact(codes, y, cat, alpha, sigma2, tau2):
 
 
 @pytest.mark.parametrize("kernel", [{}, {"move_probs": (0.3, 0.3, 0.4, 0.0)},
-                                    {"move_probs": (0.35, 0.35, 0.3, 0.0), "slide": 3}], ids=["grow-prune", "change", "slide"])
+                                    {"move_probs": (0.35, 0.35, 0.3, 0.0), "slide": 3}, {"particles": 4}],
+                         ids=["grow-prune", "change", "slide", "regrowth"])
 def test_one_stump_on_a_categorical_feature_matches_exact_enumeration(kernel):
     """The two categories of high response make the best rule, as a mask or its complement (the
     same partition, leaves swapped, the same posterior).  With change moves the chains go between
@@ -87,7 +88,7 @@ def test_one_stump_on_a_categorical_feature_matches_exact_enumeration(kernel):
     exact = _stump_exact(codes, ys, [True, False], alpha, (SIGMA / res.y_scale) ** 2, res.sigma_mu ** 2)
     f, t = res.feature[..., 0, 0].ravel(), res.threshold[..., 0, 0].ravel().astype(int)
     rule = [None if fi < 0 else (int(fi), int(ti)) for fi, ti in zip(f, t)]
-    if "move_probs" not in kernel or "slide" in kernel:   # a mask and its complement as one partition
+    if not kernel or "slide" in kernel:   # a mask and its complement as one partition
         part = lambda k: k if k is None or k[0] != 0 else (0, min(k[1], 0b1111 & ~k[1]))  # noqa: E731
         merged = Counter()
         for k, p in exact.items():
@@ -149,10 +150,11 @@ def _direct_prior(rng, codes, cat, w, prior, max_depth, size):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("x_missing,move_probs,slide", [(0.3, (0.3, 0.3, 0.4, 0.0), 0), (0.0, (0.5, 0.5, 0.0, 0.0), 0),
-                                                        (0.0, (0.35, 0.35, 0.3, 0.0), 3)],
-                         ids=["weighted-change", "unweighted-grow-prune", "unweighted-slide"])
-def test_without_likelihood_trees_with_categories_keep_the_prior(x_missing, move_probs, slide):
+@pytest.mark.parametrize("x_missing,move_probs,slide,particles", [
+    (0.3, (0.3, 0.3, 0.4, 0.0), 0, 0), (0.0, (0.5, 0.5, 0.0, 0.0), 0, 0), (0.0, (0.35, 0.35, 0.3, 0.0), 3, 0),
+    pytest.param(0.3, (0.5, 0.5, 0.0, 0.0), 0, 4, marks=pytest.mark.full_only)],
+    ids=["weighted-change", "unweighted-grow-prune", "unweighted-slide", "weighted-regrowth"])
+def test_without_likelihood_trees_with_categories_keep_the_prior(x_missing, move_probs, slide, particles):
     """With change moves (a change re-scores the tree: every descendant's mask must stay a proper
     subset of its categories) and grow/prune, with the ordered feature's missing values (two coded
     columns: the weighted rule prior, every proposal re-scored in full) or without (the grown
@@ -178,7 +180,7 @@ def test_without_likelihood_trees_with_categories_keep_the_prior(x_missing, move
                         categorical=[0])
     prior = ChipmanPrior(0.95, 1.0)
     cfg = BARTConfig(m=4, max_depth=3, min_leaf_rows=1, prior=prior, draws=4000, tune=100, thin=2, chains=8,
-                     move_probs=move_probs, slide=slide)
+                     move_probs=move_probs, slide=slide, particles=particles)
     res = fit_bart(jax.random.key(0), data, cfg, weights=np.zeros(n))
     rules = res.missing
     assert list(rules.source) == ([0, 1, 1, 2] if x_missing else [0, 1, 2])
@@ -198,7 +200,7 @@ def test_without_likelihood_trees_with_categories_keep_the_prior(x_missing, move
     share = np.bincount(f[f >= 0], minlength=rules.d) / (f >= 0).sum()
     used = np.sum([u for _, u, _ in direct], 0)
     np.testing.assert_allclose(share, used / used.sum(), atol=0.02)
-    if move_probs[2] == 0:   # grow and prune change the root's rule rarely (the mask-size TV reached 0.036)
+    if move_probs[2] == 0 and not particles:   # grow and prune change the root's rule rarely (the mask-size TV reached 0.036)
         return
     # the categories sent left at the root, by their number
     root_cat = f[:, 0] == 0
@@ -272,8 +274,8 @@ def test_the_estimators_take_categories_and_say_what_they_do_not_take(tmp_path):
     assert bt.BARTRegressor(m=5, draws=5, tune=5, chains=1).fit(numeric, codes % 2).result_.categories is None
     three = bt.BARTClassifier(m=5, draws=20, tune=20, chains=1, random_state=0).fit(X, rng.integers(0, 3, n))
     assert three.predict_proba(X[:5]).shape == (5, 3)
-    with pytest.raises(ValueError, match="particle Gibbs.*categories"):
-        bt.BARTRegressor(m=5, draws=5, tune=5, chains=1, particles=3).fit(X, rng.normal(size=n))
+    regrown = bt.BARTRegressor(m=5, draws=5, tune=5, chains=1, particles=3).fit(X, rng.normal(size=n))
+    assert regrown.result_.categories is not None and np.all(np.isfinite(regrown.predict(X[:5])))
     wide = pd.DataFrame({"g": pd.Categorical(rng.integers(0, 30, n)), "x": rng.uniform(size=n)})
     with pytest.warns(UserWarning, match="more than 23 categories"):
         bt.BARTRegressor(m=5, draws=5, tune=5, chains=1).fit(wide, rng.normal(size=n))
@@ -301,3 +303,50 @@ def test_a_plotted_subset_rule_names_its_categories():
     assert f"g\n{want}" in [t.get_text() for t in ax.texts]
     ax = bt.plots.plot_tree(idata, draw=draw, index=tree)
     assert any(t.get_text().startswith("g\nin codes {") for t in ax.texts)
+
+
+@pytest.mark.parametrize("n_cat", [2, 4])
+def test_the_regrowth_alone_keeps_the_stump_posterior_with_subset_rules(n_cat):
+    """The particle Gibbs regrowth by itself (no local move between its updates), 4 particles, on one tree
+    of depth at most 1 with a categorical feature of ``n_cat`` categories and an ordered one: the
+    posterior of the root's rule against exact enumeration.  Its subset rules are drawn from the prior
+    by fair bits, every category or none stopping the node (half the draws with two categories), so
+    this checks the stop's probability in the weights as well as the subsets' (the noise is large
+    enough that no split, ordered rules and subsets all hold mass).  Key seeds 0-2 at 8 x 10,000
+    updates: TV 0.003-0.006 (two and four categories).  Planted: the stop's probability without the
+    stopped draws, TV 0.076-0.077 with two categories (0.021-0.024 with four); one bit too few in a
+    subset's probability, 0.124-0.132."""
+    from bayestrees.inference import regrow
+    from bayestrees.leaves import KnownVarianceNormalLeaves
+    from bayestrees.priors import traced_params
+
+    g = np.array([0, 1, 2, 3, 0, 1, 2, 3, 0, 2, 1, 3]) % n_cat
+    x = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])
+    y = np.array([1.9, 0.1, 2.2, -0.2, 2.4, 0.3, 1.7, 0.2, 2.0, 2.1, -0.1, 0.4])
+    codes = np.stack([g, x], 1)
+    alpha, sigma2, tau2 = 0.6, 3.0, 1.0
+    exact = _stump_exact(codes, y, [True, False], alpha, sigma2, tau2)
+    prior = ChipmanPrior(alpha, 2.0)
+    cfg = regrow.regrow_config(prior, KnownVarianceNormalLeaves(1.0, tau2), 1, 2, 1, 4, 4)
+    stats = jax.numpy.asarray(np.stack([np.full(12, 1 / sigma2), y / sigma2, np.zeros(12), np.zeros(12)], 1), "float32")
+    cats = jax.numpy.asarray([(1 << n_cat) - 1, 0], "int32")
+    lo, hi = jax.numpy.asarray([0, 0], "int32"), jax.numpy.asarray([n_cat - 1, 2], "int32")
+    c32 = jax.numpy.asarray(codes, "int32")
+    rows = jax.numpy.ones(12, "float32")
+    tp = traced_params(prior, "float32")
+
+    def chain(key):
+        def step(carry, k):
+            f, t = carry
+            new = regrow.regrow_tree(k, f, t, stats, rows, c32, lo, hi, tp, cfg, None, cats)
+            return (new.feature, new.threshold), (new.feature[0], new.threshold[0])
+        start = (jax.numpy.full(3, -1, "int32"), jax.numpy.zeros(3, "int32"))
+        return jax.lax.scan(step, start, jax.random.split(key, 10000))[1]
+
+    f, t = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(0), 8))
+    got = Counter(None if fi < 0 else (int(fi), int(ti)) for fi, ti in zip(np.ravel(f), np.ravel(t)))
+    total = sum(got.values())
+    tv = 0.5 * sum(abs(got[k] / total - p) for k, p in exact.items()) + 0.5 * sum(
+        got[k] / total for k in got if k not in exact)
+    assert tv < 0.03, (tv, sorted(((k, round(got[k] / total, 3), round(p, 3)) for k, p in exact.items()),
+                                  key=lambda r: -r[2])[:5])
