@@ -24,7 +24,6 @@ import warnings
 from collections import Counter
 from itertools import product
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,13 +31,14 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 from scipy import stats
-from scipy.special import gammaln, logsumexp
+from scipy.special import logsumexp
 
 import bayestrees as bt
 from bayestrees.convergence import ConvergenceWarning
 from bayestrees.inference.treefn import TreeEnsemble, sample_model, tree_function, tree_summaries_of
 from bayestrees.inference.treefn.site import MISSING_CATEGORY, TreeSpec, evaluate
 from bayestrees.priors import ChipmanPrior
+from tests.inference.treefn.test_treefn_missing import _agreement, _tv, normal_leaves, poisson_leaves
 
 pytestmark = pytest.mark.long_chains
 
@@ -136,11 +136,6 @@ def _exact(trees, log_leaf, leaf_mean, n):
     return out, f
 
 
-def _tv(got: Counter, want: Counter) -> float:
-    n = sum(got.values())
-    return 0.5 * sum(abs(got[k] / n - want[k]) for k in set(got) | set(want))
-
-
 def test_the_site_routes_every_row_by_its_category_mask():
     X, _ = _data()
     d = _site(X, ChipmanPrior(0.95, 0.5), max_depth=3)
@@ -183,41 +178,14 @@ def test_log_prob_is_the_enumerated_prior_and_the_draws_follow_it():
     assert _tv(got, prior) < 0.015, (got, prior)   # 20,000 independent draws: the TV's sd is about 0.003
 
 
-def _mcse(x) -> float:
-    return float(az.mcse(az.convert_to_dataset({"x": np.asarray(x, float)}))["x"])
-
-
-def _agreement(model, X, y, want, f_exact):
-    """Fits at sampler seeds 0 and 1 against the exact posterior: per seed ``(TV of n_leaves, the largest
-    error of the function's posterior mean at a row in Monte Carlo standard errors)``, and the last fit."""
-    out = []
-    for seed in (0, 1):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fit = sample_model(model, X, y, random_seed=seed, log_likelihood=False)
-        got = Counter(np.asarray(fit.idata.posterior["f_n_leaves"]).ravel().tolist())
-        f = np.asarray(fit.idata.posterior["f"])
-        z = max(abs(f[..., i].mean() - f_exact[i]) / _mcse(f[..., i]) for i in range(len(f_exact)))
-        out.append((_tv(got, want), z))
-    return out, fit
-
-
 @pytest.mark.slow
 def test_one_tree_normal_function_with_a_categorical_feature_matches_enumeration(tmp_path):
     """Sigma known, the conjugate path at the defaults (the one-tree local moves and the particle Gibbs
     regrowth, whose subset rules are drawn by fair bits), sampler seeds 0 and 1: TV of ``n_leaves`` <
     0.03, the function's posterior mean at every row within 4.5 Monte Carlo standard errors."""
     X, y = _data()
-    sigma, sd = 0.7, 1.5
-
-    def log_leaf(rows):
-        k = len(rows)
-        return stats.multivariate_normal(np.zeros(k), sigma ** 2 * np.eye(k) + sd ** 2 * np.ones((k, k))).logpdf(y[rows])
-
-    def leaf_mean(rows):
-        return sd ** 2 * y[rows].sum() / (sigma ** 2 + len(rows) * sd ** 2)
-
-    want, f_exact = _exact(_enumerate(_site(X)), log_leaf, leaf_mean, len(y))
+    sigma = 0.7
+    want, f_exact = _exact(_enumerate(_site(X)), *normal_leaves(y, sigma, 1.5), len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q, categorical_features=[0])
@@ -243,19 +211,7 @@ def test_one_tree_poisson_function_with_a_categorical_feature_matches_enumeratio
     rng = np.random.default_rng(7)
     offset = 0.8
     y = rng.poisson(np.exp(offset + np.where(np.isin(X[:, 0], [0.0, 2.0]), 0.6, -0.4))).astype(np.float32)
-    sd = 1.5
-    grid = np.linspace(-8 * sd, 8 * sd, 8001)
-    log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
-
-    def post(rows):
-        yy = y[rows][:, None]
-        return (yy * (offset + grid) - np.exp(offset + grid) - gammaln(yy + 1)).sum(0) + log_g
-
-    def leaf_mean(rows):
-        lp = post(rows)
-        return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
-
-    want, f_exact = _exact(_enumerate(_site(X)), lambda r: logsumexp(post(r)), leaf_mean, len(y))
+    want, f_exact = _exact(_enumerate(_site(X)), *poisson_leaves(y, offset, 1.5), len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q, categorical_features=[0])

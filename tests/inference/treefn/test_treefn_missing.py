@@ -131,16 +131,8 @@ def test_one_tree_normal_function_with_missing_values_matches_enumeration():
     defaults, sampler seeds 0 and 1: TV of ``n_leaves`` < 0.03, the function's posterior mean at every
     row within 4.5 Monte Carlo standard errors."""
     X, y, codes, hi0, log_w = _coded()
-    sigma, sd = 0.7, 1.5
-
-    def log_leaf(rows):
-        k = len(rows)
-        return stats.multivariate_normal(np.zeros(k), sigma ** 2 * np.eye(k) + sd ** 2 * np.ones((k, k))).logpdf(y[rows])
-
-    def leaf_mean(rows):
-        return sd ** 2 * y[rows].sum() / (sigma ** 2 + len(rows) * sd ** 2)
-
-    want, f_exact = _exact(_enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w), log_leaf, leaf_mean, len(y))
+    sigma = 0.7
+    want, f_exact = _exact(_enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w), *normal_leaves(y, sigma, 1.5), len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
@@ -156,15 +148,23 @@ def test_one_tree_normal_function_with_missing_values_matches_enumeration():
     assert fit.idata.posterior["f_split_counts"].shape[-1] == 2
 
 
-@pytest.mark.slow
-def test_one_tree_poisson_function_with_missing_values_matches_enumeration():
-    """The general path (Poisson, log link, Normal leaves): each leaf's marginal and mean by quadrature."""
-    X, _, codes, hi0, log_w = _coded()
-    rng = np.random.default_rng(7)
-    offset = 0.8
-    y = rng.poisson(np.exp(offset + np.where(np.nan_to_num(X[:, 0], nan=1.0) >= 0, 0.6, -0.4))).astype(np.float32)
-    sd = 1.5
-    grid = np.linspace(-8 * sd, 8 * sd, 8001)
+def normal_leaves(y, sigma, sd):
+    """``(log_leaf, leaf_mean)`` of a leaf's rows under ``y ~ N(v, sigma^2)``, ``v ~ N(0, sd^2)``: the log
+    marginal likelihood and the posterior mean of ``v``, in closed form."""
+    def log_leaf(rows):
+        k = len(rows)
+        return stats.multivariate_normal(np.zeros(k), sigma ** 2 * np.eye(k) + sd ** 2 * np.ones((k, k))).logpdf(y[rows])
+
+    def leaf_mean(rows):
+        return sd ** 2 * y[rows].sum() / (sigma ** 2 + len(rows) * sd ** 2)
+
+    return log_leaf, leaf_mean
+
+
+def poisson_leaves(y, offset, sd, points: int = 8001):
+    """``(log_leaf, leaf_mean)`` of a leaf's rows under ``y ~ Poisson(exp(offset + v))``, ``v ~ N(0, sd^2)``:
+    the log marginal likelihood and the posterior mean of ``v``, by quadrature on ``+-8 sd``."""
+    grid = np.linspace(-8 * sd, 8 * sd, points)
     log_g = stats.norm(0, sd).logpdf(grid) + np.log(grid[1] - grid[0])
 
     def post(rows):
@@ -175,8 +175,18 @@ def test_one_tree_poisson_function_with_missing_values_matches_enumeration():
         lp = post(rows)
         return float(np.sum(np.exp(lp - logsumexp(lp)) * grid))
 
+    return (lambda rows: logsumexp(post(rows))), leaf_mean
+
+
+@pytest.mark.slow
+def test_one_tree_poisson_function_with_missing_values_matches_enumeration():
+    """The general path (Poisson, log link, Normal leaves): each leaf's marginal and mean by quadrature."""
+    X, _, codes, hi0, log_w = _coded()
+    rng = np.random.default_rng(7)
+    offset = 0.8
+    y = rng.poisson(np.exp(offset + np.where(np.nan_to_num(X[:, 0], nan=1.0) >= 0, 0.6, -0.4))).astype(np.float32)
     trees = _enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w)
-    want, f_exact = _exact(trees, lambda r: logsumexp(post(r)), leaf_mean, len(y))
+    want, f_exact = _exact(trees, *poisson_leaves(y, offset, 1.5), len(y))
 
     def model(X, y=None):
         f = tree_function("f", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
