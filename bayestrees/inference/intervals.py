@@ -40,7 +40,7 @@ import numpy as np
 
 __all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior",
            "log_tree_prior_weighted", "log_available_weight", "log_rule_count", "popcount", "category_ranges",
-           "node_categories"]
+           "node_categories", "root_categories", "root_code_range"]
 
 _BIG = 1 << 30
 
@@ -82,6 +82,28 @@ def log_rule_count(n, categorical, dtype=jnp.float32):
     nonempty proper subsets of ``n + 1`` categories) for an unordered one."""
     n = jnp.maximum(n, 1).astype(dtype)
     return jnp.where(categorical, jnp.log(2.0) + jnp.log(jnp.exp2(n) - 1.0), jnp.log(n)).astype(dtype)
+
+
+def root_categories(codes, subsets) -> np.ndarray:
+    """int32 (d,): the root's category mask of each column of ``codes`` ((n, d) integer codes) where
+    ``subsets`` ((d,) bool) says it splits by subsets (bit ``c`` for each code ``c`` among the rows),
+    0 for the other columns.  Computed once on the host, when a sampler's data are built."""
+    c = np.asarray(codes).astype(np.int64)
+    out = np.zeros(c.shape[1], np.int64)
+    for j in np.flatnonzero(subsets):
+        out[j] = np.bitwise_or.reduce(np.left_shift(1, np.unique(c[:, j])))
+    return out.astype(np.int32)
+
+
+def root_code_range(lo, hi, categories):
+    """The root's ``(lo, hi)`` int32 (d,) with each feature split by subsets (``categories`` != 0, the
+    masks of :func:`root_categories`) in the ``(0, |A| - 1)`` layout; ``lo``, ``hi`` elsewhere.  On the
+    host (NumPy), for building a sampler's data."""
+    cats = np.asarray(categories, np.int64)
+    count = np.array([bin(int(x)).count("1") for x in cats], np.int64)
+    lo = np.where(cats != 0, 0, lo).astype(np.int32)
+    hi = np.where(cats != 0, np.maximum(count - 1, 0), hi).astype(np.int32)
+    return lo, hi
 
 
 def _and_masks(hit, right, pt, root, axis: int = -2):

@@ -102,7 +102,7 @@ from ...data import TrainingData, check_dtype, missing_code, check_int, check_po
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
-from .. import moves, proposals
+from .. import intervals, moves, proposals
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..missing import missing_rules, split_log_weights
@@ -480,7 +480,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
     categories = None
     if subsets.any():
         source = np.arange(data.d) if rules is None else rules.source
-        categories = root_categories(codes, subsets[source])
+        categories = intervals.root_categories(codes, subsets[source])
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
@@ -609,15 +609,6 @@ def subset_features(data: TrainingData) -> np.ndarray:
                       f"their mean response, not by subsets: {', '.join(wide)}; group rare categories to split by "
                       f"subsets", UserWarning, stacklevel=3)
     return out
-
-
-def root_categories(codes, subsets) -> np.ndarray:
-    """int32 (d,): the mask of the codes of each column of ``codes`` (n, d) where ``subsets``, else 0."""
-    c = np.asarray(codes).astype(np.int64)
-    out = np.zeros(c.shape[1], np.int64)
-    for j in np.flatnonzero(subsets):
-        out[j] = np.bitwise_or.reduce(np.left_shift(1, np.unique(c[:, j])))
-    return out.astype(np.int32)
 
 
 def acceptance_rates(info) -> dict:

@@ -249,9 +249,7 @@ def data_intervals(codes, rows=None, categories=None):
         return z, z
     lo, hi = c.min(0).astype(np.int32), c.max(0).astype(np.int32)
     if categories is not None:
-        cats = np.asarray(categories, np.int64)
-        count = np.array([bin(int(x)).count("1") for x in cats])
-        lo, hi = np.where(cats != 0, 0, lo).astype(np.int32), np.where(cats != 0, count - 1, hi).astype(np.int32)
+        lo, hi = intervals.root_code_range(lo, hi, categories)
     return lo, hi
 
 

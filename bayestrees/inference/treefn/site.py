@@ -431,11 +431,10 @@ class TreeEnsemble(Distribution):
             self.code_hi = n_cuts.astype(np.int32)          # codes 0..n_cuts: cut points 0..n_cuts-1
             self.categories = None
             if cat.any():   # the root's categories; in the (lo, hi) layout (0, |A| - 1)
-                masks = np.zeros(self.cuts.shape[0], np.int64)
-                for j in np.flatnonzero(cat):
-                    masks[j] = np.bitwise_or.reduce(np.left_shift(1, np.unique(self.codes[:, j].astype(np.int64))))
-                    self.code_hi[j] = max(bin(int(masks[j])).count("1") - 1, 0)
-                self.categories = masks.astype(np.int32)
+                subsets = np.zeros(self.cuts.shape[0], bool)
+                subsets[:d] = cat
+                self.categories = intervals.root_categories(self.codes, subsets)
+                self.code_lo, self.code_hi = intervals.root_code_range(self.code_lo, self.code_hi, self.categories)
             self.rows = rows_key(self.X)
         S = 2 ** (spec.max_depth + 1) - 1
         super().__init__(batch_shape=(), event_shape=self._lead + (spec.m, S, 3), validate_args=validate_args)
