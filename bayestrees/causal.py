@@ -111,7 +111,8 @@ def bcf_model(X_mu, X_tau, z, y=None, *, weights=None, y_loc: float = 0.0, y_sca
         The prognostic function's features: the covariates and, by the paper's default, the
         propensity estimate as a last column.
     X_tau : array (n, d_tau)
-        The effect function's features (the covariates).
+        The effect function's features (the covariates).  Both may hold NaN for a missing value: each
+        rule also says where one goes (:func:`bayestrees.bart_function`, "Missing values").
     z : array (n,) of 0 and 1
         The treatment.
     y : array (n,), optional
@@ -218,13 +219,15 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
     these training rows: the standardisation, the noise prior's ``lambda`` (from ``sigma_hat``, in the
     outcome's units, default the residual sd of the least-squares fit of ``y`` on ``X_tau``, ``z``
     and, given ``group`` (codes ``0 .. J - 1``), the groups' indicators; a column of
-    ``categorical_features`` enters it as its categories' indicators), the trees' settings and the
+    ``categorical_features`` enters it as its categories' indicators; a missing value of an ordered
+    column as the column's mean and an indicator, of a categorical one as one more category), the
+    trees' settings and the
     cut tables of the training rows (new rows are split by them).
     ``outcome="probit"``: ``y`` holds 0 and 1, kept as it is, and ``y_loc`` is the offset
     ``Phi^-1(mean y)``."""
     from scipy.special import ndtri
 
-    from .inference.treefn.site import cut_table
+    from .inference.treefn.site import MISSING_CATEGORY, cut_table
 
     y = np.asarray(y, np.float64)
     X_tau = np.asarray(X_tau, np.float64)
@@ -241,8 +244,14 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
     elif sigma_hat is None:
         cat = list(categorical_features or ())
         ordered = np.delete(X_tau, cat, axis=1)
-        dummies = [(X_tau[:, j][:, None] == np.unique(X_tau[:, j])[None, 1:]).astype(np.float64) for j in cat]
-        A = np.column_stack([np.ones(n), ordered, *dummies, np.asarray(z, np.float64)])
+        # a missing value: its column's mean and an indicator (ordered), one more category (categorical)
+        gone = np.isnan(ordered)
+        means = np.array([c[~np.isnan(c)].mean() if (~np.isnan(c)).any() else 0.0 for c in ordered.T])
+        ordered = np.where(gone, means, ordered)
+        flags = gone[:, gone.any(0)].astype(np.float64)
+        coded = [np.where(np.isnan(X_tau[:, j]), float(MISSING_CATEGORY), X_tau[:, j]) for j in cat]
+        dummies = [(c[:, None] == np.unique(c)[None, 1:]).astype(np.float64) for c in coded]
+        A = np.column_stack([np.ones(n), ordered, flags, *dummies, np.asarray(z, np.float64)])
         if group is not None:   # the groups' indicators (the first group the intercept's)
             g = np.asarray(group)
             A = np.column_stack([A, (g[:, None] == np.arange(1, int(g.max()) + 1)[None, :]).astype(np.float64)])

@@ -40,9 +40,9 @@ def _features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
         A = A[:, None]
     if A.ndim != 2 or A.shape[0] == 0:
         raise ValueError(f"{name} must be a 2-d array of rows, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} holds NaN or infinite values (row {int(np.argwhere(~np.isfinite(A))[0][0])}); "
-                         "Bayesian causal forests route finite features only")
+    if np.isinf(A).any():
+        raise ValueError(f"{name} holds infinite values (row {int(np.argwhere(np.isinf(A))[0][0])}); Bayesian "
+                         "causal forests take finite features, and NaN for a missing value")
     if n_features is not None and A.shape[1] != n_features:
         raise ValueError(f"{name} has {A.shape[1]} features, but the model was fitted on {n_features}")
     return A
@@ -232,7 +232,9 @@ class BCFRegressor(EstimatorBase):
         Parameters
         ----------
         X : array-like (n, d)
-            Covariates (finite numbers).
+            Covariates: finite numbers, NaN for a missing value (each rule of both functions and of
+            the propensity model also says where a missing value goes: :func:`bayestrees.bart_function`,
+            "Missing values").
         y : array-like (n,)
             The outcome.
         z : array-like (n,) of 0 and 1

@@ -31,7 +31,7 @@ class BCF(NumPyroModel):
     name : str
         The variable's name.
     X : bt.Data or array (n, d)
-        Covariates (finite numbers).
+        Covariates: finite numbers, NaN for a missing value (routed by the rules of both functions).
     y : array (n,)
         The outcome.
     z : bt.Data or array (n,) of 0 and 1
@@ -90,8 +90,9 @@ class BCF(NumPyroModel):
         zv = np.asarray(data_value(z))
         pv = np.asarray(data_value(pihat), np.float64).reshape(-1)
         n = Xv.shape[0]
-        if Xv.ndim != 2 or not np.all(np.isfinite(Xv)):
-            raise ValueError(f"X must be a 2-d array of finite numbers, got shape {Xv.shape}")
+        if Xv.ndim != 2 or np.isinf(Xv).any():
+            raise ValueError(f"X must be a 2-d array of finite numbers (NaN for a missing value), got shape "
+                             f"{Xv.shape}{' with infinite values' if np.isinf(Xv).any() else ''}")
         categorical = check_categorical(categorical_features, Xv.shape[1], "X")
         check_category_codes(Xv, categorical, "X")
         if zv.shape != (n,) or not np.all(np.isin(zv, (0, 1))) or zv.min() == zv.max():

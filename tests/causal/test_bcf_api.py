@@ -101,8 +101,8 @@ def test_errors_before_sampling():
     with pytest.raises(ValueError, match="one treatment per row"):
         m.fit(X, y, z[:-1], pihat=pi)
     bad = X.copy()
-    bad[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
+    bad[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinite"):
         m.fit(bad, y, z, pihat=pi)
     with pytest.raises(ValueError, match="probabilities"):
         m.fit(X, y, z, pihat=pi + 1)
@@ -314,3 +314,49 @@ def test_a_categorical_covariate_splits_by_subsets():
             bt.BCF("y", X, y, z, pihat=pi, categorical_features=[2])
         v = bt.BCF("y", X, y, z, pihat=pi, categorical_features=[0])
         assert v.settings["categorical_features"] == (0,)
+
+
+def _missing_data(n=240, seed=5):
+    """The effect is 2 where ``x0 > 0`` and 0 elsewhere; ``x0`` is missing for 60% of the rows below
+    -0.5 (missing depending on the value: a missing ``x0`` means no effect, so a rule on ``x0`` must send
+    it left, with the low values) and ``x2`` for 20% of all rows (at random)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    pi = 1 / (1 + np.exp(-0.5 * X[:, 1]))
+    z = rng.binomial(1, pi)
+    tau = np.where(X[:, 0] > 0, 2.0, 0.0)
+    y = X[:, 1] + tau * z + 0.5 * rng.normal(size=n)
+    gone = (X[:, 0] < -0.5) & (rng.uniform(size=n) < 0.6)
+    Xm = X.copy()
+    Xm[gone, 0] = np.nan
+    Xm[rng.uniform(size=n) < 0.2, 2] = np.nan
+    return Xm, y, z, tau, pi, gone
+
+
+def test_missing_covariates_are_routed_by_the_rules():
+    """NaN in ``X``: both functions route a missing value by their rules (the rows whose ``x0`` is
+    missing, all of them without effect, are sent with the low values), the effect at new rows with NaN is the
+    fit's at the same training rows, the model-context variable samples and predicts at new rows
+    without NaN where the training rows had some, and infinite values are refused."""
+    Xm, y, z, tau, pi, gone = _missing_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = bt.BCFRegressor(**SMALL).fit(Xm, y, z, pihat=pi)
+    high = ~gone & (np.nan_to_num(Xm[:, 0], nan=-1.0) > 0)
+    assert m.cate_[gone].mean() < 0.6 and m.cate_[high].mean() > 1.4, (m.cate_[gone].mean(), m.cate_[high].mean())
+    assert float(m.idata_.posterior["tau_tilde_split_counts"][..., 0].mean()) > 0.5
+    np.testing.assert_allclose(m.effect_draws(Xm[:20]), np.asarray(m.idata_.posterior["tau"]).reshape(400, -1)[:, :20],
+                               rtol=1e-4, atol=1e-4)
+    assert np.isnan(Xm[:20]).any()
+    with bt.Model():
+        Xd, zd, pd_ = bt.Data("X", Xm[:80]), bt.Data("z", z[:80]), bt.Data("p", pi[:80])
+        bt.BCF("y", Xd, y[:80], zd, pihat=pd_, m_mu=5, m_tau=3)
+        idata = bt.sample(draws=20, tune=20, chains=1, random_seed=0)
+        rows = np.flatnonzero(~np.isnan(Xm[:80]).any(1))[:7]      # new rows without a missing value
+        bt.set_data({"X": Xm[rows], "z": z[rows], "p": pi[rows]})
+        pred = bt.sample_posterior_predictive(idata, predictions=True)
+        np.testing.assert_allclose(pred.predictions["tau"].values, idata.posterior["tau"].values[..., rows], atol=1e-4)
+        bad = Xm[:80].copy()
+        bad[0, 1] = -np.inf
+        with pytest.raises(ValueError, match="infinite"):
+            bt.BCF("y", bad, y[:80], z[:80], pihat=pi[:80])

@@ -22,6 +22,7 @@ from scipy.special import logsumexp
 from bayestrees.convergence import ConvergenceWarning
 from bayestrees.inference.treefn import sample_model, tree_function
 from tests.inference.treefn.test_treefn_exact import MAX_DEPTH, Q, _enumerate, _mcse, _one_tree_data, _tv
+from tests.inference.treefn.test_treefn_missing import _coded
 
 pytestmark = pytest.mark.long_chains
 
@@ -35,11 +36,13 @@ def _indicator(leaves, n):
     return A
 
 
-def _exact_pairs(codes, y, b):
+def _exact_pairs(codes, y, b, trees=None):
     """The exact joint posterior of ``(n_leaves of mu, n_leaves of tau)`` and the posterior mean of
-    ``tau`` at every row (module docstring)."""
+    ``tau`` at every row (module docstring), over ``trees`` (default: every tree on ``codes`` under
+    tree_function's prior)."""
     n = len(y)
-    trees = _enumerate(codes, alpha=0.95, beta=2.0)          # tree_function's prior
+    if trees is None:
+        trees = _enumerate(codes, alpha=0.95, beta=2.0)
     ind = [_indicator(lv, n) for _, lv in trees]
     K = [SD ** 2 * S_MU ** 2 * A @ A.T for A in ind]
     L = [SD ** 2 * (b[:, None] * B) @ (b[:, None] * B).T for B in ind]
@@ -83,8 +86,27 @@ def test_effect_tree_matches_enumeration(b0, b1, data_seed=0):
     over sampler seeds 0-3, and 0.017 for seed 1 at 20,000 draws, against 0.036 at 4,000; the
     marginals gave 0.002-0.020 and the rows' means 0.8-1.7 standard errors.)"""
     X, codes, z, y = _bcf_data(data_seed)
-    b = np.where(z > 0, b1, b0)
-    want, tau_exact = _exact_pairs(codes, y.astype(np.float64), b)
+    _check_both_trees(X, z, y, b0, b1, *_exact_pairs(codes, y.astype(np.float64), np.where(z > 0, b1, b0)))
+
+
+def test_effect_tree_with_missing_covariates_matches_enumeration():
+    """The same with missing entries in one covariate (3 of 9 rows): each function's rules also say
+    where a missing value goes, the enumeration runs on the coded columns (a feature's two columns at
+    half its weight: ``tests/inference/treefn/test_treefn_missing.py``); the paper's coding."""
+    X, _, codes, hi0, log_w = _coded()
+    rng = np.random.default_rng(7)
+    z = np.array([0, 1, 1, 0, 1, 0, 0, 1, 1], np.int32)
+    mu = np.where(codes[:, 0] >= 2, 1.0, -1.0)                       # a missing value reads above every level
+    tau = np.where(codes[:, 1] >= 2, 1.5, 0.0)
+    y = (mu + tau * z + SIGMA * rng.normal(size=len(X))).astype(np.float32)
+    b0, b1 = -0.3, 1.2
+    trees = _enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w)
+    _check_both_trees(X, z, y, b0, b1, *_exact_pairs(codes, y.astype(np.float64), np.where(z > 0, b1, b0), trees))
+
+
+def _check_both_trees(X, z, y, b0, b1, want, tau_exact):
+    """Fits at sampler seeds 0 and 1 against the exact posterior (the tolerances of
+    :func:`test_effect_tree_matches_enumeration`)."""
 
     def model(X, z, y=None):
         mu = tree_function("mu", X, max_depth=MAX_DEPTH, min_leaf_rows=Q)
