@@ -221,8 +221,7 @@ def bcf_settings(X_mu, X_tau, y, z, weights=None, *, nu: float = 3.0, q: float =
     and, given ``group`` (codes ``0 .. J - 1``), the groups' indicators; a column of
     ``categorical_features`` enters it as its categories' indicators; a missing value of an ordered
     column as the column's mean and an indicator, of a categorical one as one more category), the
-    trees' settings and the
-    cut tables of the training rows (new rows are split by them).
+    trees' settings and the cut tables of the training rows (new rows are split by them).
     ``outcome="probit"``: ``y`` holds 0 and 1, kept as it is, and ``y_loc`` is the offset
     ``Phi^-1(mean y)``."""
     from scipy.special import ndtri
