@@ -570,12 +570,16 @@ def _heap_trees(codes, lo, hi, max_depth, alpha, beta, q, log_leaf):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", [{}, pytest.param({"particles": 4, "local_moves": 2}, marks=pytest.mark.full_only)],
-                         ids=["moves", "moves+regrowth"])
+@pytest.mark.parametrize("kernel", [{}, {"move_probs": (0.5, 0.5, 0.0, 0.0)},
+                                    {"move_probs": (0.3, 0.3, 0.4, 0.0), "slide": 2},
+                                    pytest.param({"particles": 4, "local_moves": 2}, marks=pytest.mark.full_only)],
+                         ids=["moves", "grow-prune", "slides", "moves+regrowth"])
 def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     """One tree of depth <= 2 (``sigma`` fixed): 30,000 states drawn from the exact posterior (the tree
     by enumeration of every heap tree, its leaf values from their Normal conditional), each moved
-    by four steps of its own chain with all four move types (and then with two move phases and a
+    by four steps of its own chain with all four move types (then with grow/prune alone and with
+    grow/prune/slide, BART's default kernels, whose Normal visit draws the leaves by its own
+    operations, :func:`bayestrees.inference.bart.kernel._terms`; and with two move phases and a
     particle Gibbs regrowth a step); the trees must still be draws from the posterior (a
     chi-squared test) and the leaf values given the tree must keep their conditional mean.  At
     depth 2 a grow's proposal ratio holds the number of prunable nodes of the new tree (1 or 2),
@@ -603,8 +607,9 @@ def test_one_deeper_tree_from_the_exact_posterior_stays_at_it(kernel):
     post = np.exp(lp - lp.max())
     post /= post.sum()
     prior = ChipmanPrior(alpha, beta)
-    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=D, m=1, move_probs=(0.25, 0.25, 0.4, 0.1),
-                          sample_sigma=False, n_codes=4 if kernel else 0, **kernel)
+    kcfg = K.KernelConfig(prior=canonical(prior), tau2=tau2, max_depth=D, m=1,
+                          sample_sigma=False, n_codes=4 if kernel.get("particles") else 0,
+                          **{"move_probs": (0.25, 0.25, 0.4, 0.1), **kernel})
     data = K.BARTData(jnp.asarray(codes.T, jnp.int32), jnp.asarray(y), jnp.ones(n), jnp.ones(n), jnp.float32(3.0),
                       jnp.float32(0.1), jnp.float32(s2), jnp.float32(0.0), traced_params(prior, jnp.float32),
                       jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32))
