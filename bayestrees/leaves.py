@@ -783,8 +783,13 @@ class NormalRows(NamedTuple):
     def noise(key, m: int, S: int, dtype):
         return random_bits.normal(key, (m, S), dtype)
 
+    def variance(self, wsum):
+        """Each leaf value's conditional variance ``1 / (P + 1 / tau2)`` (``P = wsum / sigma^2``): of
+        :meth:`draw`, and of the Normal visit's stored leaf terms (``bart.kernel._terms``)."""
+        return 1.0 / (wsum * self.inv_s2 + 1.0 / self._tau2(wsum.dtype))
+
     def draw(self, is_leaf, wsum, rsum, noise):
-        var = 1.0 / (wsum * self.inv_s2 + 1.0 / self._tau2(wsum.dtype))
+        var = self.variance(wsum)
         return jnp.where(is_leaf, var * rsum * self.inv_s2 + jnp.sqrt(var) * noise, 0.0)
 
     def regrow_rows(self, r):

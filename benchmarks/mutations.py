@@ -83,24 +83,18 @@ BET_TREES = ("tests/inference/bet/test_bet_exact.py::test_one_component_trees_xi
 
 MUTATIONS = [
     Mutation(
-        name="leaf-draw-rows",
-        where="Normal leaf draw of a sum's visit (NormalRows.draw): BART with change/swap moves, the particle "
-              "Gibbs regrowth, the tree functions' conjugate path with change/swap and the general path's regrowth",
+        name="leaf-draw",
+        where="Normal leaf draw of a sum's visits (leaves.NormalRows.variance): BART's grow/prune/slide visit "
+              "(its stored terms, bart/kernel._terms) and its every-move visit, the particle Gibbs regrowth, "
+              "the tree functions' conjugate path and the general path's regrowth",
         path="bayestrees/leaves.py",
-        old="var = 1.0 / (wsum * self.inv_s2 + 1.0 / self._tau2(wsum.dtype))",
-        new="var = 1.0 / (wsum * self.inv_s2 + 0.5 / self._tau2(wsum.dtype))",
-        tests=DEEPER, error="leaf draw with twice the leaf-prior variance (`1 / tau2` -> `0.5 / tau2`)"),
-    Mutation(
-        name="leaf-draw-local",
-        where="Normal leaf draw of BART's grow/prune/slide visit (bart/kernel.py `_terms`, for `_visit_local`): "
-              "BART's default kernel and the sums of tree functions (slides)",
-        path="bayestrees/inference/bart/kernel.py",
-        old="var = 1.0 / (wsum * vs.inv_s2 + 1.0 / vs.tau2)",
-        new="var = 1.0 / (wsum * vs.inv_s2 + 0.5 / vs.tau2)",
-        # the deeper tree's grow/prune and slide kernels take this visit (the four-move kernel takes `_visit`)
-        tests=(_BART + "test_one_deeper_tree_from_the_exact_posterior_stays_at_it[grow-prune]",
+        old="return 1.0 / (wsum * self.inv_s2 + 1.0 / self._tau2(wsum.dtype))",
+        new="return 1.0 / (wsum * self.inv_s2 + 0.5 / self._tau2(wsum.dtype))",
+        # the four-move kernel takes the every-move visit, grow/prune and slides the stored terms
+        tests=(_BART + "test_one_deeper_tree_from_the_exact_posterior_stays_at_it[moves]",
+               _BART + "test_one_deeper_tree_from_the_exact_posterior_stays_at_it[grow-prune]",
                _BART + "test_one_deeper_tree_from_the_exact_posterior_stays_at_it[slides]"),
-        error="the second copy of the leaf draw, twice the leaf-prior variance"),
+        error="leaf draw with twice the leaf-prior variance (`1 / tau2` -> `0.5 / tau2`)"),
     Mutation(
         name="grow-ratio-nog",
         where="shared grow/prune proposal ratio (proposals.propose): BART, tree functions",

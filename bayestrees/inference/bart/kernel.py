@@ -616,7 +616,7 @@ def _terms(vs: _Visit, wsum, zv, s):
     the other leaves are the same in T and T'), and per leaf slot the leaf's posterior
     variance and its noise (the operations of the leaf draw, in its order)."""
     P = wsum[jnp.stack([s, 2 * s + 1, 2 * s + 2])] * vs.inv_s2
-    var = 1.0 / (wsum * vs.inv_s2 + 1.0 / vs.tau2)
+    var = vs.leaves.variance(wsum)
     return -0.5 * jnp.log1p(vs.tau2 * P), P + 1.0 / vs.tau2, var, jnp.sqrt(var) * zv
 
 
