@@ -60,7 +60,7 @@ import math
 
 import functools
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -68,7 +68,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from . import random_bits
-from .batching import scatter_add
+from .batching import cell_sums, scatter_add
 from .data import check_alpha
 
 __all__ = [
@@ -882,6 +882,97 @@ class GammaPoissonRows(NamedTuple):
         return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.model.d + rsum), 0.0)
 
 
+#: damped Newton steps of :meth:`LaplaceRows.expansion_point` (the general path's regrowth)
+LAPLACE_NEWTON = 6
+
+
+class LaplaceRows(NamedTuple):
+    """Any likelihood on the rows of a visit of a sum's trees, where the leaf values have no closed
+    marginal (the tree functions' general path): the model's log density ``L(f)`` in the function's
+    values ``f`` at the rows (every other site held), leaf values ``N(0, tau2)`` (``leaf_prior="normal"``)
+    or log-gamma of sd ``leaf_sd``.
+
+    Where :class:`NormalRows` gives a log marginal and a conjugate draw, this gives a proposal and the
+    exact density: a visit (:func:`bayestrees.inference.bart.kernel.move_trees`) moves the tree and
+    its leaf values jointly, the new leaves' values from :meth:`proposal` (one Newton step of ``L``
+    from the current values under the leaf prior) and the move corrected by Metropolis-Hastings with
+    ``L`` evaluated exactly; the regrowth (:func:`~bayestrees.inference.bart.kernel.regrow_trees`)
+    proposes from the Normal rows of a Gaussian expansion of ``L`` about :meth:`expansion_point` and
+    corrects the same way.  The derivations: :mod:`bayestrees.inference.treefn.kernel`, "General path"
+    and "Regrowth on the general path".
+    """
+
+    L: Any                     # f (n,) -> the model's log density at the function's values f
+    tau2: float                # leaf_sd^2 (the kernel's setting)
+    leaf_prior: str            # "normal" or "loggamma"
+    leaf_sd: float
+    refresh_keys: tuple = ()   # (acceptance key, draw key) of each leaf refresh after the moves (T' = T)
+
+    joint = True               # a visit moves the tree and its leaf values together
+
+    def vgh(self, f):
+        """``L(f)``, its gradient and ``H(f) 1`` in one forward-over-reverse pass."""
+        (val, grad), (_, h1) = jax.jvp(jax.value_and_grad(self.L), (f,), (jnp.ones_like(f),))
+        return val, grad, h1
+
+    @property
+    def model(self) -> "KnownVarianceNormalLeaves":
+        """The per-slot model of the regrowth's Gaussian rows (their precision carried by the rows)."""
+        return KnownVarianceNormalLeaves(1.0, float(self.tau2))
+
+    @staticmethod
+    def noise(key, m: int, S: int, dtype):
+        return random_bits.normal(key, (m, S), dtype)
+
+    @staticmethod
+    def log_normal(x, mean, P):
+        """``log N(x; mean, 1 / P)``."""
+        return -0.5 * P * (x - mean) ** 2 + 0.5 * jnp.log(P / (2 * jnp.pi))
+
+    def log_prior(self, x):
+        """The leaf prior's log density at ``x`` (elementwise)."""
+        if self.leaf_prior == "normal":
+            tau2 = jnp.asarray(self.tau2, x.dtype)
+            return -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)
+        return loggamma_log_density(x, self.leaf_sd)
+
+    def proposal(self, leaf, is_leaf, a, b, g, g_bar, S: int):
+        """Per leaf slot of the tree whose rows' leaves are ``leaf``, the mean and precision of the
+        Gaussian proposal of its value: the Newton step from the leaf's mean current value ``g_bar``
+        (``a``, ``b``: ``L``'s gradient and curvature ``max(-H 1, 0)`` at the rows, ``g``: the rows' current
+        leaf values), at most 2 ``leaf_sd`` (a deterministic function of the same inputs in both
+        directions, so the ratio stays exact: a full step from far above the mode of a log-scale
+        function overshoots to where ``L`` is -inf).  The sums by one-column scatters (XLA's CPU
+        scatter of a row of three is slower than three), each over interleaved copies of the cells
+        (:func:`bayestrees.batching.cell_sums`)."""
+        tau2 = jnp.asarray(self.tau2, a.dtype)
+        s0, s1 = (cell_sums(leaf, x, S) for x in (a + b * g, b))
+        if self.leaf_prior == "normal":
+            P = s1 + 1.0 / tau2
+            step = s0 / P - g_bar
+        else:   # the log-gamma prior's expansion at g_bar: gradient c - d e^g_bar, curvature d e^g_bar
+            c, d = loggamma_params(float(self.leaf_sd))
+            e = d * jnp.exp(jnp.minimum(g_bar, 30.0))
+            P = s1 + e
+            step = (s0 - s1 * g_bar + c - e) / P
+        step_max = 2.0 * jnp.sqrt(tau2)
+        mean = g_bar + jnp.clip(step, -step_max, step_max)
+        return jnp.where(is_leaf, mean, 0.0), P
+
+    def expansion_point(self, f_rest):
+        """:data:`LAPLACE_NEWTON` damped Newton steps, every row on its own, towards the mode of ``L``
+        with a leaf value ``N(0, tau2)`` added to ``f_rest`` (the other trees' sum) at each row: a
+        function of the other trees alone."""
+        tau2 = jnp.asarray(self.tau2, f_rest.dtype)
+        step_max = 2.0 * jnp.sqrt(tau2)
+        u = f_rest
+        for _ in range(LAPLACE_NEWTON):
+            _, a, h = self.vgh(u)
+            step = (a - (u - f_rest) / tau2) / (jnp.maximum(-h, 0.0) + 1.0 / tau2)
+            u = u + jnp.clip(step, -step_max, step_max)
+        return u
+
+
 @functools.lru_cache(maxsize=256)
 def loggamma_params(leaf_sd: float) -> tuple[float, float]:
     """``(c, d)`` of the log-gamma leaf prior ``exp(theta) ~ Gamma(c, d)`` of sd ``leaf_sd`` and ``E theta = 0``: ``trigamma(c) = leaf_sd^2`` (by
@@ -897,6 +988,13 @@ def loggamma_params(leaf_sd: float) -> tuple[float, float]:
         if abs(step) <= 1e-13 * c:
             break
     return c, math.exp(float(psi(c)))
+
+
+def loggamma_log_density(theta, leaf_sd: float):
+    """The log-gamma leaf prior's log density at ``theta`` (``exp(theta) ~ Gamma(c, d)``,
+    :func:`loggamma_params`): ``c theta - d exp(theta) + c log d - lgamma(c)``."""
+    c, d = loggamma_params(float(leaf_sd))
+    return c * theta - d * jnp.exp(theta) + (c * math.log(d) - math.lgamma(c))
 
 
 def gamma_poisson_log_marginal(Y, U, c: float, d: float):

@@ -76,6 +76,7 @@ MISSING_STUMP = ("tests/inference/bart/test_bart_missing.py::"
                  "test_one_stump_with_missing_values_matches_exact_enumeration",)
 BRUTE_FORCE = ("tests/inference/test_sampler_exactness.py::test_chains_match_the_brute_force_posterior",)
 QUADRATURE = ("tests/inference/treefn/test_treefn_exact.py::test_general_path_leaf_value_matches_quadrature",)
+GENERAL_REGROWTH = ("tests/inference/treefn/test_treefn_exact.py::test_general_path_regrowth_matches_enumeration",)
 MULTICLASS = ("tests/inference/bart/test_bart_multiclass.py::test_root_leaves_match_the_closed_form_posterior",)
 BET_ALLOCATION = ("tests/inference/bet/test_bet_exact.py::"
                   "test_allocation_weights_and_leaves_match_the_truncated_dp_mixture",)
@@ -146,18 +147,28 @@ MUTATIONS = [
         tests=TEMPERED, error="exchange acceptance with its log ratio's sign inverted"),
     Mutation(
         name="laplace-reverse",
-        where="tree functions' general (Laplace) path (treefn/kernel._general_step)",
-        path="bayestrees/inference/treefn/kernel.py",
-        old="mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new,",
-        new="mean1, P1 = laplace(leaf, is_leaf_old, a, b, g_new,",
+        where="joint visit of a leaf model with no closed marginal (bart/kernel._visit_joint, leaves.LaplaceRows): "
+              "the tree functions' general path",
+        path="bayestrees/inference/bart/kernel.py",
+        old="mean1, P1 = leaves.proposal(leaf, is_leaf_old, a1, b1, g_new,",
+        new="mean1, P1 = leaves.proposal(leaf, is_leaf_old, a, b, g_new,",
         tests=QUADRATURE, error="reverse proposal expanded at the current function instead of the proposed"),
     Mutation(
         name="laplace-draw-sd",
-        where="tree functions' general (Laplace) path (treefn/kernel._general_step)",
-        path="bayestrees/inference/treefn/kernel.py",
+        where="joint visit of a leaf model with no closed marginal (bart/kernel._visit_joint, leaves.LaplaceRows): "
+              "the tree functions' general path",
+        path="bayestrees/inference/bart/kernel.py",
         old="mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)",
         new="mu = jnp.where(is_leaf_p, mean + zv / P, 0.0)",
         tests=QUADRATURE, error="Laplace proposal drawn with sd `1 / P` while scored with `1 / sqrt(P)`"),
+    Mutation(
+        name="laplace-regrow-correction",
+        where="regrowth of a leaf model with no closed marginal (bart/kernel._regrow_jointly, leaves.LaplaceRows): "
+              "the tree functions' general path",
+        path="bayestrees/inference/bart/kernel.py",
+        old="log_a = remainder(f1, L1) - remainder(f, Lf)",
+        new="log_a = L1 - Lf",
+        tests=GENERAL_REGROWTH, error="the regrowth's correction without the expansion (`L' - L` for `R' - R`)"),
     Mutation(
         name="gamma-poisson-shape",
         where="Gamma-Poisson (log-gamma) leaf draw (leaves.GammaPoissonRows.draw): multinomial BART, "

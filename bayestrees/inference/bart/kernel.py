@@ -736,6 +736,81 @@ def _visit(vs: _Visit, R, xs):
     return R, (value, leaf.astype(vs.ldt), acc, jnp.where(acc, mv.count, count), wsum)
 
 
+def _mean_over(value, count, s, grow):
+    """Per leaf of the tree that a grow (``grow``) or a prune at ``s`` makes of a tree with leaf
+    values ``value`` and rows per leaf ``count``: the mean of ``value`` over the leaf's rows (a grow's
+    two children hold ``value[s]``; a prune's node the children's values weighted by their rows),
+    with no pass over the rows."""
+    idx = jnp.arange(value.shape[0])
+    lc, rc = 2 * s + 1, 2 * s + 2
+    kids = (idx == lc) | (idx == rc)
+    cl, cr = count[lc].astype(value.dtype), count[rc].astype(value.dtype)
+    joined = (value[lc] * cl + value[rc] * cr) / jnp.maximum(cl + cr, 1.0)
+    return jnp.where(grow, jnp.where(kids, value[s], value), jnp.where(idx == s, joined, value))
+
+
+def _proposal_centre(vs: _Visit, ok, kind, node, value, count, leaf_to, count_to, rows_value, grow):
+    """The joint visit's leaf proposal's start per leaf of the tree moved to: the mean over its rows
+    of the tree's values before the move (:func:`_mean_over` for a grow or prune; a change, swap or
+    slide averages ``rows_value`` over the new leaves' rows)."""
+    local = _mean_over(value, count, node, grow)
+    if vs.cfg.move_probs[2] + vs.cfg.move_probs[3] > 0:   # rows routed again (a change, swap or slide)
+        mean = cell_sums(leaf_to, rows_value, vs.cfg.capacity) / jnp.maximum(count_to, 1.0)
+        local = jnp.where(kind == 2, mean, local)
+    return jnp.where(ok, local, value)
+
+
+def _visit_joint(vs: _Visit, carry, xs):
+    """One tree's joint move of its rules and leaf values, a leaf model with no closed marginal
+    (:class:`~bayestrees.leaves.LaplaceRows`): the rows it moves (as :func:`_visit`), the moved-to
+    tree's leaf values from the model's proposal about the function, the reverse proposal about the
+    proposed function, and the reversible-jump ratio with ``L`` evaluated exactly.  The carry is the
+    function ``f`` and ``L``, its gradient and ``H 1`` there (not a residual).  A move that cannot
+    happen keeps the tree and proposes its leaf values afresh (a refresh), so ``acc`` (the leaf values
+    taken) can hold where the tree did not move; the visit returns both."""
+    data, cfg, leaves, min_rows = vs.data, vs.cfg, vs.leaves, vs.min_rows
+    S = cfg.capacity
+    f, Lf, a, h = carry
+    pr, v, leaf8, count, wsum, lu, zv = xs
+    leaf = leaf8.astype(jnp.int32)
+    g = take(v, leaf)
+    zeros = jnp.zeros_like(f)   # the moves' row values: no sums of them are read
+    if cfg.slide:
+        mv = grow_prune_or_slide(pr, leaf, zeros, count, wsum, data, min_rows, S)
+    elif vs.changes:
+        mv = jax.lax.cond(pr.kind == 2,
+                          lambda _: change_or_swap(pr, leaf, zeros, count, wsum, data, min_rows, S, cfg.max_depth),
+                          lambda _: grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S), None)
+    else:
+        mv = grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S)
+    ok = pr.ok & mv.valid
+    grow = pr.kind == 0
+    leaf_p = jnp.where(ok, mv.leaf, leaf)
+    is_leaf_old = pr.leaf_old
+    is_leaf_p = jnp.where(ok, pr.leaf_new, is_leaf_old)
+    b = jnp.maximum(-h, 0.0)
+    mean, P = leaves.proposal(leaf_p, is_leaf_p, a, b, g,
+                              _proposal_centre(vs, ok, pr.kind, pr.node, v, count, leaf_p, mv.count, g, grow), S)
+    mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)
+    lq_fwd = jnp.sum(jnp.where(is_leaf_p, leaves.log_normal(mu, mean, P), 0.0))
+    g_new = take(mu, leaf_p)
+    f1 = f - g + g_new
+    L1, a1, h1 = leaves.vgh(f1)
+    b1 = jnp.maximum(-h1, 0.0)
+    mean1, P1 = leaves.proposal(leaf, is_leaf_old, a1, b1, g_new,
+                                _proposal_centre(vs, ok, pr.kind, pr.node, mu, mv.count, leaf, count, g_new, ~grow), S)
+    lq_rev = jnp.sum(jnp.where(is_leaf_old, leaves.log_normal(v, mean1, P1), 0.0))
+    lp_leaves = (jnp.sum(jnp.where(is_leaf_p, leaves.log_prior(mu), 0.0))
+                 - jnp.sum(jnp.where(is_leaf_old, leaves.log_prior(v), 0.0)))
+    log_a = L1 - Lf + lp_leaves + jnp.where(ok, pr.log_ratio, 0.0) + lq_rev - lq_fwd
+    acc = accept(lu, log_a, jnp.isfinite(log_a))
+    moved = acc & ok
+    out = (jnp.where(acc, mu, v).astype(v.dtype), jnp.where(moved, mv.leaf, leaf).astype(leaf8.dtype), moved,
+           jnp.where(moved, mv.count, count), jnp.where(moved, mv.wsum, wsum), acc)
+    carry = (jnp.where(acc, f1, f), jnp.where(acc, L1, Lf), jnp.where(acc, a1, a), jnp.where(acc, h1, h))
+    return carry, out
+
+
 def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=None):
     """The move phase: a proposal for every tree, then for every tree in turn its move (accepted or
     not) and its leaf values from their conditional, the residual carried (the module docstring's
@@ -756,6 +831,8 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
     normal = leaves is None
     zval = (NormalRows if normal else leaves).noise(k_val, m, S, dt)
+    if getattr(leaves, "joint", False):
+        return _move_jointly(state, data, cfg, leaves, prop, log_u, zval, min_rows)
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = _precision(state)
     leaves = _normal_rows(cfg, w, inv_s2) if normal else leaves
@@ -788,6 +865,36 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
     new = state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                          log_prior=lprior, avail=avail, resid=R)
+    return new, jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0)
+
+
+def _move_jointly(state: State, data: BARTData, cfg: KernelConfig, leaves, prop, log_u, zval, min_rows):
+    """:func:`move_trees` for a leaf model with no closed marginal (:class:`~bayestrees.leaves.LaplaceRows`):
+    every tree's :func:`_visit_joint` in turn, the function carried, then ``leaves.refresh_keys``'s
+    leaf refreshes (the same visits with every tree kept).  The state's function is ``z - resid``;
+    the new state holds it in ``z`` (``resid`` 0).  ``accepted`` counts the visits whose leaf values
+    were taken, refreshes where the tree could not move among them."""
+    S, m = cfg.capacity, cfg.m
+    dt = state.resid.dtype
+    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
+    vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=None, tau2=None, min_rows=min_rows, w=None, dt=dt,
+                ldt=state.leaf.dtype, normal=False, changes=changes, batch_left=False)
+    f0 = state.z - state.resid
+    xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
+    carry, (value, leaf, moved, count, wsum, acc) = jax.lax.scan(partial(_visit_joint, vs), (f0, *leaves.vgh(f0)), xs)
+    a2 = moved[:, None]
+    feature = jnp.where(a2, prop.feature, state.feature)
+    for k_acc, k_val in leaves.refresh_keys:   # leaf refreshes: the same visits with the trees kept (T' = T)
+        is_leaf = heap.leaf_slots(feature)
+        keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
+        xs = (keep, value, leaf, count, wsum, jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt),
+              leaves.noise(k_val, m, S, dt))
+        carry, (value, leaf, _, count, wsum, _) = jax.lax.scan(partial(_visit_joint, vs), carry, xs)
+    f = carry[0]
+    kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
+    new = state._replace(feature=feature, threshold=jnp.where(a2, prop.threshold, state.threshold), value=value,
+                         leaf=leaf, count=count, wsum=wsum, log_prior=jnp.where(moved, prop.log_prior, state.log_prior),
+                         avail=jnp.where(a2, prop.avail, state.avail), resid=jnp.zeros_like(f), z=f)
     return new, jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0)
 
 
@@ -826,6 +933,8 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
     the residual carried.  ``leaves``: the leaf model on the visit's rows (:class:`~bayestrees.leaves.NormalRows`
     by default; it gives the rows' statistics, ``regrow_rows``, for its per-slot ``model``, which scores
     the regrown trees, and reads the regrown sums, ``regrown_sums``)."""
+    if getattr(leaves, "joint", False):
+        return _regrow_jointly(key, state, data, cfg, leaves)
     dt = state.resid.dtype
     S, m = cfg.capacity, cfg.m
     normal = leaves is None
@@ -861,6 +970,68 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
     lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
     return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                           log_prior=lprior, avail=avail.astype(dt), resid=R)
+
+
+def _regrow_jointly(key, state: State, data: BARTData, cfg: KernelConfig, leaves) -> State:
+    """:func:`regrow_trees` for a leaf model with no closed marginal (:class:`~bayestrees.leaves.LaplaceRows`):
+    every tree in turn, given the others, regrown by conditional SMC under the Gaussian expansion of
+    ``L`` about ``leaves.expansion_point`` (a point the tree does not set), its leaf values from that
+    expansion's conjugate conditional, and the whole proposal corrected by Metropolis-Hastings with
+    the expansion's error ``R = L - Q`` (:mod:`bayestrees.inference.treefn.kernel`, "Regrowth on the
+    general path").  The state's function is ``z - resid``; the new state holds it in ``z``."""
+    S, m = cfg.capacity, cfg.m
+    dt = state.resid.dtype
+    model = leaves.model
+    rcfg = regrow.regrow_config(cfg.prior, model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
+                                cfg.particles, cfg.n_codes)
+    codes = data.codes.T.astype(jnp.int32)
+    prior = cfg.prior if data.prior is None else data.prior
+    log_w = split_weights(cfg, state.log_s)   # the missing values' columns, or None
+    xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))
+    live = data.rows > 0
+    w_data = jnp.where(live, data.weight, 0.0).astype(dt)
+    k_tree, k_val, k_acc = random_bits.split(key, 3)
+    f0 = state.z - state.resid
+    log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
+    noise = leaves.noise(k_val, m, S, dt)
+
+    def visit(carry, xs):
+        f, Lf = carry
+        ft, tt, v, leaf8, count, wsum, k, zv, lu = xs
+        leaf = leaf8.astype(jnp.int32)
+        f_rest = f - take(v, leaf)
+        u = leaves.expansion_point(f_rest)
+        _, alpha, h = leaves.vgh(u)
+        beta = jnp.where(live, jnp.maximum(-h, 0.0), 0.0)   # rows of no curvature: out of the approximation
+        curved = beta > 0
+        view = model.on_rows(beta, jnp.ones((), dt))
+        r = jnp.where(curved, u - f_rest + alpha / jnp.where(curved, beta, 1.0), 0.0)   # the tree's pseudo-response
+        new = regrow.regrow_tree(k, ft, tt, view.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi,
+                                 prior, rcfg, xi, data.categories)
+        is_leaf = heap.leaf_slots(new.feature)
+        value = view.draw(is_leaf, *view.regrown_sums(new.stats), zv).astype(dt)
+        f1 = f_rest + take(value, new.leaf)
+        L1 = leaves.L(f1)
+
+        def remainder(fx, Lx):   # L less its expansion at u: the approximation's error
+            d = fx - u
+            return Lx - jnp.sum(jnp.where(curved, alpha * d - 0.5 * beta * d * d, 0.0))
+
+        log_a = remainder(f1, L1) - remainder(f, Lf)
+        acc = accept(lu, log_a, jnp.isfinite(log_a))
+        keep = lambda a, b: jnp.where(acc, a, b)   # noqa: E731
+        out = (keep(new.feature, ft), keep(new.threshold, tt), keep(value, v),
+               keep(new.leaf.astype(leaf8.dtype), leaf8),
+               keep(jnp.where(is_leaf, new.count, 0.0).astype(count.dtype), count),
+               keep(jnp.where(is_leaf, cell_sums(new.leaf, w_data, S), 0.0).astype(wsum.dtype), wsum))
+        return (keep(f1, f), keep(L1, Lf)), out
+
+    xs = (state.feature, state.threshold, state.value, state.leaf, state.count, state.wsum,
+          random_bits.split(k_tree, m), noise, log_u)
+    (f, _), (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, (f0, leaves.L(f0)), xs)
+    lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
+    return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
+                          log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
 
 
 def tree_log_priors(feature, threshold, data: BARTData, cfg: KernelConfig, dtype=jnp.float32, log_w=None):

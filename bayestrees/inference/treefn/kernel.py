@@ -98,7 +98,9 @@ the reversible-jump ratio of a proposal that draws the new tree's leaf values fr
 (every leaf's, so the reverse move draws every leaf of ``T`` from ``q(. | T, f')``).  ``L`` is
 evaluated exactly, so the chain targets the model's posterior whatever the quality of the
 Laplace proposal, which only sets the acceptance rate.  A visit costs two passes of ``L`` (at
-``f'``; the pass at ``f`` is carried from the previous visit).
+``f'``; the pass at ``f`` is carried from the previous visit).  The visit is the sums' move phase
+(:func:`bayestrees.inference.bart.kernel.move_trees`) with the leaf model
+:class:`~bayestrees.leaves.LaplaceRows`, which gives the proposal, the leaf prior and ``L``.
 
 Regrowth on the general path (Normal leaves)
 --------------------------------------------
@@ -107,7 +109,7 @@ roots apart (a tight leaf prior against strong data), they stay near the trees t
 regrowth proposes a whole new tree ``T'`` and its leaf values, tree by tree given the others, and
 corrects exactly:
 
-1. the expansion point ``u``: from ``f_-j`` (the other trees' sum), :data:`REGROW_NEWTON` damped
+1. the expansion point ``u``: from ``f_-j`` (the other trees' sum), :data:`~bayestrees.leaves.LAPLACE_NEWTON` damped
    Newton steps of every row on its own towards the mode of ``L`` with a leaf value ``N(0, leaf_sd^2)``
    added at that row.  It depends on the other trees and the data alone, not on tree ``j``;
 2. the Gaussian expansion ``Q(f) = a (f - u) - b (f - u)^2 / 2`` (``a``, ``b = max(-H 1, 0)`` at ``u``;
@@ -123,8 +125,9 @@ corrects exactly:
    the trees and leaves cancel in it, leaving ``log r = R(f') - R(f)`` with ``R = L - Q``, the
    expansion's error.  For a likelihood quadratic in ``f`` it is 0 and every regrowth is kept.
 
-A regrowth costs :data:`REGROW_NEWTON` + 2 passes of ``L`` and the conditional SMC update per
-tree.  Where the expansion point is far from where the leaves settle (rows of one leaf whose
+A regrowth costs :data:`~bayestrees.leaves.LAPLACE_NEWTON` + 2 passes of ``L`` and the conditional SMC update per
+tree; it is the sums' regrowth phase (:func:`bayestrees.inference.bart.kernel.regrow_trees`) with the
+same leaf model.  Where the expansion point is far from where the leaves settle (rows of one leaf whose
 own modes differ), the correction rejects more regrowths; they are exact nonetheless.
 """
 from __future__ import annotations
@@ -143,18 +146,16 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
 
 from ... import random_bits
-from ...batching import cell_sums, scatter_add, take
+from ...batching import scatter_add, take
 from ...distributions import BernoulliProbit
-from ...leaves import GammaPoissonLeaves, KnownVarianceNormalLeaves, NormalRows
+from ...leaves import GammaPoissonLeaves, LaplaceRows
 from ...polya_gamma import polya_gamma
 from . import leaf_priors
 from ...priors import canonical, traced_params
 from ...sharding import check_data_devices
 from .. import heap
 from .. import proposals
-from .. import regrow
 from ..bart import kernel as bart_kernel
-from ..metropolis import accept
 from .site import TreeEnsemble, TreeValues, stump_initialisation
 
 __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", "REGROW_PARTICLES"]
@@ -163,9 +164,6 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", 
 REGROW_PARTICLES = 10
 #: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
 ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
-#: Newton steps from the other trees' sum to the general path's regrowth's expansion point
-#: (:meth:`TreeMoves._general_regrow`)
-REGROW_NEWTON = 6
 #: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth on the
 #: conjugate Normal path)
 ONE_TREE_MOVE_COUNT = 50
@@ -189,19 +187,6 @@ class TreeMovesState(NamedTuple):
     trees: tuple
     accepted: Any
     rng_key: jax.Array
-
-
-def _mean_over(value, count, s, grow):
-    """Per leaf of the tree that a grow (``grow``) or a prune at ``s`` makes of a tree with leaf
-    values ``value`` and rows per leaf ``count``: the mean of ``value`` over the leaf's rows (a grow's
-    two children hold ``value[s]``; a prune's node the children's values weighted by their rows).
-    The Laplace proposal's centre, with no pass over the rows."""
-    idx = jnp.arange(value.shape[0])
-    lc, rc = 2 * s + 1, 2 * s + 2
-    kids = (idx == lc) | (idx == rc)
-    cl, cr = count[lc].astype(value.dtype), count[rc].astype(value.dtype)
-    joined = (value[lc] * cl + value[rc] * cr) / jnp.maximum(cl + cr, 1.0)
-    return jnp.where(grow, jnp.where(kids, value[s], value), jnp.where(idx == s, joined, value))
 
 
 def _traced(model_args, model_kwargs) -> bool:
@@ -925,185 +910,21 @@ class TreeMoves(MCMCKernel):
     def _general_regrow(self, key, st, fn: _Fn, L):
         """The general path's regrowth: every tree in turn, given the others, regrown by conditional SMC
         under a Gaussian approximation of ``L`` about a point that does not depend on the tree, and
-        corrected by Metropolis-Hastings (module docstring, "Regrowth on the general path")."""
-        cfg, data = fn.cfg, fn.data
-        S, m = cfg.capacity, cfg.m
-        dt = st.resid.dtype
-        tau2 = jnp.asarray(cfg.tau2, dt)
-        step_max = 2.0 * jnp.sqrt(tau2)
-        model = KnownVarianceNormalLeaves(1.0, float(cfg.tau2))
-        rcfg = regrow.regrow_config(cfg.prior, model, cfg.max_depth, data.codes.shape[0], cfg.min_leaf_rows,
-                                    cfg.particles, cfg.n_codes)
-        codes = data.codes.T.astype(jnp.int32)
-        prior = cfg.prior if data.prior is None else data.prior
-        log_w = bart_kernel.split_weights(cfg, st.log_s)   # the missing values' columns, or None
-        xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))
-        live = data.rows > 0
-        w_data = jnp.where(live, data.weight, 0.0).astype(dt)
-        k_tree, k_val, k_acc = random_bits.split(key, 3)
-        f0 = st.z - st.resid
-        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-        noise = NormalRows.noise(k_val, m, S, dt)
+        corrected by Metropolis-Hastings (module docstring, "Regrowth on the general path"): the
+        sums' regrowth phase (:func:`bayestrees.inference.bart.kernel.regrow_trees`) with the leaf
+        model :class:`~bayestrees.leaves.LaplaceRows`."""
+        return bart_kernel.regrow_trees(key, st, fn.data, fn.cfg, self._laplace_rows(fn, L))
 
-        def expansion_point(f_rest):
-            """Damped Newton steps, every row on its own, towards the mode of ``L`` with a leaf value
-            ``N(0, tau2)`` added to ``f_rest`` at each row: a function of the other trees alone."""
-            u = f_rest
-            for _ in range(REGROW_NEWTON):
-                _, a, h = self._vgh(L, u)
-                step = (a - (u - f_rest) / tau2) / (jnp.maximum(-h, 0.0) + 1.0 / tau2)
-                u = u + jnp.clip(step, -step_max, step_max)
-            return u
-
-        def visit(carry, xs):
-            f, Lf = carry
-            ft, tt, v, leaf8, count, wsum, k, zv, lu = xs
-            leaf = leaf8.astype(jnp.int32)
-            f_rest = f - take(v, leaf)
-            u = expansion_point(f_rest)
-            _, alpha, h = self._vgh(L, u)
-            beta = jnp.where(live, jnp.maximum(-h, 0.0), 0.0)   # rows of no curvature: out of the approximation
-            curved = beta > 0
-            view = model.on_rows(beta, jnp.ones((), dt))
-            r = jnp.where(curved, u - f_rest + alpha / jnp.where(curved, beta, 1.0), 0.0)   # the tree's pseudo-response
-            new = regrow.regrow_tree(k, ft, tt, view.regrow_rows(r), data.rows, codes, data.code_lo, data.code_hi,
-                                     prior, rcfg, xi, data.categories)
-            is_leaf = heap.leaf_slots(new.feature)
-            value = view.draw(is_leaf, *view.regrown_sums(new.stats), zv).astype(dt)
-            f1 = f_rest + take(value, new.leaf)
-            L1 = L(f1)
-
-            def remainder(fx, Lx):   # L less its expansion at u: the approximation's error
-                d = fx - u
-                return Lx - jnp.sum(jnp.where(curved, alpha * d - 0.5 * beta * d * d, 0.0))
-
-            log_a = remainder(f1, L1) - remainder(f, Lf)
-            acc = accept(lu, log_a, jnp.isfinite(log_a))
-            keep = lambda a, b: jnp.where(acc, a, b)   # noqa: E731
-            out = (keep(new.feature, ft), keep(new.threshold, tt), keep(value, v),
-                   keep(new.leaf.astype(leaf8.dtype), leaf8),
-                   keep(jnp.where(is_leaf, new.count, 0.0).astype(count.dtype), count),
-                   keep(jnp.where(is_leaf, cell_sums(new.leaf, w_data, S), 0.0).astype(wsum.dtype), wsum))
-            return (keep(f1, f), keep(L1, Lf)), out
-
-        xs = (st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, random_bits.split(k_tree, m), noise, log_u)
-        (f, _), (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, (f0, L(f0)), xs)
-        lprior, avail = bart_kernel.tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
-        return st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
-                           log_prior=lprior, avail=avail.astype(dt), resid=jnp.zeros_like(f), z=f)
+    def _laplace_rows(self, fn: _Fn, L, refresh_keys=()):
+        spec = fn.dist.spec
+        return LaplaceRows(L, fn.cfg.tau2, spec.leaf_prior, float(spec.leaf_sd), refresh_keys)
 
     def _general_step(self, key, st, fn: _Fn, L):
-        cfg = fn.cfg
-        mc = cfg
-        S, m = mc.capacity, cfg.m
-        dt = st.resid.dtype
-        tau2 = jnp.asarray(mc.tau2, dt)
-        min_rows = jnp.asarray(mc.min_leaf_rows, dt)
-        data = fn.data
-        k_prop, k_acc, k_val = random_bits.split(key, 3)
-        u = random_bits.open_uniform(k_prop, (m, proposals.N_UNIFORMS))
-        w_var = bart_kernel.split_weights(cfg, st.log_s)   # the missing values' columns, or None
-        prop = jax.vmap(lambda *a: proposals.propose(*a, data, cfg, dt, w_var))(u, st.feature, st.threshold, st.log_prior,
-                                                                      st.avail)
-        log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
-        zval = random_bits.normal(k_val, (m, S), dt)
-        f0 = st.z - st.resid
-        L0, a0, h0 = self._vgh(L, f0)
-        zeros = jnp.zeros_like(f0)
-        log_n = lambda x, mean, P: -0.5 * P * (x - mean) ** 2 + 0.5 * jnp.log(P / (2 * jnp.pi))  # noqa: E731
-        spec = fn.dist.spec
-        if spec.leaf_prior == "normal":
-            log_prior_leaf = lambda x: -0.5 * x * x / tau2 - 0.5 * jnp.log(2 * jnp.pi * tau2)  # noqa: E731
-        else:
-            log_prior_leaf = lambda x: leaf_priors.log_density(spec.leaf_prior, x, spec.leaf_sd)  # noqa: E731
-            c_lg, d_lg = leaf_priors.loggamma_params(float(spec.leaf_sd))
-
-        step_max = 2.0 * jnp.sqrt(tau2)
-
-        def laplace(leaf, is_leaf, a, b, g, g_bar):
-            # the Newton step from the leaf's mean current value ``g_bar``, at most 2 leaf_sd (a
-            # deterministic function of the same inputs in both directions, so the ratio stays
-            # exact): a full step from far above the mode of a log-scale function overshoots to where
-            # L is -inf.  The sums by one-column scatters (XLA's CPU scatter of a row of three is
-            # slower than three), each over interleaved copies of the cells (batching.cell_sums)
-            s0, s1 = (cell_sums(leaf, x, S) for x in (a + b * g, b))
-            if spec.leaf_prior == "normal":
-                P = s1 + 1.0 / tau2
-                step = s0 / P - g_bar
-            else:   # the log-gamma prior's expansion at g_bar: gradient c - d e^g_bar, curvature d e^g_bar
-                e = d_lg * jnp.exp(jnp.minimum(g_bar, 30.0))
-                P = s1 + e
-                step = (s0 - s1 * g_bar + c_lg - e) / P
-            mean = g_bar + jnp.clip(step, -step_max, step_max)
-            return jnp.where(is_leaf, mean, 0.0), P
-
-        changes = mc.move_probs[2] + mc.move_probs[3] > 0   # rows routed again (a change, swap or slide)
-
-        def centre(ok, kind, node, value, count, leaf_to, count_to, rows_value, grow):
-            """The Laplace step's start per leaf of the tree moved to: the mean over its rows of the
-            tree's values before the move (:func:`_mean_over` for a grow or prune; a change, swap or
-            slide averages ``rows_value`` over the new leaves' rows)."""
-            local = _mean_over(value, count, node, grow)
-            if changes:
-                mean = cell_sums(leaf_to, rows_value, S) / jnp.maximum(count_to, 1.0)
-                local = jnp.where(kind == 2, mean, local)
-            return jnp.where(ok, local, value)
-
-        def visit(carry, xs):
-            f, Lf, a, h = carry
-            pr, ft, tt, v, leaf8, count, wsum, lu, zv = xs
-            leaf = leaf8.astype(jnp.int32)
-            g = take(v, leaf)
-            def grow_prune(_):
-                return bart_kernel.grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S)
-
-            def change_swap(_):
-                return bart_kernel.change_or_swap(pr, leaf, zeros, count, wsum, data, min_rows, S, mc.max_depth)
-
-            if mc.slide:
-                mv = bart_kernel.grow_prune_or_slide(pr, leaf, zeros, count, wsum, data, min_rows, S)
-            else:
-                mv = grow_prune(None) if not changes else jax.lax.cond(pr.kind == 2, change_swap, grow_prune, None)
-            ok = pr.ok & mv.valid
-            grow = pr.kind == 0
-            leaf_p = jnp.where(ok, mv.leaf, leaf)
-            is_leaf_old = pr.leaf_old
-            is_leaf_p = jnp.where(ok, pr.leaf_new, is_leaf_old)
-            b = jnp.maximum(-h, 0.0)
-            mean, P = laplace(leaf_p, is_leaf_p, a, b, g, centre(ok, pr.kind, pr.node, v, count, leaf_p, mv.count, g, grow))
-            mu = jnp.where(is_leaf_p, mean + zv / jnp.sqrt(P), 0.0)
-            lq_fwd = jnp.sum(jnp.where(is_leaf_p, log_n(mu, mean, P), 0.0))
-            g_new = take(mu, leaf_p)
-            f1 = f - g + g_new
-            L1, a1, h1 = self._vgh(L, f1)
-            b1 = jnp.maximum(-h1, 0.0)
-            mean1, P1 = laplace(leaf, is_leaf_old, a1, b1, g_new,
-                                centre(ok, pr.kind, pr.node, mu, mv.count, leaf, count, g_new, ~grow))
-            lq_rev = jnp.sum(jnp.where(is_leaf_old, log_n(v, mean1, P1), 0.0))
-            lp_leaves = (jnp.sum(jnp.where(is_leaf_p, log_prior_leaf(mu), 0.0))
-                         - jnp.sum(jnp.where(is_leaf_old, log_prior_leaf(v), 0.0)))
-            log_a = L1 - Lf + lp_leaves + jnp.where(ok, pr.log_ratio, 0.0) + lq_rev - lq_fwd
-            acc = accept(lu, log_a, jnp.isfinite(log_a))
-            moved = acc & ok
-            out = (jnp.where(moved, pr.feature, ft), jnp.where(moved, pr.threshold, tt),
-                   jnp.where(acc, mu, v).astype(v.dtype), jnp.where(moved, mv.leaf, leaf).astype(leaf8.dtype),
-                   jnp.where(moved, mv.count, count), jnp.where(moved, mv.wsum, wsum), moved, acc)
-            carry = (jnp.where(acc, f1, f), jnp.where(acc, L1, Lf), jnp.where(acc, a1, a), jnp.where(acc, h1, h))
-            return carry, out
-
-        xs = (prop, st.feature, st.threshold, st.value, st.leaf, st.count, st.wsum, log_u, zval)
-        carry, (feature, threshold, value, leaf, count, wsum, moved, acc) = jax.lax.scan(visit, (f0, L0, a0, h0), xs)
-        lprior = jnp.where(moved, prop.log_prior, st.log_prior)
-        avail = jnp.where(moved[:, None], prop.avail, st.avail)
-        n_acc = jnp.sum(acc)
-        for r in range(self.leaf_refresh):   # leaf refreshes: the same move with the tree kept (T' = T)
-            k_acc, k_val = random_bits.split(jax.random.fold_in(key, r + 1), 2)
-            is_leaf = heap.leaf_slots(feature)         # the trees as they are now
-            keep = prop._replace(ok=jnp.zeros_like(prop.ok), leaf_old=is_leaf, leaf_new=is_leaf)
-            xs = (keep, feature, threshold, value, leaf, count, wsum,
-                  jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt), random_bits.normal(k_val, (m, S), dt))
-            carry, (feature, threshold, value, leaf, count, wsum, _, acc) = jax.lax.scan(visit, carry, xs)
-        f = carry[0]
-        new = st._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
-                          log_prior=lprior, avail=avail, resid=jnp.zeros_like(f), z=f)
-        return new, n_acc
+        """The general path's step (module docstring, "General path"): the sums' move phase
+        (:func:`bayestrees.inference.bart.kernel.move_trees`, every tree's joint move of its rules and
+        leaf values) with the leaf model :class:`~bayestrees.leaves.LaplaceRows`, then
+        ``leaf_refresh`` refreshes of every tree's leaf values."""
+        refresh = tuple(tuple(random_bits.split(jax.random.fold_in(key, r + 1), 2)) for r in range(self.leaf_refresh))
+        new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data, fn.cfg,
+                                                  self._laplace_rows(fn, L, refresh))
+        return new, jnp.sum(accepted)
