@@ -774,7 +774,7 @@ def _visit_joint(vs: _Visit, carry, xs):
     pr, v, leaf8, count, wsum, lu, zv = xs
     leaf = leaf8.astype(jnp.int32)
     g = take(v, leaf)
-    zeros = jnp.zeros_like(f)   # the moves' row values: no sums of them are read
+    zeros = vs.w   # the moves' row values: zeros (no sums of them are read)
     if cfg.slide:
         mv = grow_prune_or_slide(pr, leaf, zeros, count, wsum, data, min_rows, S)
     elif vs.changes:
@@ -818,7 +818,9 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     trees first) or :func:`_visit` (every move, any leaf model on the rows).  ``keys``: the proposals',
     the acceptances' and the leaf draws' randomness; ``leaves``: the leaf model on the visit's rows
     (:class:`~bayestrees.leaves.NormalRows`, the default, or another with its methods, such as
-    :class:`~bayestrees.leaves.GammaPoissonRows`; ``state.wsum`` then holds its per-leaf sums).  Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
+    :class:`~bayestrees.leaves.GammaPoissonRows`; ``state.wsum`` then holds its per-leaf sums; or one with no
+    closed marginal, :class:`~bayestrees.leaves.LaplaceRows`, whose trees move with their leaf values:
+    :func:`_move_jointly`).  Returns ``(state, proposed, accepted)``, the last two int32 (4,) per move type."""
     k_prop, k_acc, k_val = keys
     S, m = cfg.capacity, cfg.m
     dt = state.resid.dtype
@@ -877,9 +879,9 @@ def _move_jointly(state: State, data: BARTData, cfg: KernelConfig, leaves, prop,
     S, m = cfg.capacity, cfg.m
     dt = state.resid.dtype
     changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
-    vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=None, tau2=None, min_rows=min_rows, w=None, dt=dt,
-                ldt=state.leaf.dtype, normal=False, changes=changes, batch_left=False)
     f0 = state.z - state.resid
+    vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=None, tau2=None, min_rows=min_rows, w=jnp.zeros_like(f0),
+                dt=dt, ldt=state.leaf.dtype, normal=False, changes=changes, batch_left=False)
     xs = (prop, state.value, state.leaf, state.count, state.wsum, log_u, zval)
     carry, (value, leaf, moved, count, wsum, acc) = jax.lax.scan(partial(_visit_joint, vs), (f0, *leaves.vgh(f0)), xs)
     a2 = moved[:, None]
