@@ -882,6 +882,13 @@ class GammaPoissonRows(NamedTuple):
         return jnp.where(is_leaf, random_bits.log_gamma_given(k, shape, z, ug) - jnp.log(self.model.d + rsum), 0.0)
 
 
+def value_grad_curvature(L, f):
+    """``L(f)``, its gradient and ``H(f) 1`` in one forward-over-reverse pass (``H 1`` is the
+    Hessian's diagonal where ``L`` is a sum of per-row terms)."""
+    (val, grad), (_, h1) = jax.jvp(jax.value_and_grad(L), (f,), (jnp.ones_like(f),))
+    return val, grad, h1
+
+
 #: damped Newton steps of :meth:`LaplaceRows.expansion_point` (the general path's regrowth)
 LAPLACE_NEWTON = 6
 
@@ -911,9 +918,7 @@ class LaplaceRows(NamedTuple):
     joint = True               # a visit moves the tree and its leaf values together
 
     def vgh(self, f):
-        """``L(f)``, its gradient and ``H(f) 1`` in one forward-over-reverse pass."""
-        (val, grad), (_, h1) = jax.jvp(jax.value_and_grad(self.L), (f,), (jnp.ones_like(f),))
-        return val, grad, h1
+        return value_grad_curvature(self.L, f)
 
     @property
     def model(self) -> "KnownVarianceNormalLeaves":

@@ -706,22 +706,28 @@ def _visit_local(vs: _Visit, R, xs):
     return R, (value, kept.astype(vs.ldt), jnp.stack([acc.astype(dt), c_l, w_l]))
 
 
+def _row_move(vs: _Visit, pr, leaf, wr, count, wsum) -> _Moved:
+    """The rows a proposed move moves, of the kinds the kernel makes: a grow, prune or slide
+    (:func:`grow_prune_or_slide`), or a grow or prune and a change or swap (:func:`grow_or_prune`,
+    :func:`change_or_swap`)."""
+    data, cfg, min_rows, ax, S = vs.data, vs.cfg, vs.min_rows, vs.cfg.row_axis, vs.cfg.capacity
+    if cfg.slide:
+        return grow_prune_or_slide(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
+    if vs.changes:
+        return jax.lax.cond(pr.kind == 2,
+                            lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
+                            lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
+    return grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
+
+
 def _visit(vs: _Visit, R, xs):
     """One tree's move of any kind and leaf draw, any leaf model on the rows: the rows it moves
     (:func:`grow_or_prune`, :func:`change_or_swap`), the leaves' log marginals, the acceptance."""
-    data, cfg, leaves, min_rows, ax = vs.data, vs.cfg, vs.leaves, vs.min_rows, vs.cfg.row_axis
-    S = cfg.capacity
+    leaves = vs.leaves
     pr, v, leaf8, count, wsum, lu, zv = xs
     leaf = leaf8.astype(jnp.int32)
     r = R + take(v, leaf)
-    wr = leaves.row_values(r)
-    if cfg.slide:
-        mv = grow_prune_or_slide(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
-    elif vs.changes:
-        mv = jax.lax.cond(pr.kind == 2, lambda _: change_or_swap(pr, leaf, wr, count, wsum, data, min_rows, S, cfg.max_depth, ax),
-                          lambda _: grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax), None)
-    else:
-        mv = grow_or_prune(pr, leaf, wr, count, wsum, data, min_rows, S, ax)
+    mv = _row_move(vs, pr, leaf, leaves.row_values(r), count, wsum)
     lm_old = leaves.log_marginal(wsum, mv.rsum_old)
     lm_new = leaves.log_marginal(mv.wsum, mv.rsum_new)
     ll = jnp.sum(jnp.where(pr.leaf_new, lm_new, 0.0)) - jnp.sum(jnp.where(pr.leaf_old, lm_old, 0.0))
@@ -768,21 +774,12 @@ def _visit_joint(vs: _Visit, carry, xs):
     function ``f`` and ``L``, its gradient and ``H 1`` there (not a residual).  A move that cannot
     happen keeps the tree and proposes its leaf values afresh (a refresh), so ``acc`` (the leaf values
     taken) can hold where the tree did not move; the visit returns both."""
-    data, cfg, leaves, min_rows = vs.data, vs.cfg, vs.leaves, vs.min_rows
-    S = cfg.capacity
+    leaves, S = vs.leaves, vs.cfg.capacity
     f, Lf, a, h = carry
     pr, v, leaf8, count, wsum, lu, zv = xs
     leaf = leaf8.astype(jnp.int32)
     g = take(v, leaf)
-    zeros = vs.w   # the moves' row values: zeros (no sums of them are read)
-    if cfg.slide:
-        mv = grow_prune_or_slide(pr, leaf, zeros, count, wsum, data, min_rows, S)
-    elif vs.changes:
-        mv = jax.lax.cond(pr.kind == 2,
-                          lambda _: change_or_swap(pr, leaf, zeros, count, wsum, data, min_rows, S, cfg.max_depth),
-                          lambda _: grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S), None)
-    else:
-        mv = grow_or_prune(pr, leaf, zeros, count, wsum, data, min_rows, S)
+    mv = _row_move(vs, pr, leaf, vs.w, count, wsum)   # vs.w: zero row values (no sums of them are read)
     ok = pr.ok & mv.valid
     grow = pr.kind == 0
     leaf_p = jnp.where(ok, mv.leaf, leaf)

@@ -148,7 +148,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from ... import random_bits
 from ...batching import scatter_add, take
 from ...distributions import BernoulliProbit
-from ...leaves import GammaPoissonLeaves, LaplaceRows
+from ...leaves import GammaPoissonLeaves, LaplaceRows, value_grad_curvature
 from ...polya_gamma import polya_gamma
 from . import leaf_priors
 from ...priors import canonical, traced_params
@@ -831,15 +831,9 @@ class TreeMoves(MCMCKernel):
 
         return jax.lax.fori_loop(0, fn.cfg.local_moves, body, (st, jnp.zeros((), jnp.int32)))
 
-    @staticmethod
-    def _vgh(L, f):
-        """``L(f)``, its gradient and ``H(f) 1`` in one forward-over-reverse pass."""
-        (val, grad), (_, h1) = jax.jvp(jax.value_and_grad(L), (f,), (jnp.ones_like(f),))
-        return val, grad, h1
-
     def _conjugate_step(self, key, st, fn: _Fn, L):
         f = st.z - st.resid
-        _, a, h = self._vgh(L, f)
+        _, a, h = value_grad_curvature(L, f)
         return self._gaussian_step(key, st, fn, f, a, jnp.maximum(-h, 0.0))
 
     def _augmented_step(self, key, st, fn: _Fn, L, terms, kind: str):
@@ -893,7 +887,7 @@ class TreeMoves(MCMCKernel):
         there (``y = a - h``, ``B = -h e^-f`` from one pass of ``L``: module docstring)."""
         c, d = leaf_priors.loggamma_params(float(fn.dist.spec.leaf_sd))
         f0 = st.z - st.resid
-        _, a, h = self._vgh(L, f0)
+        _, a, h = value_grad_curvature(L, f0)
         mu = jnp.maximum(-h, 0.0)                 # B exp(f)
         y = jnp.maximum(a + mu, 0.0)              # a - h
         return f0, GammaPoissonLeaves(c, d).on_rows(mu * jnp.exp(-f0), y)
