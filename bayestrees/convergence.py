@@ -78,8 +78,8 @@ class ConvergenceReport:
                            "site explain the same thing (an intercept)",
                   "bcf": "a Bayesian causal forest: more draws (the effect's scale moves slowly with its trees), "
                          "and a check that both arms overlap in the propensity (pihat far from 0 and 1)"}.get(
-            self.family, "Bayesian CART: scheme='pgibbs', the default, with more particles, or tempering with "
-                         "temperatures=...")
+            self.family, "Bayesian CART: the default scheme='mixed' with more local_moves, more particles, or "
+                         "a longer ladder of temperatures=...")
         advice = ("The draws are not yet the posterior: run longer chains (draws, tune) or a kernel that "
                   f"mixes better ({better}), and keep several chains to check.")
         return (f"{who}MCMC ({self.chains} chains x {self.draws} draws) has not converged: "

@@ -11,19 +11,23 @@ chains by each update scheme:
 * ``california``: 300 training rows of California housing (fold 0 of the forest benchmark's
   10 folds), RMSE in dollars on 2,000 of the fold's test rows.
 
-Schemes (``--schemes``): ``default`` (the estimators' defaults: a particle Gibbs regrowth of the
-tree per step, 300 + 700 steps), ``moves`` (one random local move per step), ``sweep`` (a
+Schemes (``--schemes``): ``default`` (the estimators' defaults, 300 + 700 steps: 25 rounds of local
+moves on a ladder of 8 temperatures, then a particle Gibbs regrowth of the cold tree, per step; records
+before 2026-12-06 name particle Gibbs alone ``default``: each record's ``kernel`` says which), ``moves`` (one random local move per step), ``sweep`` (a
 systematic sweep), ``tempered`` (local moves on an 8-rung ladder from 1 down to 0.1, 2,000 steps),
 ``tempered_long`` (the same, 25,000 steps, every 10th kept), ``mixed`` (``local_moves`` local moves,
 then a regrowth, per step), ``tempered_pg`` and ``tempered_mixed`` (those on a 4-rung ladder, every
 replica regrown), ``ladder_mixed`` (25 steps of the tempered local moves, then a regrowth of the
-cold replica).  Each scheme has its own chain lengths
+cold replica; ``ladder_mixed_5``: 5 such steps per regrowth, at the default's lengths;
+``ladder_mixed_100``: 100; ``ladder_mixed_1000``: 25, at the default's lengths; ``ladder_mixed_ref``:
+a run 7 times the default's length, the reference for the posterior's mean ``lp``).  Each scheme has its own chain lengths
 (``LENGTHS``).
 
 For each fit: the rank-normalised split R-hat (ArviZ) of ``n_leaves``, ``sigma`` (regression)
 and ``lp``, the smallest bulk ESS of the three, that ESS per second of sampling, the sampling
 time after compilation (a first fit with ``tune=0`` compiles the same program and is not
-timed; its time is reported as compile time) and the test error.  A variable that never moved
+timed; its time is reported as compile time), the test error, and each chain's mean and largest
+``lp`` (chains that agree can still agree below the posterior's bulk: compare with the reference).  A variable that never moved
 within some chain is reported as ``stuck`` (its R-hat is not finite).
 
 Run from the repository root::
@@ -52,7 +56,7 @@ DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 #: (tune, draws, extra config) per scheme: "default" is the estimators' defaults (particle Gibbs,
 #: 300 + 700 steps); the others at lengths of about its cost or more
 LENGTHS = {
-    "default": (300, 700, {}),
+    "default": (300, 700, {}),   # what the estimators do when given nothing
     "moves": (1000, 1000, {"scheme": "moves"}),
     "sweep": (500, 500, {"scheme": "sweep"}),
     "tempered": (1000, 1000, {"scheme": "moves",
@@ -73,6 +77,18 @@ LENGTHS = {
                                 "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
     "ladder_mixed_long": (400, 1600, {"scheme": "mixed", "local_moves": 25,
                                       "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    # ladder_mixed at 300 + 700 steps
+    "ladder_mixed_1000": (300, 700, {"scheme": "mixed", "local_moves": 25,
+                                     "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    # 100 ladder rounds per regrowth, 200 + 600 steps
+    "ladder_mixed_100": (200, 600, {"scheme": "mixed", "local_moves": 100,
+                                    "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    # a reference for the posterior's mean lp: the same ladder, 7,000 steps per chain (every 2nd kept)
+    "ladder_mixed_ref": (1000, 3000, {"scheme": "mixed", "local_moves": 25, "thin": 2,
+                                      "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+    # the same ladder at the default's lengths with a regrowth of the cold replica every 5 ladder steps
+    "ladder_mixed_5": (300, 700, {"scheme": "mixed", "local_moves": 5,
+                                  "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
 }
 
 
@@ -181,7 +197,11 @@ def fit_one(task, X, y, Xt, truth, scheme, chains, seed):
     names = ["n_leaves", "lp"] + (["sigma"] if task == "regression" else [])
     conv = convergence(idata, names)
     ess_min = min(e for _, e in conv.values())
+    lp = np.asarray(idata.sample_stats["lp"], float)
     return dict(scheme=scheme, tune=tune, draws=draws, thin=cfg.thin, chains=chains, seconds=seconds, compile_s=compile_s,
+                lp_chain_means=lp.mean(1).round(2).tolist(), lp_chain_max=lp.max(1).round(2).tolist(),
+                kernel=dict(scheme=cfg.scheme, rungs=len(cfg.temperatures), local_moves=cfg.local_moves,
+                            particles=cfg.particles),
                 rhat={k: r for k, (r, _) in conv.items()}, ess={k: e for k, (_, e) in conv.items()},
                 ess_min=ess_min, ess_per_s=ess_min / seconds, test_error=err,
                 mean_n_leaves=float(np.asarray(idata.posterior["n_leaves"]).mean()))

@@ -87,7 +87,7 @@ def test_fit_bcart_from_the_command_line(tmp_path, capsys):
     assert main(["summary", str(out / "posterior.nc")]) == 0
     text = capsys.readouterr().out
     for part in ("bayesian_cart", "2 chain(s) x 40 draw(s)", "r_hat", "ess_bulk", "convergence (R-hat", "n_leaves",
-                 "acceptance rates: pgibbs", "LOO: elpd_loo"):
+                 "acceptance rates: mixed", "LOO: elpd_loo"):
         assert part in text, part
     figs = tmp_path / "figs"
     assert main(["plot", str(out / "posterior.nc"), "--model", str(out / "model.pkl"), "--data", str(csv),

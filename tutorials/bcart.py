@@ -4,9 +4,10 @@
 # Chipman, George & McCulloch (1998): a prior on single trees (a node at depth
 # `d` splits with probability `α (1 + d)^-β`), conjugate leaves (a mean per leaf
 # and one noise variance for regression; Dirichlet leaves for classes), and MCMC
-# over trees. The default step regrows the whole tree by particle Gibbs
-# (conditional SMC with data-informed proposals); `scheme="moves"` gives the
-# paper's grow, prune, change and swap moves, much cheaper per step but far
+# over trees. The default step makes 25 rounds of the paper's local moves
+# (grow, prune, change, swap) on a ladder of 8 temperatures, then regrows the
+# whole tree by particle Gibbs (conditional SMC with data-informed proposals);
+# `scheme="moves"` gives the local moves alone, much cheaper per step but far
 # slower to mix between tree shapes. Many chains run at once (on a CPU one per
 # core, in threads; on a GPU in one vmapped program: `chain_method="auto"`
 # picks); R-hat and ESS tell whether they agree, and a fit warns when they do
@@ -35,7 +36,7 @@ OUT = Path(os.environ.get("BAYESTREES_TUTORIAL_OUT", HERE / "output")) / "bcart"
 OUT.mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 20)
-DRAWS, TUNE, CHAINS = (40, 40, 2) if QUICK else (1000, 500, 8)  # particle Gibbs steps (the default scheme)
+DRAWS, TUNE, CHAINS = (40, 40, 2) if QUICK else (1000, 500, 8)  # steps of the default scheme
 
 
 def save(fig, name):

@@ -355,7 +355,8 @@ class ChipmanPriorMixin:
         if out.get("prior") is None:
             out["prior"] = ChipmanPrior(params["alpha"], params["beta"])
         for name in self._tuple_params:
-            out[name] = tuple(out[name])
+            if out[name] is not None:   # None: the config's default
+                out[name] = tuple(out[name])
         return out
 
 

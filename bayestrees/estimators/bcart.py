@@ -59,7 +59,8 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         posterior); "normal": a mean and a variance per leaf.
     draws, tune, chains, thin : int, default 700, 300, 4, 1
         Kept draws per chain, discarded tuning steps, chains, thinning (steps of the scheme: a
-        particle Gibbs step costs tens of local moves).
+        step of the default scheme is 25 rounds of local moves on 8 replicas and one particle Gibbs
+        regrowth).
     max_depth : int, default 6
         Deepest leaf level; the prior is truncated there (``sample_stats.at_max_depth`` reports
         trees pressing against it).
@@ -67,24 +68,30 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         Bins per feature (split thresholds are bin edges).
     move_probs : tuple, default (0.25, 0.25, 0.4, 0.1)
         Probabilities of grow, prune, change and swap.
-    scheme : {"pgibbs", "moves", "sweep", "mixed"}, default "pgibbs"
-        "pgibbs" (the default): particle Gibbs, the whole tree regrown per step by conditional
-        SMC with data-informed proposals (after Lakshminarayanan, Roy & Teh 2015), which can
-        change every rule at once.  "moves": one random grow, prune, change or swap move per
-        step (Chipman et al. 1998; a step is about a hundredth of the cost, but its chains stay
-        for thousands of steps in the trees they first grew, so 4 chains seldom agree).
-        "sweep": a systematic sweep over every node per step.  "mixed": ``local_moves`` local
-        moves, then one particle Gibbs regrowth, per step.  ``docs/lab-notes/bcart.md`` ("Update schemes
-        on the mixing panel") gives R-hat, ESS per second and time of each on five data sets;
-        every fit reports R-hat and ESS (``convergence_``) and warns when chains disagree.
+    scheme : {"mixed", "pgibbs", "moves", "sweep"}, default "mixed"
+        "mixed" (the default): ``local_moves`` rounds of local moves (grow, prune, change, swap) on
+        a ladder of temperatures, each replica one move and one exchange of neighbours per round,
+        then one particle Gibbs regrowth of the cold tree, per step.  The hot replicas cross
+        between trees that local moves alone would not leave, and the regrowth replaces the whole
+        tree; both leave the posterior invariant.  "pgibbs": the particle Gibbs regrowth alone
+        (conditional SMC with data-informed proposals, after Lakshminarayanan, Roy & Teh 2015):
+        cheaper per step, but its proposals favour the split with the largest one-step gain, and
+        its chains can agree on trees below the posterior's bulk (a root split that only pays off
+        with its children is seldom proposed).  "moves": one random grow, prune, change or swap
+        move per step (Chipman et al. 1998).  "sweep": a systematic sweep over every node per
+        step.  ``docs/lab-notes/bcart.md`` ("The ladder as the default") gives R-hat, time and
+        the chains' mean log posterior against a long reference run on six data sets; every fit reports R-hat and ESS
+        (``convergence_``) and warns when chains disagree.
     particles : int, default 10
         Particles of the "pgibbs" and "mixed" regrowth (at least 2).
-    local_moves : int, default 50
-        Local moves before each regrowth of scheme "mixed".
-    temperatures : tuple, default (1.0,)
+    local_moves : int, default 25
+        Rounds of local moves before each regrowth of scheme "mixed".
+    temperatures : tuple, optional
         Inverse temperatures ``(1, b_1, ...)``, decreasing: each chain becomes a parallel-tempering
         ensemble (one replica per temperature, cost times their number) whose ``b = 1`` replica
-        gives the draws; swaps between neighbours help chains leave local modes.
+        gives the draws; swaps between neighbours help chains leave local modes.  Default: 8
+        rungs from 1 to 0.1 (evenly spaced in log) for scheme "mixed", ``(1.0,)`` (no tempering)
+        for the others.
     random_state : int, numpy Generator or JAX key, optional
     dtype : {"float32", "float64"}, default "float32"
     progressbar : bool, default False
@@ -122,9 +129,9 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
     _task = "regression"
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=700, tune=300, chains=4,
-                 thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="pgibbs",
-                 particles=10, temperatures=(1.0,), random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto", local_moves=50):
+                 thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="mixed",
+                 particles=10, temperatures=None, random_state=None, dtype="float32", progressbar=False,
+                 chain_method="auto", local_moves=25):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
               scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
 
@@ -176,8 +183,8 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
 
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, leaf_concentration=1.0, draws=700,
                  tune=300, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
-                 scheme="pgibbs", particles=10, temperatures=(1.0,), random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto", local_moves=50, alpha_leaves=RENAMED):
+                 scheme="mixed", particles=10, temperatures=None, random_state=None, dtype="float32",
+                 progressbar=False, chain_method="auto", local_moves=25, alpha_leaves=RENAMED):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
               scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
         self.leaf_concentration = leaf_concentration

@@ -52,7 +52,10 @@ def _data(n: int = 60, seed: int = 0):
     return X, 10.0 + np.where(X[:, 0] < 0.5, -1.0, 1.0) + 0.5 * X[:, 1] + 0.4 * rng.normal(size=n)
 
 
-BCART = dict(draws=300, tune=100, chains=4, max_depth=2, max_bins=6, random_state=0)
+#: particle Gibbs, whose decisions on these data are far from ties at either precision, so the two dtypes
+#: draw the same trees; the default ladder's exchanges compare whole log likelihoods, where float32's
+#: rounding flips a near-tie decision now and then (1.9% of the tree entries differed at the defaults)
+BCART = dict(draws=300, tune=100, chains=4, max_depth=2, max_bins=6, random_state=0, scheme="pgibbs")
 BET = dict(draws=300, tune=100, chains=4, max_trees=3, active_trees=3, init_trees=2, min_leaf_rows=3, max_depth=2,
            max_bins=6, random_state=0)
 

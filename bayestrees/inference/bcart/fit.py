@@ -35,7 +35,7 @@ from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
-           "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT"]
+           "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT", "DEFAULT_LADDER"]
 
 FAMILY = "bayesian_cart"
 
@@ -44,6 +44,10 @@ LEAF_MODELS = ("auto", "common_variance", "normal", "dirichlet")
 
 #: the deepest tree the fixed heap arrays allow (2^13 - 1 = 8191 slots)
 MAX_DEPTH_LIMIT = 12
+
+#: the inverse temperatures of the default scheme ("mixed" with ``temperatures=None``): 8 rungs from 1
+#: down to 0.1, evenly spaced in log
+DEFAULT_LADDER = tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))
 
 
 def default_leaf_prior() -> NIGPrior:
@@ -72,13 +76,17 @@ class BCARTConfig:
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     move_probs : probabilities of grow, prune, change, swap
-    scheme : "pgibbs" (the default: the whole tree regrown per step by conditional SMC,
-        :mod:`bayestrees.inference.pgibbs`), "moves" (one random move per step), "sweep" (every
-        node per step) or "mixed" (``local_moves`` local moves, then a regrowth, per step)
+    scheme : "mixed" (the default: ``local_moves`` local moves, then a particle Gibbs regrowth of the
+        tree, per step; on a ladder of temperatures, the local moves run tempered and the regrowth
+        is the cold replica's: :class:`bayestrees.inference.pgibbs.LadderMixedStep`), "pgibbs" (the
+        whole tree regrown per step by conditional SMC, :mod:`bayestrees.inference.pgibbs`), "moves"
+        (one random move per step) or "sweep" (every node per step)
     particles : particles of the "pgibbs" and "mixed" regrowth (at least 2)
-    local_moves : local moves before each regrowth of scheme "mixed"
-    temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain
-        (default ``(1,)``: no tempering); draws come from the ``b = 1`` replica
+    local_moves : local moves (on a ladder: rounds of one move per replica and one exchange) before
+        each regrowth of scheme "mixed"
+    temperatures : inverse temperatures ``(1, b_1, ...)`` of a parallel-tempering ensemble per chain;
+        draws come from the ``b = 1`` replica.  Default ``None``: :data:`DEFAULT_LADDER` for scheme
+        "mixed", ``(1,)`` (no tempering) for the others
     dtype : "float32" or "float64"
     progressbar : print progress on stderr
     chain_method : "auto", "vectorized" or "parallel": how several chains run
@@ -95,10 +103,10 @@ class BCARTConfig:
     thin: int = 1
     max_depth: int = 6
     move_probs: tuple = (0.25, 0.25, 0.4, 0.1)
-    scheme: str = "pgibbs"
+    scheme: str = "mixed"
     particles: int = 10
-    local_moves: int = 50
-    temperatures: tuple = (1.0,)
+    local_moves: int = 25
+    temperatures: tuple | None = None
     dtype: Any = "float32"
     progressbar: bool = False
     chain_method: str = "auto"
@@ -117,6 +125,8 @@ class BCARTConfig:
         check_int("max_depth", self.max_depth, 0, MAX_DEPTH_LIMIT)
         if self.scheme not in moves.SCHEMES:
             raise ValueError(f"scheme must be one of {moves.SCHEMES}, got {self.scheme!r}")
+        if self.temperatures is None:   # the scheme's own default (a frozen dataclass: set once, here)
+            object.__setattr__(self, "temperatures", DEFAULT_LADDER if self.scheme == "mixed" else (1.0,))
         check_int("particles", self.particles, 2)
         check_int("local_moves", self.local_moves, 0)
         check_positive("leaf_concentration", self.leaf_concentration)

@@ -223,6 +223,78 @@ def test_chains_match_the_exact_pcfg_posterior(scheme, temperatures, tmp_path, d
     assert tv_root < 0.03, (tv_root, roots, exact_root)
 
 
+_DEFAULTS_SCRIPT = """
+import json, sys
+import numpy as np
+import bayestrees as bt
+a = json.loads(sys.argv[1])
+codes = np.asarray(a["codes"])
+clf = bt.BayesianCARTClassifier(prior=bt.priors.LeafCountPrior(a["log_phi"]), random_state=0).fit(
+    codes.astype(float), np.asarray(a["y"]))
+c, t = clf.result_.config, clf.result_.trees
+np.savez(a["out"], n_leaves=np.asarray(clf.idata_.posterior["n_leaves"]).ravel(),
+         binned=clf.binner_.transform(codes.astype(float)), left=np.asarray(t.left)[..., 0].ravel(),
+         feature=np.asarray(t.feature)[..., 0].ravel(), threshold=np.asarray(t.threshold)[..., 0].ravel(),
+         setting=np.asarray([c.chains, c.tune, c.draws, len(c.temperatures), c.local_moves]),
+         scheme=np.asarray(c.scheme))
+"""
+
+
+class _Root(NamedTuple):
+    """A tree's root, enough for :func:`_canonical_root_feature`."""
+
+    left: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+
+
+@pytest.mark.slow
+def test_the_estimators_defaults_match_the_exact_pcfg_posterior(tmp_path, default_xla_env):
+    """The estimator as a user calls it, at its default scheme, chains and lengths (only the prior set,
+    to the PCFG's leaf-count prior), on (b)'s data passed as floats (binned to their four values): the
+    posterior of the number of leaves and of the root's split variable match the exact PCFG programme
+    (TV < 0.04; 0.011-0.012 measured for two seeds).  The fit runs in a subprocess at XLA's default
+    level (it runs more than it compiles: 48 s at the suite's level 0)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bayestrees.inference.bcart import BCARTConfig
+    from bayestrees.inference.pcfg.fit import fit_posterior
+
+    rng = np.random.default_rng(3)
+    n, d = 24, 2
+    codes = rng.integers(0, 4, size=(n, d))
+    y = ((codes[:, 0] >= 2) ^ (rng.random(n) < 0.15)).astype(np.int32)
+    log_phi = 2.5
+    post = fit_posterior(codes, np.full(d, 4), y, kind="classification", log_phi=log_phi, alpha=1.0, n_classes=2)
+    exact_leaves = post.n_leaves_distribution(12)
+    p0, ps = post.root_splits()
+    slot_feature = np.asarray(post.structure.slot_feature)
+    exact_root = {-1: p0, **{f: float(ps[slot_feature == f].sum()) for f in range(d)}}
+
+    arg = dict(codes=codes.tolist(), y=y.tolist(), log_phi=log_phi, out=str(tmp_path / "fit.npz"))
+    res = subprocess.run([sys.executable, "-c", _DEFAULTS_SCRIPT, json.dumps(arg)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[3], env=default_xla_env, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    with np.load(tmp_path / "fit.npz") as z:
+        got = {k: z[k] for k in z.files}
+    default = BCARTConfig()
+    assert str(got["scheme"]) == default.scheme == "mixed"
+    assert got["setting"].tolist() == [default.chains, default.tune, default.draws, len(default.temperatures),
+                                       default.local_moves]
+    np.testing.assert_array_equal(got["binned"], codes)   # the PCFG's codes
+    n_leaves = got["n_leaves"]
+    got_leaves = np.bincount(n_leaves, minlength=13)[1:13] / n_leaves.size
+    tv_leaves = 0.5 * np.abs(got_leaves - exact_leaves[:12]).sum() + 0.5 * (1 - exact_leaves[:12].sum())
+    roots = Counter(_canonical_root_feature(codes, _Root(got["left"][i:i + 1], got["feature"][i:i + 1],
+                                                         got["threshold"][i:i + 1]))
+                    for i in range(n_leaves.size))
+    tv_root = 0.5 * sum(abs(roots[k] / n_leaves.size - exact_root[k]) for k in exact_root)
+    assert tv_leaves < 0.04, (tv_leaves, got_leaves, exact_leaves)
+    assert tv_root < 0.04, (tv_root, roots, exact_root)
+
 def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
     """The scheme is a choice of step class (no branch on the scheme inside a step); the kernel
     module does not import particle Gibbs, so its build_kernel refuses that scheme; tempering wraps
