@@ -12,23 +12,25 @@ chains by each update scheme:
   10 folds), RMSE in dollars on 2,000 of the fold's test rows.
 
 Schemes (``--schemes``): ``default`` (the estimators' defaults, 300 + 700 steps: 25 rounds of local
-moves on a ladder of 8 temperatures, then a particle Gibbs regrowth of the cold tree, per step; records
-before 2026-12-06 name particle Gibbs alone ``default``: each record's ``kernel`` says which), ``moves`` (one random local move per step), ``sweep`` (a
-systematic sweep), ``tempered`` (local moves on an 8-rung ladder from 1 down to 0.1, 2,000 steps),
-``tempered_long`` (the same, 25,000 steps, every 10th kept), ``mixed`` (``local_moves`` local moves,
-then a regrowth, per step), ``tempered_pg`` and ``tempered_mixed`` (those on a 4-rung ladder, every
-replica regrown), ``ladder_mixed`` (25 steps of the tempered local moves, then a regrowth of the
-cold replica; ``ladder_mixed_5``: 5 such steps per regrowth, at the default's lengths;
-``ladder_mixed_100``: 100; ``ladder_mixed_1000``: 25, at the default's lengths; ``ladder_mixed_ref``:
-a run 7 times the default's length, the reference for the posterior's mean ``lp``).  Each scheme has its own chain lengths
-(``LENGTHS``).
+moves on a ladder of 8 temperatures, then a particle Gibbs regrowth of the cold tree, per step;
+records before 2026-12-06 name particle Gibbs alone ``default``, and each record's ``kernel`` says
+which), ``moves`` (one random local move per step), ``sweep`` (a systematic sweep), ``tempered``
+(local moves on an 8-rung ladder from 1 down to 0.1, 2,000 steps), ``tempered_long`` (the same,
+25,000 steps, every 10th kept), ``mixed`` (``local_moves`` local moves, then a regrowth, per step),
+``tempered_pg`` and ``tempered_mixed`` (those on a 4-rung ladder, every replica regrown),
+``ladder_mixed`` (25 steps of the tempered local moves, then a regrowth of the cold replica;
+``ladder_mixed_5``: 5 such steps per regrowth, at the default's lengths; ``ladder_mixed_100``: 100;
+``ladder_mixed_1000``: 25, at the default's lengths; ``ladder_mixed_ref``: a run 7 times the
+default's length, the reference for the posterior's mean ``lp``).  Each scheme has its own chain
+lengths (``LENGTHS``).
 
 For each fit: the rank-normalised split R-hat (ArviZ) of ``n_leaves``, ``sigma`` (regression)
 and ``lp``, the smallest bulk ESS of the three, that ESS per second of sampling, the sampling
 time after compilation (a first fit with ``tune=0`` compiles the same program and is not
 timed; its time is reported as compile time), the test error, and each chain's mean and largest
-``lp`` (chains that agree can still agree below the posterior's bulk: compare with the reference).  A variable that never moved
-within some chain is reported as ``stuck`` (its R-hat is not finite).
+``lp`` (chains that agree can still agree below the posterior's bulk: compare with the
+reference).  A variable that never moved within some chain is reported as ``stuck`` (its R-hat is
+not finite).
 
 Run from the repository root::
 
@@ -49,22 +51,26 @@ import jax
 import numpy as np
 
 from bayestrees.families import get_family
+from bayestrees.inference.bcart.fit import DEFAULT_LADDER
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
-#: (tune, draws, extra config) per scheme: "default" is the estimators' defaults (particle Gibbs,
-#: 300 + 700 steps); the others at lengths of about its cost or more
+#: the 8-rung ladder of the tempered schemes (1 down to 0.1): the estimators' own default ladder
+LADDER = DEFAULT_LADDER
+
+#: (tune, draws, extra config) per scheme: "default" is the estimators' defaults (300 + 700 steps of
+#: their default scheme); the others at lengths of about its cost or more
 LENGTHS = {
     "default": (300, 700, {}),   # what the estimators do when given nothing
     "moves": (1000, 1000, {"scheme": "moves"}),
     "sweep": (500, 500, {"scheme": "sweep"}),
     "tempered": (1000, 1000, {"scheme": "moves",
-                              "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                              "temperatures": LADDER}),
     "mixed": (200, 300, {"scheme": "mixed"}),
     # the same ladder, 25,000 steps per chain (every 10th kept): about the default's time
     "tempered_long": (5000, 2000, {"scheme": "moves", "thin": 10,
-                                   "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                   "temperatures": LADDER}),
     # compositions: particle Gibbs regrowth tempered on a 4-rung ladder (1 to 0.3), and 10 local moves
     # then a regrowth, tempered on the same ladder (every replica makes both)
     "tempered_pg": (100, 300, {"scheme": "pgibbs",
@@ -74,21 +80,22 @@ LENGTHS = {
     # the mixed scheme on a ladder (pgibbs.LadderMixedStep): 25 steps of the tempered local moves
     # (8 rungs, 1 to 0.1), then a regrowth of the cold replica, per step
     "ladder_mixed": (200, 600, {"scheme": "mixed", "local_moves": 25,
-                                "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                "temperatures": LADDER}),
     "ladder_mixed_long": (400, 1600, {"scheme": "mixed", "local_moves": 25,
-                                      "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
-    # ladder_mixed at 300 + 700 steps
+                                      "temperatures": LADDER}),
+    # ladder_mixed at 300 + 700 steps: the defaults of 2026-12-06 named explicitly, so that its records
+    # keep their meaning if the defaults change
     "ladder_mixed_1000": (300, 700, {"scheme": "mixed", "local_moves": 25,
-                                     "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                     "temperatures": LADDER}),
     # 100 ladder rounds per regrowth, 200 + 600 steps
     "ladder_mixed_100": (200, 600, {"scheme": "mixed", "local_moves": 100,
-                                    "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                    "temperatures": LADDER}),
     # a reference for the posterior's mean lp: the same ladder, 7,000 steps per chain (every 2nd kept)
     "ladder_mixed_ref": (1000, 3000, {"scheme": "mixed", "local_moves": 25, "thin": 2,
-                                      "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                      "temperatures": LADDER}),
     # the same ladder at the default's lengths with a regrowth of the cold replica every 5 ladder steps
     "ladder_mixed_5": (300, 700, {"scheme": "mixed", "local_moves": 5,
-                                  "temperatures": tuple(float(b) for b in np.geomspace(1.0, 0.1, 8))}),
+                                  "temperatures": LADDER}),
 }
 
 

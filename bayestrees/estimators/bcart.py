@@ -80,8 +80,8 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         with its children is seldom proposed).  "moves": one random grow, prune, change or swap
         move per step (Chipman et al. 1998).  "sweep": a systematic sweep over every node per
         step.  ``docs/lab-notes/bcart.md`` ("The ladder as the default") gives R-hat, time and
-        the chains' mean log posterior against a long reference run on six data sets; every fit reports R-hat and ESS
-        (``convergence_``) and warns when chains disagree.
+        the chains' mean log posterior against a long reference run on six data sets; every fit
+        reports R-hat and ESS (``convergence_``) and warns when chains disagree.
     particles : int, default 10
         Particles of the "pgibbs" and "mixed" regrowth (at least 2).
     local_moves : int, default 25

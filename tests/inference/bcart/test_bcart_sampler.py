@@ -308,6 +308,7 @@ def test_the_defaults_match_the_exact_pcfg_posterior_where_the_greedy_root_is_no
     per_chain = root.reshape(default.chains, -1)
     assert np.all((per_chain == 0).mean(1) > 0.1) and np.all((per_chain == 2).mean(1) > 0.1), per_chain
 
+
 def test_each_scheme_is_its_own_kernel_and_tempering_wraps_any():
     """The scheme is a choice of step class (no branch on the scheme inside a step); the kernel
     module does not import particle Gibbs, so its build_kernel refuses that scheme; tempering wraps
