@@ -7,6 +7,9 @@ node at depth ``d``,
 * ``log_split(d)`` / ``log_stop(d)``: the log prior weight of the node being
   internal / a leaf, so that the structure part of the log prior of a tree is
   ``sum_internal log_split(d) + sum_leaves log_stop(d)``;
+* ``forces_splits``: whether ``log_stop`` can be ``-inf`` (a node that must split: the root of the
+  depth-decay prior, and of the code-string prior by default); samplers that build a tree level by
+  level then leave such a node's stop term out instead of subtracting it;
 * ``rule_in_prior``: whether the choice of split rule (variable and threshold)
   is part of the prior (``log p(rule) = -log(#variables) - log(#thresholds)``,
   counted over the valid choices at the node) or not (the PCFG prior puts its
@@ -51,6 +54,8 @@ def sigma_prior_lambda(sigma_hat: float, nu: float = 3.0, q: float = 0.9) -> flo
 
 class _Base:
     """Shared :meth:`log_prior` of the node-wise priors."""
+
+    forces_splits: ClassVar[bool] = False
 
     def __post_init__(self):
         self.check()
@@ -130,6 +135,7 @@ class DepthDecayPrior(_Base):
     delta: float = 1.0
 
     rule_in_prior: ClassVar[bool] = True
+    forces_splits: ClassVar[bool] = True   # the root: exp(-0 / delta) = 1
 
     def check(self) -> "DepthDecayPrior":
         if check_finite("delta", self.delta) <= 0:
@@ -170,6 +176,7 @@ class CodeStringPrior(_Base):
     root_splits: bool = True
 
     rule_in_prior: ClassVar[bool] = True
+    forces_splits: ClassVar[bool] = True   # the root, with root_splits (the default)
 
     def check(self) -> "CodeStringPrior":
         check_probability("split_prob", self.split_prob, 0.0, 0.5,

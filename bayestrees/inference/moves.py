@@ -254,11 +254,14 @@ class Info(NamedTuple):
 # evaluation of a tree
 # ---------------------------------------------------------------------------------------------
 @partial(jax.jit, static_argnames=("cfg",))
-def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None) -> Eval:
+def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=None, open_depth=None) -> Eval:
     """Route the rows through ``tree`` and compute its log likelihood, log prior and validity.
 
     With ``leaf`` (the rows' slots in a tree that differs from ``tree`` only below ``node``),
-    only the rows of that subtree are routed again (:func:`reroute`).
+    only the rows of that subtree are routed again (:func:`reroute`).  With ``open_depth`` the
+    leaves at that depth are undecided: their stop terms are left out of the log prior (particle
+    Gibbs's intermediate targets, :mod:`bayestrees.inference.pgibbs`, where a stop term can be
+    ``-inf``).
     """
     S = cfg.capacity
     cats = data.categories
@@ -303,6 +306,8 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
         cannot = (depth >= cfg.max_depth) | (nvar == 0)
         lsplit = prior.log_split(depth).astype(stats.dtype)
         lstop = jnp.where(cannot, 0.0, prior.log_stop(depth).astype(stats.dtype))
+        if open_depth is not None:
+            lstop = jnp.where(depth == open_depth, 0.0, lstop)
         log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
     return Eval(leaf=leaf, stats=stats, lo=lo, hi=hi, count=cnt, log_lik=log_lik.astype(stats.dtype),
                 log_prior=jnp.asarray(log_prior, stats.dtype), valid=valid)

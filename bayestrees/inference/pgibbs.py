@@ -36,7 +36,11 @@ prior the prior's terms cancel against the proposal and the incremental weight
 ``gamma_t(T_t) - gamma_{t-1}(T_{t-1}) - log q(T_t | T_{t-1})`` is, per decided node,
 ``log(p Z_s + 1 - p)`` plus, for a split, the tempered marginal-likelihood gain less its
 proposal score; with the leaf-count prior it also carries the prior's and the rule-count terms.
-Trees with a node below ``min_leaf_rows`` get weight 0.
+Trees with a node below ``min_leaf_rows`` get weight 0 (with the data-dependent rules, the proposal does
+not offer the rules that would make one).  A prior that forces a split (a stop term of ``-inf``:
+``prior.forces_splits``, the root of BET's depth-decay prior) has the frontier's terms left out of
+the log prior (``moves.evaluate(open_depth=t)``) rather than subtracted, which would be
+``-inf - (-inf)``.
 
 *Conditional SMC* with ``N`` particles: particle 0 follows the current tree's path; at each stage
 particles ``1..N-1`` draw their ancestors from the normalised weights (multinomial), particle 0
@@ -77,14 +81,26 @@ def _split_probs(prior, depth, dt):
 
 
 def _gamma(tree: HeapTree, ev, beta, t, prior, cfg: MCMCConfig):
-    """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node)."""
-    S = cfg.capacity
-    depth = heap.depth_of(jnp.arange(S))
+    """The intermediate target ``gamma_t`` (``-inf`` for a tree with an empty or too small node).
+
+    With a prior that forces splits (``cfg.prior.forces_splits``: a stop term of ``-inf``), ``ev`` is
+    evaluated with the frontier open (:func:`_evaluate`) and its log prior already leaves the
+    frontier's stop terms out; otherwise they are subtracted here."""
     dt = ev.log_lik.dtype
-    front = growable(tree, ev, cfg) & (depth == t)
-    open_stop = jnp.sum(jnp.where(front, prior.log_stop(depth).astype(dt), 0.0))
-    g = jnp.asarray(beta, dt) * ev.log_lik + ev.log_prior - open_stop
+    g = jnp.asarray(beta, dt) * ev.log_lik + ev.log_prior
+    if not cfg.prior.forces_splits:
+        depth = heap.depth_of(jnp.arange(cfg.capacity))
+        front = growable(tree, ev, cfg) & (depth == t)
+        g = g - jnp.sum(jnp.where(front, prior.log_stop(depth).astype(dt), 0.0))
     return jnp.where(ev.valid, g, -jnp.inf)
+
+
+def _evaluate(trees: HeapTree, data: MCMCData, cfg: MCMCConfig, t):
+    """:func:`~bayestrees.inference.moves.evaluate` of every particle's tree at stage ``t``: with a prior
+    that forces splits, the leaves at depth ``t`` open (their stop terms, possibly ``-inf``, left out;
+    at ``t = max_depth`` no leaf can split and the evaluation is the chain's own)."""
+    open_depth = t if cfg.prior.forces_splits else None
+    return jax.vmap(lambda tr: evaluate(tr, data, cfg, open_depth=open_depth))(trees)
 
 
 class _Proposal(NamedTuple):
@@ -190,6 +206,15 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     nvar, nthr = heap.rule_counts(lo, hi)
     codes = jnp.arange(B)
     valid = (codes >= lo[:, :, None]) & (codes < hi[:, :, None])
+    if cfg.min_leaf_rows > 1 and cfg.rules == "data":
+        # rules that leave a child below min_leaf_rows make a tree of target 0: not proposed (the
+        # regrowth of a sum's trees, rules="intervals", still proposes them and weighs them out)
+        w_row = jnp.where(live, data.weight, 0.0).astype(stats.dtype)
+        w_hist = scatter_add(jnp.zeros((F + 1) * d * B, stats.dtype), cell.reshape(-1),
+                             jnp.broadcast_to(w_row[:, None], (n, d)).reshape(-1))
+        n_left = jnp.cumsum(w_hist[:F * d * B].reshape(F, d, B), 2)
+        n_node = n_left[:, :, -1:]
+        valid = valid & (n_left >= cfg.min_leaf_rows) & (n_node - n_left >= cfg.min_leaf_rows)
     if data.var_weight is None:
         log_var = -jnp.log(jnp.maximum(nvar, 1).astype(dt))[:, None]
     else:
@@ -274,11 +299,10 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     prior = cfg.prior if data.prior is None else data.prior
     beta = state.beta
     ref = state.tree
-    ev_all = jax.vmap(evaluate, in_axes=(0, None, None))
 
     root = heap.truncate(ref, 0)
     trees = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), root)
-    evs = ev_all(trees, data, cfg)
+    evs = _evaluate(trees, data, cfg, 0)
     gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(trees, evs, beta, 0, prior, cfg)
     logw = jnp.zeros(N, gam.dtype)
 
@@ -300,7 +324,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
             new = jax.vmap(_extend, in_axes=(0, 0, 0, None, None, 0))(trees, props, ux, cfg, data.categories, uc)
         new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, heap.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
-        new_evs = ev_all(new, data, cfg)
+        new_evs = _evaluate(new, data, cfg, t)
         new_gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(new, new_evs, beta, t, prior, cfg)
         logw = jnp.where(jnp.isfinite(new_gam), new_gam - gam - lq, -jnp.inf)
         return new, new_evs, new_gam, logw

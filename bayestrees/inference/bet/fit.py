@@ -63,6 +63,9 @@ class BETConfig:
     leaf_concentration : float  Dirichlet concentration of class leaves (the paper: 0.5)
     leaf_prior : "objective" (``p(mu, s2) ∝ 1/s2``, the paper) or a ``NIGPrior`` (proper, on the
         standardised response) for regression
+    particles : int, 0 or >= 2  after each swept tree's sweep, a particle Gibbs regrowth of it with this
+        many particles (:mod:`bayestrees.inference.pgibbs`; it changes the root, which the sweep
+        seldom does once a subtree hangs below it); 0: the sweep alone (the paper's sampler)
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     on_overflow : "warn" or "raise" when the slice reached past ``max_trees`` components
@@ -81,6 +84,7 @@ class BETConfig:
     init_trees: int = 4
     leaf_concentration: float = 0.5
     leaf_prior: Any = "objective"
+    particles: int = 0
     draws: int = 1000
     tune: int = 1000
     chains: int = 1
@@ -97,6 +101,9 @@ class BETConfig:
         check_int("min_leaf_rows", self.min_leaf_rows, 2, hint=" (q: every leaf must hold at least 2 rows, so "
                                                               "that the objective leaf posterior is proper)")
         check_int("max_trees", self.max_trees, 1, MAX_TREES)
+        check_int("particles", self.particles, 0)
+        if self.particles == 1:
+            raise ValueError("particles must be 0 (no regrowth) or at least 2, got 1")
         check_int("active_trees", self.active_trees, 1)
         check_int("init_trees", self.init_trees, 1)
         check_positive("leaf_concentration", self.leaf_concentration)
@@ -120,12 +127,16 @@ class BETConfig:
         return make_leaf_model(task, kind=kind, n_classes=n_classes, alpha=self.leaf_concentration,
                                prior=self.leaf_prior if kind == "normal" else None)
 
-    def kernel_config(self, task: str, n_classes: int, d: int, columns: int | None = None) -> bet_kernel.KernelConfig:
+    def kernel_config(self, task: str, n_classes: int, d: int, columns: int | None = None,
+                      n_codes: int = 0) -> bet_kernel.KernelConfig:
         """The kernel's settings for ``d`` features (``columns`` code columns, ``d`` by default; more
-        with missing values: :mod:`bayestrees.inference.missing`)."""
+        with missing values: :mod:`bayestrees.inference.missing`) of ``n_codes`` codes (the bound the
+        regrowth needs; 0 or ``particles=0``: the sweep alone)."""
+        regrow = self.particles > 0 and n_codes > 0
         mc = moves.MCMCConfig(prior=DepthDecayPrior(float(self.delta)), leaf_model=self.leaf_model_for(task, n_classes),
                               max_depth=self.max_depth, n_features=d if columns is None else int(columns), scheme="sweep",
-                              min_leaf_rows=int(self.min_leaf_rows))
+                              min_leaf_rows=int(self.min_leaf_rows), particles=max(int(self.particles), 2),
+                              n_codes=int(n_codes) if regrow else 0)
         return bet_kernel.KernelConfig(mcmc=mc, max_trees=int(self.max_trees), n_features=d,
                                        active_trees=int(self.active_trees), init_trees=int(self.init_trees))
 
@@ -181,7 +192,8 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
                          f"got {data.n}; lower min_leaf_rows or add rows")
     task = data.task
     yt = jnp.asarray(y)
-    kcfg = config.kernel_config(task, data.n_classes, data.d, codes.shape[1])
+    kcfg = config.kernel_config(task, data.n_classes, data.d, codes.shape[1],
+                                n_codes=int(np.max(data.n_bins)) + (rules is not None))   # a coded column: one code more
     lm = kcfg.mcmc.leaf_model
     # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation.  With
     # missing values the rules are on the coded columns, xi stays over the features

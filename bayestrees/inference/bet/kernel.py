@@ -95,6 +95,7 @@ from .. import moves
 from .. import heap
 from ..heap import HeapTree
 from ..loop import Kernel
+from ..pgibbs import pgibbs
 from ..metropolis import accept
 
 __all__ = ["BETData", "State", "Info", "Draw", "KernelConfig", "build_kernel", "column_weights",
@@ -232,7 +233,10 @@ def split_counts(tree: HeapTree, d: int, dtype):
 
 
 def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
-    """Step 1a-b for component ``j``: collapse, then one node-by-node sweep on the component's rows.
+    """Step 1a-b for component ``j``: collapse, then one node-by-node sweep on the component's rows, then
+    (with ``cfg.mcmc.n_codes``: ``BETConfig.particles > 0``) one particle Gibbs regrowth of the tree
+    given the same rows and ``xi`` (:func:`bayestrees.inference.pgibbs.pgibbs`: it leaves the sweep's
+    target invariant and can change the root, which the sweep seldom does under a subtree).
 
     Returns ``(tree, ev, n_accepted)``, ``ev`` the evaluation of the new tree on the component's rows.
     """
@@ -248,7 +252,12 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
     leaf = heap.route(tree, data.codes, mc.max_depth)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
-    st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
+    if not mc.n_codes:
+        st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
+        return st.tree, st.ev, n_acc
+    k_sweep, k_regrow = jax.random.split(key)
+    st, n_acc = moves.sweep(k_sweep, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
+    st, _ = pgibbs(k_regrow, st, md, mc)
     return st.tree, st.ev, n_acc
 
 
