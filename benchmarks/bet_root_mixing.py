@@ -9,9 +9,9 @@ outside the test's tolerances.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bet_root_mixing.py PARTICLES DATA_SEED [DATA_SEED ...]
-    .venv/bin/python benchmarks/bet_root_mixing.py 0 0 1 8 10 11     # the sweep alone
-    .venv/bin/python benchmarks/bet_root_mixing.py 10 0 1 8 10 11    # with the regrowth
+    .venv/bin/python benchmarks/bet_root_mixing.py PARTICLES REGROW_RATE DATA_SEED [DATA_SEED ...]
+    .venv/bin/python benchmarks/bet_root_mixing.py 0 1 0 1 8 10 11     # the sweep alone
+    .venv/bin/python benchmarks/bet_root_mixing.py 10 1 0 1 8 10 11    # with the regrowth every step
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def main(argv=None) -> None:
     import test_bet_exact as T   # the exact posterior of one component (the suite's enumeration)
 
     argv = sys.argv[1:] if argv is None else argv
-    P, seeds = int(argv[0]), [int(a) for a in argv[1:]]
+    P, rate, seeds = int(argv[0]), float(argv[1]), [int(a) for a in argv[2:]]
     warnings.simplefilter("ignore")
     for s in seeds:
         X, y = T._interaction_data(s)
@@ -40,7 +40,7 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             est = bt.BETRegressor(alpha_dp=1.0, delta=T.B_DELTA, min_leaf_rows=T.B_Q, max_trees=1, active_trees=1,
                                   init_trees=1, max_depth=T.B_DEPTH, max_bins=3, chains=4, random_state=seed,
-                                  particles=P).fit(X, y)
+                                  particles=P, regrow_rate=rate).fit(X, y)
             dt = time.perf_counter() - t0
             keys = T._sampled_keys(est)
             nd = len(keys) // 4
@@ -51,7 +51,7 @@ def main(argv=None) -> None:
                     r[k[0][1]] = r.get(k[0][1], 0) + 1 / nd
                 tvs.append(T._tv(r, want["root"]))
             got = T._tree_got(est, X, want)
-            print(f"particles {P} data seed {s} sampler seed {seed}: chains' root TV {np.round(tvs, 3)}, "
+            print(f"particles {P} rate {rate} data seed {s} sampler seed {seed}: chains' root TV {np.round(tvs, 3)}, "
                   f"TV over trees {T._tv(got['trees'], want['trees']):.3f}, outside {T._tree_outside(got, want)}, "
                   f"{dt:.1f} s", flush=True)
 

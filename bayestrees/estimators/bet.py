@@ -92,10 +92,13 @@ class BETRegressor(_BETMixin, RegressorBase):
         The chain starts with the rows spread uniformly at random over this many trees.
     leaf_prior : "objective" or bayestrees.leaves.NIGPrior, default "objective"
         ``p(mu, s2) ∝ 1/s2`` (the paper), or a proper Normal-inverse-gamma prior on the standardised response.
-    particles : int, 0 or >= 2, default 0
-        With 2 or more: after each swept tree's node-by-node sweep, a particle Gibbs regrowth of the tree
-        with this many particles, which changes its root where the sweep alone stays (at about ten times
-        the cost of a step at ``max_depth=5``).  0: the paper's sweep alone.
+    particles : int, 0 or >= 2, default 10
+        Particles of the particle Gibbs regrowth of a swept tree after its node-by-node sweep, which
+        changes the tree's root where the sweep alone stays on one (a chain of the paper's sampler can
+        keep a root of small posterior probability for thousands of steps).  0: the paper's sweep alone.
+    regrow_rate : float in (0, 1], default 0.1
+        The probability that a step regrows its swept trees (one draw per step): at 0.1 a step costs
+        about twice the sweep alone, at 1 about ten times (``max_depth=5``).
     draws, tune, chains, thin : int, default 1000, 1000, 1, 1
     max_depth : int, default 5
     max_bins : int, default 32
@@ -138,11 +141,12 @@ class BETRegressor(_BETMixin, RegressorBase):
     _task = "regression"
 
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
-                 leaf_prior="objective", particles=0, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
+                 leaf_prior="objective", particles=10, regrow_rate=0.1, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
                  random_state=None, dtype="float32", progressbar=False, chain_method="auto"):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
               max_bins, random_state, dtype, progressbar, chain_method)
         self.leaf_prior, self.init_trees, self.particles = leaf_prior, init_trees, particles
+        self.regrow_rate = regrow_rate
 
     def predict(self, X) -> np.ndarray:
         """Ensemble estimator at ``X``, averaged over draws.
@@ -193,11 +197,12 @@ class BETClassifier(_BETMixin, ClassifierBase):
     _renamed = {"alpha_leaves": "leaf_concentration"}
 
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
-                 leaf_concentration=0.5, particles=0, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
+                 leaf_concentration=0.5, particles=10, regrow_rate=0.1, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
                  random_state=None, dtype="float32", progressbar=False, chain_method="auto", alpha_leaves=RENAMED):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
               max_bins, random_state, dtype, progressbar, chain_method)
         self.leaf_concentration, self.init_trees, self.particles = leaf_concentration, init_trees, particles
+        self.regrow_rate = regrow_rate
         self.alpha_leaves = alpha_leaves
 
     def predict_proba(self, X) -> np.ndarray:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...convert import to_inferencedata
-from ...data import TrainingData, check_dtype, check_int, check_positive, sampler_inputs
+from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, sampler_inputs
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, predict
@@ -63,9 +63,12 @@ class BETConfig:
     leaf_concentration : float  Dirichlet concentration of class leaves (the paper: 0.5)
     leaf_prior : "objective" (``p(mu, s2) ∝ 1/s2``, the paper) or a ``NIGPrior`` (proper, on the
         standardised response) for regression
-    particles : int, 0 or >= 2  after each swept tree's sweep, a particle Gibbs regrowth of it with this
+    particles : int, 0 or >= 2  a particle Gibbs regrowth of each swept tree after its sweep, with this
         many particles (:mod:`bayestrees.inference.pgibbs`; it changes the root, which the sweep
         seldom does once a subtree hangs below it); 0: the sweep alone (the paper's sampler)
+    regrow_rate : float in (0, 1]  with ``particles``, the probability that a step regrows its swept
+        trees (default 0.1: about twice the sweep's cost; every step costs about ten times it at
+        ``max_depth=5``)
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     on_overflow : "warn" or "raise" when the slice reached past ``max_trees`` components
@@ -84,7 +87,8 @@ class BETConfig:
     init_trees: int = 4
     leaf_concentration: float = 0.5
     leaf_prior: Any = "objective"
-    particles: int = 0
+    particles: int = 10
+    regrow_rate: float = 0.1
     draws: int = 1000
     tune: int = 1000
     chains: int = 1
@@ -102,6 +106,8 @@ class BETConfig:
                                                               "that the objective leaf posterior is proper)")
         check_int("max_trees", self.max_trees, 1, MAX_TREES)
         check_int("particles", self.particles, 0)
+        if self.regrow_rate != 1.0:   # a probability in (0, 1], 1 every step
+            check_probability("regrow_rate", self.regrow_rate)
         if self.particles == 1:
             raise ValueError("particles must be 0 (no regrowth) or at least 2, got 1")
         check_int("active_trees", self.active_trees, 1)
@@ -138,7 +144,8 @@ class BETConfig:
                               min_leaf_rows=int(self.min_leaf_rows), particles=max(int(self.particles), 2),
                               n_codes=int(n_codes) if regrow else 0)
         return bet_kernel.KernelConfig(mcmc=mc, max_trees=int(self.max_trees), n_features=d,
-                                       active_trees=int(self.active_trees), init_trees=int(self.init_trees))
+                                       active_trees=int(self.active_trees), init_trees=int(self.init_trees),
+                                       regrow_rate=float(self.regrow_rate))
 
 
 @dataclass

@@ -192,6 +192,8 @@ class KernelConfig:
     update_xi : sample xi (False keeps every xi_j uniform: the tests compare with Bayesian CART)
     active_trees : A, the tree slots swept per step (``<= max_trees``; see :class:`_Step`)
     init_trees : rows start spread uniformly at random over this many components (``<= max_trees``)
+    regrow_rate : with ``mcmc.n_codes`` (a regrowth asked for), the probability that a step regrows its
+        swept trees by particle Gibbs after their sweeps (one draw per step, independent of the state)
     """
 
     mcmc: Any
@@ -200,8 +202,11 @@ class KernelConfig:
     update_xi: bool = True
     active_trees: int = 4
     init_trees: int = 1
+    regrow_rate: float = 1.0
 
     def __post_init__(self):
+        if not 0.0 < self.regrow_rate <= 1.0:
+            raise ValueError(f"regrow_rate must be in (0, 1], got {self.regrow_rate!r}")
         if not 1 <= self.active_trees:
             raise ValueError(f"active_trees must be >= 1, got {self.active_trees}")
         object.__setattr__(self, "active_trees", min(int(self.active_trees), int(self.max_trees)))
@@ -232,11 +237,12 @@ def split_counts(tree: HeapTree, d: int, dtype):
     return jax.ops.segment_sum(tree.is_internal().astype(dtype), jnp.maximum(tree.feature, 0), d)
 
 
-def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
+def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig, regrow=True):
     """Step 1a-b for component ``j``: collapse, then one node-by-node sweep on the component's rows, then
-    (with ``cfg.mcmc.n_codes``: ``BETConfig.particles > 0``) one particle Gibbs regrowth of the tree
-    given the same rows and ``xi`` (:func:`bayestrees.inference.pgibbs.pgibbs`: it leaves the sweep's
-    target invariant and can change the root, which the sweep seldom does under a subtree).
+    (with ``cfg.mcmc.n_codes``: ``BETConfig.particles > 0``, and ``regrow``, a bool drawn by the step
+    independently of the state) one particle Gibbs regrowth of the tree given the same rows and ``xi``
+    (:func:`bayestrees.inference.pgibbs.pgibbs`: it leaves the sweep's target invariant and can change
+    the root, which the sweep seldom does under a subtree).
 
     Returns ``(tree, ev, n_accepted)``, ``ev`` the evaluation of the new tree on the component's rows.
     """
@@ -257,7 +263,10 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig):
         return st.tree, st.ev, n_acc
     k_sweep, k_regrow = jax.random.split(key)
     st, n_acc = moves.sweep(k_sweep, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
-    st, _ = pgibbs(k_regrow, st, md, mc)
+    if cfg.regrow_rate < 1.0:
+        st = jax.lax.cond(regrow, lambda s: pgibbs(k_regrow, s, md, mc)[0], lambda s: s, st)
+    else:
+        st, _ = pgibbs(k_regrow, st, md, mc)
     return st.tree, st.ev, n_acc
 
 
@@ -367,9 +376,12 @@ class _Step:
         occ_before = jax.ops.segment_sum(jnp.ones_like(state.z), state.z, J) > 0
         score = jnp.where(occ_before, jax.random.gumbel(k_sel, (J,), dt), -jnp.inf)
         _, idx = jax.lax.top_k(score, A)
-        t_a, ev_a, n_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None))(
+        # whether this step regrows its swept trees: one draw, from a key of its own (the other draws as without)
+        regrow = (jax.random.uniform(jax.random.fold_in(key, 7), (), dt) < cfg.regrow_rate
+                  if mc.n_codes and cfg.regrow_rate < 1.0 else True)
+        t_a, ev_a, n_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None, None))(
             jax.random.split(k_tree, A), jax.tree_util.tree_map(lambda a: a[idx], state.tree), state.xi[idx], idx,
-            state.z, data, cfg)
+            state.z, data, cfg, regrow)
         sel = jnp.zeros(J, bool).at[idx].set(True)
         fresh = ~occ_before & ~sel                                  # unoccupied, not swept: from the prior
         redraw = sel | fresh
