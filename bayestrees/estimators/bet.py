@@ -98,7 +98,7 @@ class BETRegressor(_BETMixin, RegressorBase):
         keep a root of small posterior probability for thousands of steps).  0: the paper's sweep alone.
     regrow_rate : float in (0, 1], default 0.1
         The probability that a step regrows its swept trees (one draw per step): at 0.1 a step costs
-        about twice the sweep alone, at 1 about ten times (``max_depth=5``).
+        about twice the sweep alone, at 1 about 13 times (``max_depth=5``).
     draws, tune, chains, thin : int, default 1000, 1000, 1, 1
     max_depth : int, default 5
     max_bins : int, default 32

@@ -67,7 +67,7 @@ class BETConfig:
         many particles (:mod:`bayestrees.inference.pgibbs`; it changes the root, which the sweep
         seldom does once a subtree hangs below it); 0: the sweep alone (the paper's sampler)
     regrow_rate : float in (0, 1]  with ``particles``, the probability that a step regrows its swept
-        trees (default 0.1: about twice the sweep's cost; every step costs about ten times it at
+        trees (default 0.1: about twice the sweep's cost; every step costs about 13 times it at
         ``max_depth=5``)
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
