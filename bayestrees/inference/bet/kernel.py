@@ -258,15 +258,10 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig, r
     leaf = heap.route(tree, data.codes, mc.max_depth)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
-    if not mc.n_codes:
-        st, n_acc = moves.sweep(key, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
-        return st.tree, st.ev, n_acc
-    k_sweep, k_regrow = jax.random.split(key)
+    k_sweep, k_regrow = jax.random.split(key) if mc.n_codes else (key, None)   # the sweep alone: its key as before
     st, n_acc = moves.sweep(k_sweep, moves.State(tree=tree, ev=ev, beta=jnp.ones((), dt)), md, mc)
-    if cfg.regrow_rate < 1.0:
+    if mc.n_codes:
         st = jax.lax.cond(regrow, lambda s: pgibbs(k_regrow, s, md, mc)[0], lambda s: s, st)
-    else:
-        st, _ = pgibbs(k_regrow, st, md, mc)
     return st.tree, st.ev, n_acc
 
 
@@ -378,7 +373,7 @@ class _Step:
         _, idx = jax.lax.top_k(score, A)
         # whether this step regrows its swept trees: one draw, from a key of its own (the other draws as without)
         regrow = (jax.random.uniform(jax.random.fold_in(key, 7), (), dt) < cfg.regrow_rate
-                  if mc.n_codes and cfg.regrow_rate < 1.0 else True)
+                  if mc.n_codes and cfg.regrow_rate < 1.0 else jnp.array(True))
         t_a, ev_a, n_acc = jax.vmap(tree_step, in_axes=(0, 0, 0, 0, None, None, None, None))(
             jax.random.split(k_tree, A), jax.tree_util.tree_map(lambda a: a[idx], state.tree), state.xi[idx], idx,
             state.z, data, cfg, regrow)
