@@ -18,6 +18,9 @@ checking by other means that nothing moved::
 
     BAYESTREES_RECORD_DIGESTS=1 python -m pytest tests/test_results_unchanged.py
 
+A fit whose outputs moved on purpose is recorded again on the processor at hand and removed from
+the other processors' records, where it is then skipped until recorded there.
+
 A variable renamed on purpose is listed in ``RENAMED`` (new name -> recorded name) so that its
 values are still compared.
 """
@@ -242,6 +245,8 @@ def test_fit_outputs_are_bit_identical_to_the_record(name):
     record = _record().get(toolchain())
     if record is None:
         pytest.skip(f"no digests recorded for this toolchain ({toolchain()}); see the module docstring")
+    if name not in record:   # a fit whose outputs moved on purpose, recorded again on another processor only
+        pytest.skip(f"no digests of {name} recorded for this toolchain ({toolchain()}); see the module docstring")
     want = record[name]
     renamed = RENAMED.get(name, {})
     # a recorded name that a renamed variable now holds is compared under it, not under its new meaning

@@ -41,6 +41,7 @@ from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -198,6 +199,31 @@ def _init(key, args, *, init, chains: int, split: bool = True):
     return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
 
 
+@partial(jax.jit, static_argnames=("init", "chains", "split"))
+def _init_from(keys, args, *, init, chains: int, split: bool = True):
+    """:func:`_init` with the chains' keys given."""
+    place = shard_batch if split else _whole
+    return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(place(keys, chains), *args), chains)
+
+
+def _own(compiled):
+    """``compiled`` (a compiled function of this module) made again for one run: called with the same
+    arguments, it compiles its programs in functions of its own (one per set of static arguments,
+    shared by the run's threads), so that they and the static arguments they hold (a kernel and its
+    data) are freed with it, not kept in the module's caches."""
+    donate = (1,) if compiled is _block else ()
+    made, lock = {}, threading.Lock()
+
+    def call(*args, **static):
+        key = tuple(sorted(static.items(), key=lambda kv: kv[0]))
+        with lock:
+            if key not in made:
+                made[key] = jax.jit(partial(compiled.__wrapped__, **static), donate_argnums=donate)
+        return made[key](*args)
+
+    return call
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -254,13 +280,14 @@ def _run_calls(run, k_run, state, args, calls, thin, prog, first=None):
     return _concat([cut(s, n) for s, _, n in kept]), _concat([cut(i, n) for _, i, n in kept]), state
 
 
-def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
+def _run_parallel(run, k_run, state, args, calls, thin, chains, prog, workers=None):
     """Each chain on its own (unbatched program), in threads; outputs stacked on the chain axis.
 
     Chain ``c`` runs on device ``c mod k`` of the ``k`` devices JAX sees; there are as many threads
-    as CPU cores (on a CPU) or devices, at most one per chain."""
+    as CPU cores (on a CPU) or devices, at most one per chain, or ``workers``."""
     devices = jax.devices()
-    workers = min(chains, max(len(devices), _cores() if jax.default_backend() == "cpu" else 1))
+    if workers is None:
+        workers = min(chains, max(len(devices), _cores() if jax.default_backend() == "cpu" else 1))
     if len(devices) > 1:  # the whole state lives on one device before it is cut into chains
         state = jax.device_put(state, devices[0])
     placed = {dev: jax.device_put(args, dev) for dev in devices[:min(chains, len(devices))]}
@@ -285,7 +312,8 @@ def _run_parallel(run, k_run, state, args, calls, thin, chains, prog):
 
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
                thin: int = 1, collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
-               desc: str = "sampling", chain_method: str = "auto", split_chains: bool = True) -> ChainResult:
+               desc: str = "sampling", chain_method: str = "auto", split_chains: bool = True,
+               init_keys=None, keep_programs: bool = True) -> ChainResult:
     """Run ``chains`` chains of ``kernel`` for ``tune`` discarded steps and ``draws`` kept ones.
 
     Parameters
@@ -300,15 +328,22 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     collect : ``(key, state, *args) -> pytree``, optional  what to store per draw (default: the whole state)
     progressbar : bool  print a progress bar on stderr (the run is split in blocks)
     blocks : int, optional  number of compiled calls per phase (default 1, or 20 with a progress bar)
-    chain_method : {"vectorized", "parallel", "auto"}
+    chain_method : {"vectorized", "parallel", "auto", "sequential"}
         ``"vectorized"`` steps all chains in one ``vmap``-ed program (the choice for a GPU);
         ``"parallel"`` runs each chain's unbatched program in threads, one per CPU core (or one
         per device where JAX sees several), which is faster on a multi-core CPU; ``"auto"``
-        picks ``"parallel"`` for several chains on a CPU with several cores.  The draws are the
-        same either way (up to floating-point rounding).
+        picks ``"parallel"`` for several chains on a CPU with several cores; ``"sequential"``
+        runs the unbatched program for one chain after another (the least memory).  The draws
+        are the same either way (up to floating-point rounding).
     split_chains : bool  split the chains across the devices JAX sees (:mod:`bayestrees.sharding`;
         default True); False for a kernel that places its work on the devices itself (BART's rows
         across devices, ``data_devices``), whose chains then run vectorized
+    init_keys : PRNG keys ``(chains,)``, optional  the keys of the chains' ``init`` (default: drawn
+        from ``key``); for a kernel whose state carries its own key and that reproduces another
+        driver's draws (the tree functions' NumPyro kernel)
+    keep_programs : bool  keep the compiled programs in the module's caches, for the next run of an
+        equal kernel (default); False for a kernel made for one run (it closes over that run's data),
+        whose programs, and the kernel with them, are then freed when the run ends
 
     Returns
     -------
@@ -317,19 +352,26 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     for name, v, lo in (("chains", chains, 1), ("draws", draws, 1), ("tune", tune, 0), ("thin", thin, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    method = resolve_chain_method(chain_method, chains) if split_chains else "vectorized"
+    sequential = chain_method == "sequential"
+    method = ("parallel" if sequential else resolve_chain_method(chain_method, chains)) if split_chains else "vectorized"
     collect = collect if collect is not None else _identity
     args = tuple(args)
     k_init, k_run = jax.random.split(key)
-    state = _init(k_init, args, init=kernel.init, chains=chains, split=bool(split_chains))
+    block, init, init_from = (_block, _init, _init_from) if keep_programs else (
+        _own(_block), _own(_init), _own(_init_from))
+    if init_keys is None:
+        state = init(k_init, args, init=kernel.init, chains=chains, split=bool(split_chains))
+    else:
+        state = init_from(init_keys, args, init=kernel.init, chains=chains, split=bool(split_chains))
     nb = blocks if blocks is not None else (20 if progressbar else 1)
     calls, size = _phases(tune, draws, thin, nb)
     if method == "parallel" and chains > 1:
         prog = Progress(chains * (tune + draws * thin), f"{desc} ({chains} chains, chain-steps)", progressbar)
-        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains, width=1)
-        samples, infos, state = _run_parallel(run, k_run, state, args, calls, thin, chains, prog)
+        run = partial(block, step=kernel.step, collect=collect, size=size, chains=chains, width=1)
+        samples, infos, state = _run_parallel(run, k_run, state, args, calls, thin, chains, prog,
+                                              workers=1 if sequential else None)
     else:
         prog = Progress(tune + draws * thin, desc, progressbar)
-        run = partial(_block, step=kernel.step, collect=collect, size=size, chains=chains, split=bool(split_chains))
+        run = partial(block, step=kernel.step, collect=collect, size=size, chains=chains, split=bool(split_chains))
         samples, infos, state = _run_calls(run, k_run, state, args, calls, thin, prog)
     return ChainResult(samples, infos, state)

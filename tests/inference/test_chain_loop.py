@@ -152,6 +152,40 @@ def test_parallel_chains_draw_what_the_vectorized_chains_draw(thin, blocks, caps
     assert f"{total}/{total}" in capsys.readouterr().err  # the bar counts the chain-steps of all chains
 
 
+def test_sequential_chains_given_keys_and_programs_of_one_run():
+    """``chain_method="sequential"`` runs the parallel way's chains one after another (the same draws);
+    ``init_keys`` starts the chains from the given keys; ``keep_programs=False`` compiles the run's
+    programs apart from the module's caches, which then hold neither them nor the kernel."""
+    import gc
+    import weakref
+
+    from bayestrees.inference import loop
+
+    kw = dict(chains=3, draws=30, tune=5)
+    a = run_chains(jax.random.key(5), RW, chain_method="parallel", **kw)
+    b = run_chains(jax.random.key(5), RW, chain_method="sequential", **kw)
+    np.testing.assert_array_equal(np.asarray(b.samples.x), np.asarray(a.samples.x))
+
+    keys = jax.random.split(jax.random.key(9), 3)
+    still = Kernel(_init, lambda key, state: (state, RWInfo(jnp.zeros((), bool))))   # the kept state is the start
+    c = run_chains(jax.random.key(5), still, init_keys=keys, chain_method="vectorized", draws=1, tune=0, chains=3)
+    np.testing.assert_allclose(np.asarray(c.samples.x[:, 0]), np.asarray(jax.vmap(_init)(keys).x), rtol=1e-6)
+
+    class Step:   # a kernel made for one run (hashed by identity)
+        def __call__(self, key, state):
+            return _step(key, state)
+
+    step = Step()
+    ref = weakref.ref(step)
+    n_block = loop._block._cache_size()
+    d = run_chains(jax.random.key(5), Kernel(_init, step), keep_programs=False, chain_method="vectorized", **kw)
+    np.testing.assert_allclose(np.asarray(d.samples.x), np.asarray(a.samples.x), rtol=1e-6)
+    assert loop._block._cache_size() == n_block
+    del step, d
+    gc.collect()
+    assert ref() is None
+
+
 def test_chain_method_auto_and_bad_values(monkeypatch):
     from bayestrees.inference import loop
     from bayestrees.inference.bcart.fit import BCARTConfig

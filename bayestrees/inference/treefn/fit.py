@@ -1,14 +1,14 @@
 """Sampling a user-written NumPyro model with tree functions: one call to InferenceData.
 
-:func:`sample_model` runs NumPyro's ``MCMC`` on ``Gibbs([(TreeMoves(model), tree sites), (NUTS(model),
-the rest)])`` (:mod:`bayestrees.inference.treefn.kernel`) and returns a :class:`ModelFit`: the
+:func:`sample_model` runs NumPyro's ``Gibbs([(TreeMoves(model), tree sites), (NUTS(model), the
+rest)])`` (:mod:`bayestrees.inference.treefn.kernel`) in the library's chain loop
+(:mod:`bayestrees.inference.treefn.chains`) and returns a :class:`ModelFit`: the
 draws, the InferenceData by the posterior contract, and prediction on new rows through
 ``numpyro.infer.Predictive``.
 """
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from numpyro import handlers
 from numpyro.distributions import constraints
-from numpyro.infer import MCMC, NUTS, Predictive
+from numpyro.infer import NUTS, Predictive
 from numpyro.infer.gibbs import Gibbs, prototype_trace
 from numpyro.infer.util import log_likelihood as numpyro_log_likelihood
 
@@ -26,10 +26,15 @@ from ...keys import make_key
 from ...sharding import check_data_devices
 from ..bart.kernel import host_tree_summaries
 from ...data import check_int
+from ..loop import Kernel, run_chains
+from .chains import GibbsChain
 from .kernel import TreeMoves, tree_sites
-from .site import FeatureTable, TreeEnsemble, TreeValues, feature_arguments, stump_initialisation
+from .site import FeatureTable, TreeEnsemble, feature_arguments, stump_initialisation
 
-__all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit"]
+__all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit", "CHAIN_METHODS"]
+
+#: the values of ``sample_model(chain_method=...)``
+CHAIN_METHODS = ("vectorized", "parallel", "sequential", "auto")
 
 
 def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
@@ -121,7 +126,8 @@ class ModelFit:
     idata : arviz.InferenceData by the posterior contract
     functions : names of the tree functions
     seconds : float
-        Wall time of NumPyro's ``MCMC.run`` until the draws are computed (compilation included).
+        Wall time of the chains' set-up and run until the draws are on the host (compilation
+        included).
     convergence : ConvergenceReport or None
         R-hat and bulk ESS of the scalar posterior variables and of each tree function's mean over
         the training rows and total leaves (:mod:`bayestrees.convergence`; with two chains or
@@ -214,14 +220,14 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
                  conjugate="auto", leaf_refresh: int = 0, particles="auto", move_probs=None, local_moves=None,
                  slide="auto", data_devices: int = 1, nuts_kwargs=None,
                  progressbar: bool = False,
-                 chain_method="vectorized",
+                 chain_method="auto",
                  log_likelihood: bool = True, jit_data: bool = False, **kwargs) -> ModelFit:
     """Sample a NumPyro model that holds tree functions; every other latent site by NUTS.
 
     The tree sites are updated by the library's tree moves
     (:class:`~bayestrees.inference.treefn.kernel.TreeMoves`: exact Metropolis-Hastings; the BART
     family's conjugate step where the likelihood is Normal in the function), every other latent
-    site by NUTS, in NumPyro's ``MCMC`` (Gibbs blocks).
+    site by NUTS, in NumPyro's ``Gibbs`` kernel run by the library's chain loop.
 
     Parameters
     ----------
@@ -277,18 +283,19 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         device holds a block of the rows, the sums over rows are added across them), on the
         conjugate Normal path (a likelihood quadratic in the function) only; the rows must be a
         multiple of it, and ``particles="auto"`` then means no regrowth.  The other sites' updates
-        are left to JAX's partitioner.  Chains run with ``chain_method="vectorized"`` or
-        ``"sequential"``.
+        are left to JAX's partitioner.  Chains run with ``chain_method="vectorized"``.
     nuts_kwargs : dict, optional
         Arguments of ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
     progressbar : bool, default False
-        NumPyro's progress bar.
-    chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
-        How the chains run: ``jax.vmap`` over the chains (the default), one after another, or
-        NumPyro's "parallel", one chain per JAX device (``jax.pmap``; with one device NumPyro runs
-        them one after another).  The estimators' ``chain_method="parallel"``
-        (:func:`bayestrees.inference.loop.run_chains`) runs chains in threads, one per CPU core, which
-        NumPyro's driver does not offer.
+        A progress bar on stderr (the run is then split in blocks).
+    chain_method : {"auto", "vectorized", "parallel", "sequential"}, default "auto"
+        How the chains run (:func:`bayestrees.inference.loop.run_chains`, as in every MCMC family):
+        ``jax.vmap`` over the chains in one program ("vectorized": the choice for a GPU), each
+        chain's own program in threads, one per CPU core or JAX device ("parallel": faster on a
+        CPU with several cores), one chain after another ("sequential"), or "auto" ("parallel"
+        for several chains on a CPU with several cores, else "vectorized"; with ``data_devices > 1``,
+        "vectorized").  The draws are the
+        same either way up to floating-point rounding.
     log_likelihood : bool, default True
         Write the observed sites' pointwise log density (``bt.compare``, ``az.loo``).
     jit_data : bool, default False
@@ -350,9 +357,11 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     """
     draws = check_int("draws", draws, 1)
     data_devices = check_data_devices(data_devices)
-    if data_devices > 1 and chain_method == "parallel":
-        raise ValueError("data_devices > 1 puts every chain's rows on the devices: chain_method='parallel' (a chain "
-                         "per device) cannot run beside it; use 'vectorized' or 'sequential'")
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
+    if data_devices > 1 and chain_method in ("parallel", "sequential"):   # "auto" is "vectorized" there
+        raise ValueError(f"data_devices > 1 puts every chain's rows on the devices: chain_method={chain_method!r} (a "
+                         "chain at a time per device) cannot run beside it; use 'vectorized'")
     tune = check_int("tune", tune, 0)
     chains = check_int("chains", chains, 1)
     key = make_key(random_seed)
@@ -383,23 +392,23 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         nk = dict(nuts_kwargs or {})
         nk.setdefault("find_heuristic_step_size", False)
         blocks.append((NUTS(run_model, **nk), None))
-    kernel = _CompiledInitGibbs(blocks, traced)
-    method = jax.vmap if chain_method == "vectorized" and chains > 1 else (
-        "sequential" if chain_method == "vectorized" else chain_method)
-    extra = ("block_states.0.accepted",) + (("block_states.1.diverging",) if others else ())
-    mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains, chain_method=method,
-                progress_bar=progressbar, jit_model_args=traced)
+    gibbs = Gibbs(blocks)
+    if traced:   # the data as arguments of the compiled programs
+        chain = GibbsChain(gibbs, tune, bool(others))
+        data = (tuple(run_args), dict(run_kwargs))
+    else:
+        chain = GibbsChain(gibbs, tune, bool(others), tuple(run_args), dict(run_kwargs))
+        data = ()
     t0 = time.perf_counter()
-    with warnings.catch_warnings():   # NumPyro donates the collected draws' buffers, which XLA may not reuse
-        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-        with stump_initialisation():   # NumPyro's set-up traces; the run itself never draws a tree site
-            mcmc.run(key, *run_args, extra_fields=extra, **run_kwargs)
-    jax.block_until_ready(mcmc.get_samples(group_by_chain=True))   # MCMC.run returns before XLA has run
+    with stump_initialisation():   # the set-up traces the model; the run itself never draws a tree site
+        run = run_chains(key, Kernel(chain.init, chain.step), args=data, chains=chains, draws=draws, tune=tune,
+                         collect=chain.collect, progressbar=progressbar, desc="sampling the model",
+                         chain_method=chain_method, split_chains=data_devices == 1, init_keys=chain.keys(key, chains), keep_programs=False)
     seconds = time.perf_counter() - t0
-    samples = {k: np.asarray(v.trees if isinstance(v, TreeValues) else v)
-               for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    stats = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    _release(mcmc)
+    samples = {k: np.asarray(v) for k, v in run.samples.items()}
+    stats = {"accepted": np.asarray(run.info.accepted)}
+    if others:
+        stats["diverging"] = np.asarray(run.info.diverging)
     latent = {k: samples[k] for k in trees + tuple(others)}
     fit = ModelFit(model, latent, None, tuple(tr[t]["infer"].get("function", t) for t in trees), seconds)
     fit.idata = _inferencedata(fit, tr, samples, stats, args, kwargs, log_likelihood)
@@ -407,40 +416,6 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         fit.convergence = _convergence(fit)
         warn_convergence(fit.convergence, stacklevel=2)
     return fit
-
-
-def _release(mcmc: MCMC) -> None:
-    """Drop what NumPyro's ``MCMC`` holds of a finished run (its collected draws, last and warm-up states,
-    cached set-up and sampling functions) once the draws are copied to the host.
-
-    The object itself stays reachable after the fit: NumPyro's module-level caches of its collection
-    loop (``numpyro.util.cached_by``, eight entries) and JAX's cache of the loop's donated arguments
-    keep a closure over it.  Emptied, it costs a few kilobytes there instead of every draw of the run
-    (about 800 MB for a causal forest at its defaults)."""
-    mcmc._states = mcmc._states_flat = mcmc._last_state = mcmc._warmup_state = None
-    mcmc._init_state_cache = {}
-    mcmc._cache = {}
-
-
-class _CompiledInitGibbs(Gibbs):
-    """NumPyro's ``Gibbs`` whose ``init`` is compiled as one program (under the vectorised chains'
-    ``jax.vmap`` too, once for all chains).  Run as it is, the set-up of the blocks (the tree moves'
-    start, NUTS's search for an initial point) dispatches and compiles every operation on its own:
-    about 300 small programs for a small model.  (The sampling loop is compiled apart, by NumPyro:
-    compiled with the set-up in one program, a Poisson model of 1,000 rows and 50 trees took minutes
-    to compile at XLA's defaults.)  With ``data_args`` the model's arguments (its data, the tree
-    features and their tables: :func:`_data_as_arguments`) are arguments of that program, not constants."""
-
-    def __init__(self, blocks, data_args: bool = False):
-        super().__init__(blocks)
-        self._data_args = bool(data_args)
-
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        if self._data_args:
-            return jax.jit(lambda key, params, a, kw: super(_CompiledInitGibbs, self).init(
-                key, num_warmup, params, a, kw))(rng_key, init_params, tuple(model_args), dict(model_kwargs or {}))
-        return jax.jit(lambda key, params: super(_CompiledInitGibbs, self).init(
-            key, num_warmup, params, model_args, model_kwargs))(rng_key, init_params)
 
 
 class _DataModel:
@@ -607,12 +582,12 @@ def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: boo
             dims.setdefault(k, ["obs"])
     dims = {k: v for k, v in dims.items() if v}
     ss = {}
-    acc = stats.get("block_states.0.accepted")
+    acc = stats.get("accepted")
     if acc is not None:
         for i, t in enumerate(trees):
             ss[f"{tr[t]['infer'].get('function', t)}_accepted"] = np.asarray(acc)[..., i]
-    if "block_states.1.diverging" in stats:
-        ss["diverging"] = np.asarray(stats["block_states.1.diverging"])
+    if "diverging" in stats:
+        ss["diverging"] = np.asarray(stats["diverging"])
     attrs = {"family": "model", "inference": "mcmc", "sampler": "tree moves within Gibbs, NUTS for the other sites",
              "tree_functions": ",".join(fit.functions), "latent_sites": ",".join(k for k in fit.samples if k not in trees),
              "sampling_seconds": fit.seconds,

@@ -615,3 +615,40 @@ def test_a_finished_fit_leaves_no_draws_on_the_device(counts_data):
     del fit
     gc.collect()
     assert _live_bytes() - before < 0.05 * drawn, (_live_bytes() - before, drawn)
+
+
+def _one_tree(X, y=None):
+    f = bt.tree_function("f", X, max_depth=2)
+    numpyro.sample("y", dist.Normal(f, 0.5), obs=y)
+
+
+def test_the_chains_run_in_the_library_loop_the_same_whichever_way(counts_data, capsys):
+    """``sample_model`` runs its chains in the library's chain loop: vectorized, in threads or one
+    after another, each chain is the same chain (its key as NumPyro's ``MCMC`` drew it), and
+    a progress bar reports the run; an unknown way fails before sampling."""
+    import gc
+
+    from bayestrees.inference.treefn.chains import GibbsChain
+
+    X, _ = counts_data
+    y = (np.where(X[:, 0] > 0.5, 1.0, -1.0) + 0.5 * np.random.default_rng(1).normal(size=N)).astype(np.float32)
+    fits = {}
+    for method in ("vectorized", "parallel", "sequential"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits[method] = bt.sample_model(_one_tree, X, y, draws=30, tune=30, chains=3, random_seed=4,
+                                           chain_method=method, progressbar=method == "sequential")
+    assert "sampling the model" in capsys.readouterr().err
+    want = fits["vectorized"].idata.posterior
+    assert len(np.unique(want["f_n_leaves"].values)) > 1                                  # the trees moved
+    for method in ("parallel", "sequential"):
+        got = fits[method].idata.posterior
+        np.testing.assert_array_equal(got["f_n_leaves"].values, want["f_n_leaves"].values)
+        np.testing.assert_allclose(got["f"].values, want["f"].values, atol=1e-5)
+    # the kept draws hold the trees, not the per-row caches of the sampler's state
+    assert fits["parallel"].samples["f_trees"].shape[:2] == (3, 30)
+    del fits
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, GibbsChain)]   # the fits' kernels and data are freed
+    with pytest.raises(ValueError, match="chain_method"):
+        bt.sample_model(_one_tree, X, y, chain_method="pmap")
