@@ -60,7 +60,7 @@ class NumPyroModel:
     leaf_refresh=..., data_devices=...)`` runs :func:`bayestrees.sample_model` (``jit_data=True``: a
     sample after ``bt.set_data`` with new observed data of the same shapes reuses the compiled
     sampling programs): the tree sites by the library's tree
-    moves, every other latent site by NUTS, in NumPyro's ``MCMC``; the InferenceData is
+    moves, every other latent site by NUTS, in the library's chain loop; the InferenceData is
     :func:`bayestrees.sample_model`'s (posterior contract: every site, the tree summaries, the
     tree functions at the training rows, pointwise ``log_likelihood``).  The fit is kept as
     ``fitted_`` (a :class:`~bayestrees.inference.treefn.fit.ModelFit`).
