@@ -9,7 +9,7 @@ leaves (the fit's convergence table).
     python benchmarks/treefn_poisson_chain_methods.py auto vectorized
 """
 import sys, time, warnings, json
-import numpy as np, jax.numpy as jnp, numpyro, numpyro.distributions as dist, arviz as az
+import numpy as np, jax.numpy as jnp, numpyro, numpyro.distributions as dist
 import bayestrees as bt
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(0); n = 10_000
