@@ -192,26 +192,28 @@ def _whole(tree, size=None):
     return tree
 
 
+def _start(keys, args, init, chains: int, split: bool):
+    """Every chain's ``init`` from its key, the chains placed on the devices."""
+    place = shard_batch if split else _whole
+    return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(place(keys, chains), *args), chains)
+
+
 @partial(jax.jit, static_argnames=("init", "chains", "split"))
 def _init(key, args, *, init, chains: int, split: bool = True):
-    place = shard_batch if split else _whole
-    keys = place(jax.random.split(key, chains), chains)
-    return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(keys, *args), chains)
+    return _start(jax.random.split(key, chains), args, init, chains, split)
 
 
 @partial(jax.jit, static_argnames=("init", "chains", "split"))
 def _init_from(keys, args, *, init, chains: int, split: bool = True):
     """:func:`_init` with the chains' keys given."""
-    place = shard_batch if split else _whole
-    return place(jax.vmap(init, in_axes=(0,) + (None,) * len(args))(place(keys, chains), *args), chains)
+    return _start(keys, args, init, chains, split)
 
 
-def _own(compiled):
-    """``compiled`` (a compiled function of this module) made again for one run: called with the same
-    arguments, it compiles its programs in functions of its own (one per set of static arguments,
-    shared by the run's threads), so that they and the static arguments they hold (a kernel and its
-    data) are freed with it, not kept in the module's caches."""
-    donate = (1,) if compiled is _block else ()
+def _own(compiled, donate=()):
+    """``compiled`` (a compiled function of this module; ``donate`` its donated arguments) made again
+    for one run: called with the same arguments, it compiles its programs in functions of its own
+    (one per set of static arguments, shared by the run's threads), so that they and the static
+    arguments they hold (a kernel and its data) are freed with it, not kept in the module's caches."""
     made, lock = {}, threading.Lock()
 
     def call(*args, **static):
@@ -358,7 +360,7 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     args = tuple(args)
     k_init, k_run = jax.random.split(key)
     block, init, init_from = (_block, _init, _init_from) if keep_programs else (
-        _own(_block), _own(_init), _own(_init_from))
+        _own(_block, donate=(1,)), _own(_init), _own(_init_from))
     if init_keys is None:
         state = init(k_init, args, init=kernel.init, chains=chains, split=bool(split_chains))
     else:

@@ -47,7 +47,6 @@ class GibbsChain:
 
     gibbs: Gibbs
     tune: int
-    nuts: bool
     model_args: tuple | None = None
     model_kwargs: dict | None = None
 
@@ -70,8 +69,8 @@ class GibbsChain:
     def step(self, key, state, *data):
         args, kwargs = self._model(data)
         state = self.gibbs.sample(state, args, kwargs)
-        blocks = state.block_states
-        diverging = blocks[1].diverging if self.nuts else jnp.zeros((), bool)
+        blocks = state.block_states   # the tree moves', then NUTS's where other sites are latent
+        diverging = blocks[1].diverging if len(blocks) > 1 else jnp.zeros((), bool)
         return state, StepInfo(accepted=blocks[0].accepted, diverging=diverging)
 
     def collect(self, key, state, *data):

@@ -26,15 +26,15 @@ from ...keys import make_key
 from ...sharding import check_data_devices
 from ..bart.kernel import host_tree_summaries
 from ...data import check_int
-from ..loop import Kernel, run_chains
+from ..loop import CHAIN_METHODS as LOOP_CHAIN_METHODS, Kernel, run_chains
 from .chains import GibbsChain
 from .kernel import TreeMoves, tree_sites
 from .site import FeatureTable, TreeEnsemble, feature_arguments, stump_initialisation
 
 __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit", "CHAIN_METHODS"]
 
-#: the values of ``sample_model(chain_method=...)``
-CHAIN_METHODS = ("vectorized", "parallel", "sequential", "auto")
+#: the values of ``sample_model(chain_method=...)``: those of every MCMC family, and "sequential"
+CHAIN_METHODS = LOOP_CHAIN_METHODS + ("auto", "sequential")
 
 
 def tree_summaries_of(trees: np.ndarray, n_features: int | None = None) -> dict:
@@ -394,16 +394,17 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         blocks.append((NUTS(run_model, **nk), None))
     gibbs = Gibbs(blocks)
     if traced:   # the data as arguments of the compiled programs
-        chain = GibbsChain(gibbs, tune, bool(others))
+        chain = GibbsChain(gibbs, tune)
         data = (tuple(run_args), dict(run_kwargs))
     else:
-        chain = GibbsChain(gibbs, tune, bool(others), tuple(run_args), dict(run_kwargs))
+        chain = GibbsChain(gibbs, tune, tuple(run_args), dict(run_kwargs))
         data = ()
     t0 = time.perf_counter()
     with stump_initialisation():   # the set-up traces the model; the run itself never draws a tree site
         run = run_chains(key, Kernel(chain.init, chain.step), args=data, chains=chains, draws=draws, tune=tune,
                          collect=chain.collect, progressbar=progressbar, desc="sampling the model",
-                         chain_method=chain_method, split_chains=data_devices == 1, init_keys=chain.keys(key, chains), keep_programs=False)
+                         chain_method=chain_method, split_chains=data_devices == 1,
+                         init_keys=chain.keys(key, chains), keep_programs=False)
     seconds = time.perf_counter() - t0
     samples = {k: np.asarray(v) for k, v in run.samples.items()}
     stats = {"accepted": np.asarray(run.info.accepted)}
