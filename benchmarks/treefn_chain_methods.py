@@ -5,6 +5,9 @@ Models:
 
 * ``poisson``: ``y ~ Poisson(exp(b0 + f(X)))``, ``bart_function`` with m = 50, n = 2,000, 5 features,
   ``b0`` by NUTS; 4 chains of 200 + 200;
+* ``poisson_large``: issue 44's size, ``y ~ Poisson(exp(offset + f(X)))`` at n = 10,000 (the offset at
+  the log mean, no other site), the default lengths (4 chains of 1,000 + 1,000); one fit, with the
+  R-hat of the function's mean and total leaves;
 * ``one_tree``: the one-tree acceptance case of the tests (``tree_function``, 9 rows, a Normal
   likelihood with sigma known), ``jit_data=True``, the default lengths (4 chains of 1,000 + 1,000);
 * ``bcf``: ``bt.BCFRegressor`` on 200 rows of the paper's nonlinear heterogeneous design
@@ -13,6 +16,7 @@ Models:
 Usage (from the repository root; ``default`` is ``sample_model``'s own default)::
 
     python benchmarks/treefn_chain_methods.py --methods default vectorized parallel
+    python benchmarks/treefn_chain_methods.py --models poisson_large --methods auto vectorized
 
 One JSON line per model and method on stdout (``first_s``, ``second_s``: wall seconds of the two
 fits).  The library's persistent compilation cache is on, in a new temporary folder: the first fit
@@ -52,6 +56,14 @@ def main(argv=None):
         f = bt.bart_function("f", X, m=50)
         numpyro.sample("y", dist.Poisson(jnp.exp(b0 + f)), obs=y)
 
+    XL = rng.uniform(size=(10_000, 5)).astype(np.float32)
+    yL = rng.poisson(np.exp(np.sin(3 * XL[:, 0]) + XL[:, 1])).astype(np.float32)
+    offset = float(np.log(yL.mean()))
+
+    def poisson_large(X, y=None):
+        f = bt.bart_function("f", X, m=50)
+        numpyro.sample("y", dist.Poisson(jnp.exp(offset + f)), obs=y)
+
     codes = np.array([[3, 0], [0, 0], [0, 3], [3, 2], [0, 0], [1, 1], [2, 1], [1, 0], [2, 2]])
     X1 = (codes * 1.5 - 2.0).astype(np.float32)
     y1 = (np.where(codes[:, 0] >= 2, 1.0, -1.0) + 0.5 * np.where(codes[:, 1] >= 1, 1.0, -1.0)
@@ -72,6 +84,8 @@ def main(argv=None):
         if model == "poisson":
             return bt.sample_model(poisson, X, y=y, draws=200, tune=200, chains=4, random_seed=seed,
                                    log_likelihood=False, **kw)
+        if model == "poisson_large":
+            return bt.sample_model(poisson_large, XL, y=yL, random_seed=seed, log_likelihood=False, **kw)
         if model == "one_tree":
             return bt.sample_model(one_tree, X1, y1, random_seed=seed, log_likelihood=False, jit_data=True, **kw)
         if method != "default":
@@ -80,6 +94,13 @@ def main(argv=None):
 
     for model in a.models:
         for method in a.methods:
+            if model == "poisson_large":
+                t = time.perf_counter()
+                c = fit(model, method, 0).convergence.table
+                print(json.dumps({"model": model, "method": method, "wall_s": round(time.perf_counter() - t, 1),
+                                  "rhat_f_mean": round(float(c["f_mean"]["rhat"]), 3),
+                                  "rhat_leaves": round(float(c["f_leaves"]["rhat"]), 3)}), flush=True)
+                continue
             times = []
             for seed in (0, 1):
                 t = time.perf_counter()
