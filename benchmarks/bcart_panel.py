@@ -21,7 +21,8 @@ which), ``moves`` (one random local move per step), ``sweep`` (a systematic swee
 ``ladder_mixed`` (25 steps of the tempered local moves, then a regrowth of the cold replica;
 ``ladder_mixed_5``: 5 such steps per regrowth, at the default's lengths; ``ladder_mixed_100``: 100;
 ``ladder_mixed_1000``: 25, at the default's lengths; ``ladder_mixed_ref``: a run 7 times the
-default's length, the reference for the posterior's mean ``lp``).  Each scheme has its own chain
+default's length, the reference for the posterior's mean ``lp``), ``default_rotate`` (the defaults
+with rotations among the local moves).  Each scheme has its own chain
 lengths (``LENGTHS``).
 
 For each fit: the rank-normalised split R-hat (ArviZ) of ``n_leaves``, ``sigma`` (regression)
@@ -63,6 +64,8 @@ LADDER = DEFAULT_LADDER
 #: their default scheme); the others at lengths of about its cost or more
 LENGTHS = {
     "default": (300, 700, {}),   # what the estimators do when given nothing
+    # the defaults with rotations among the local moves (grow, prune, change, swap, rotate)
+    "default_rotate": (300, 700, {"move_probs": (0.25, 0.25, 0.3, 0.1, 0.1)}),
     "moves": (1000, 1000, {"scheme": "moves"}),
     "sweep": (500, 500, {"scheme": "sweep"}),
     "tempered": (1000, 1000, {"scheme": "moves",

@@ -10,6 +10,7 @@ Usage::
 
     python benchmarks/treefn_one_tree.py --data-seeds 0 20 --sampler-seeds 0 1
     python benchmarks/treefn_one_tree.py --likelihood poisson --data-seeds 0 20 [--grow-prune]
+    python benchmarks/treefn_one_tree.py --data-seeds 3 4 --sampler-seeds $(seq 0 31) --moves 0.25 0.25 0.3 0.1 0.1
 """
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ def main():
                          "path), the set-up of test_one_tree_poisson_function_at_its_defaults_matches_enumeration")
     ap.add_argument("--grow-prune", action="store_true",
                     help="the one-tree moves without change and swap (grow and prune 0.5 / 0.5)")
+    ap.add_argument("--moves", type=float, nargs="+", default=None, metavar="P",
+                    help="the one-tree move probabilities instead of the default (grow, prune, change, swap[, rotate])")
     a = ap.parse_args()
     if a.grow_prune:
         treefn_kernel.ONE_TREE_MOVES = (0.5, 0.5, 0.0, 0.0)
+    if a.moves:
+        treefn_kernel.ONE_TREE_MOVES = tuple(a.moves)
     particles = a.particles if a.particles == "auto" else int(a.particles)
     sigma, sd = 0.7, 1.5
     rows = []
@@ -79,7 +84,8 @@ def main():
             print(f"data seed {data_seed} sampler seed {seed}: TV {tv:.3f}, bulk ESS of 1[n_leaves = 2] {ess:.0f}",
                   flush=True)
     tv = np.array([r[2] for r in rows])
-    print(f"worst TV {tv.max():.3f}, median {np.median(tv):.3f}; {time.perf_counter() - t0:.0f} s")
+    print(f"worst TV {tv.max():.3f}, median {np.median(tv):.3f}, mean {tv.mean():.4f}, above 0.03: "
+          f"{int(np.sum(tv > 0.03))} of {len(tv)}; {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

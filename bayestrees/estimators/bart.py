@@ -147,12 +147,13 @@ class BARTRegressor(_BARTMixin, RegressorBase):
     max_bins : int, default 100
         Split codes per feature (BayesTree's 100 cutpoints).
     move_probs : tuple, default (0.5, 0.5, 0.0, 0.0)
-        Probabilities of grow, prune, change and swap (grow and prune only, as the R package BART
-        and bartz; ``(0.25, 0.25, 0.4, 0.1)`` are BayesTree's).
+        Probabilities of grow, prune, change and swap, and optionally a fifth, rotate (a node lifted
+        above its parent where both split the same variable, every leaf keeping its rows); default
+        grow and prune only, as the R package BART and bartz; ``(0.25, 0.25, 0.4, 0.1)`` are BayesTree's.
     slide : int, default 0
         With ``slide = K > 0`` the change move is a local slide: a node whose two children are
         leaves keeps its split variable and moves its threshold by 1 to ``K`` codes either way, at
-        the cost of a grow (swap must be 0).  With ``move_probs=(0.35, 0.35, 0.3, 0.0), slide=3``, on
+        the cost of a grow (swap and rotate must be 0).  With ``move_probs=(0.35, 0.35, 0.3, 0.0), slide=3``, on
         Friedman's function at n = 1,000 (3 data sets), the effective draws per second were 1.5x
         the default's at the function's worst test row, 1.3x at its median row and 1.3x for
         ``sigma`` (m = 200; m = 50: 1.0x, 1.6x, 1.2x; ``docs/lab-notes/bart.md``, "A local threshold move: slides").

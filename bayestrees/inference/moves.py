@@ -87,12 +87,15 @@ from .tempering import check_temperatures, tempered
 __all__ = ["MCMCConfig", "MCMCData", "State", "Info", "Eval", "Draw", "MOVES", "SCHEMES", "STEP_KINDS", "evaluate",
            "build_kernel", "make_kernel", "MoveStep", "SweepStep", "RootInit", "whole_step_info", "sweep", "growable", "node_masks", "log_var_prob", "collect", "root_tree"]
 
-#: move types, in the order of ``move_probs`` and ``Info.move``
-MOVES = ("grow", "prune", "change", "swap")
+#: move types, in the order of ``move_probs`` (a 4-tuple leaves rotate out)
+MOVES = proposals.MOVE_NAMES
 #: what one step does: one random move, a systematic sweep over the nodes, or a particle Gibbs update
 SCHEMES = ("moves", "sweep", "pgibbs", "mixed")
-#: ``Info.move`` of every kind of step: the move types, then the sweep and the particle Gibbs update
-STEP_KINDS = MOVES + ("sweep", "pgibbs", "mixed")
+#: ``Info.move`` of every kind of step: the first four move types, the sweep, the particle Gibbs update
+#: and the mixed step, then the rotation (added last, so that the former kinds keep their codes)
+STEP_KINDS = MOVES[:4] + ("sweep", "pgibbs", "mixed") + MOVES[4:]
+#: ``Info.move`` of each move type, in the order of ``MOVES``
+_MOVE_KIND = tuple(STEP_KINDS.index(name) for name in MOVES)
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,9 @@ class MCMCConfig:
     prior : a :mod:`bayestrees.priors` object
     leaf_model : a :mod:`bayestrees.leaves` model
     max_depth : deepest level a leaf may sit at
-    move_probs : probabilities of grow, prune, change, swap (grow and prune must be equal)
+    move_probs : probabilities of grow, prune, change, swap and optionally rotate (grow and prune must
+        be equal; a rotation lifts a node above its parent where both split the same variable, every
+        leaf keeping its rows: :func:`bayestrees.inference.proposals.rotate`)
     n_features : d
     scheme : "moves" (a step is one move of a random type) or "sweep" (a step is one systematic
         sweep over the nodes, :func:`sweep`)
@@ -354,7 +359,7 @@ def _log_rule_q(ev: Eval, node, j, var_weight=None):
     return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
 
 
-def _propose(u, state: State, move, cfg: MCMCConfig):
+def _propose(u, state: State, move, cfg: MCMCConfig, categories=None):
     """The proposal of move type ``move`` (:mod:`bayestrees.inference.proposals`):
     ``(tree', ok, node, log_q_fwd, j_old)``, ``j_old`` the node's variable before the move.
 
@@ -363,9 +368,17 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
     tree, ev = state.tree, state.ev
     S = cfg.capacity
     dt = ev.stats.dtype
-    s, k = proposals.pick(u[:S], jnp.stack(node_masks(tree, ev, cfg))[move])
+    rot = proposals.rotates(cfg.move_probs)
+    masks = list(node_masks(tree, ev, cfg)) + ([proposals.rotation_sites(tree.feature)] if rot else [])
+    s, k = proposals.pick(u[:S], jnp.stack(masks)[move])
     j, t = _draw_rule(u[S + 1:], u[S], ev, s)
     _, feature, threshold, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
+    fits = jnp.array(True)
+    if rot:   # a rotation lifts s above its parent (the proposal is symmetric)
+        f_rot, t_rot, fits = proposals.rotate(tree.feature, tree.threshold, s, cfg.max_depth, categories)
+        is_rot = move == 4
+        feature, threshold = jnp.where(is_rot, f_rot, feature), jnp.where(is_rot, t_rot, threshold)
+        fits = ~is_rot | fits
     j_old = tree.feature[s]
     nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
     log_k = -jnp.log(jnp.maximum(k, 1).astype(dt))
@@ -374,8 +387,9 @@ def _propose(u, state: State, move, cfg: MCMCConfig):
         log_k,                                                            # prune
         # change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j)
         -jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1).astype(dt)),
-        jnp.zeros((), dt)])[move]                                         # swap
-    return HeapTree(feature=feature, threshold=threshold), (k > 0) & ~bad_swap, s, lq, j_old
+        jnp.zeros((), dt),                                                # swap
+        jnp.zeros((), dt)])[move]                                         # rotate
+    return HeapTree(feature=feature, threshold=threshold), (k > 0) & ~bad_swap & fits, s, lq, j_old
 
 
 def _log_q_reverse(move, new_tree: HeapTree, new_ev: Eval, node, j_old, cfg: MCMCConfig):
@@ -384,7 +398,7 @@ def _log_q_reverse(move, new_tree: HeapTree, new_ev: Eval, node, j_old, cfg: MCM
     growable_new, nog_new, _, _ = node_masks(new_tree, new_ev, cfg)
     grow_rev = -jnp.log(jnp.maximum(jnp.sum(nog_new), 1).astype(dt))
     prune_rev = -jnp.log(jnp.maximum(jnp.sum(growable_new), 1).astype(dt)) + _log_rule_q(new_ev, node, j_old)
-    return jnp.stack([grow_rev, prune_rev, jnp.zeros((), dt), jnp.zeros((), dt)])[move]
+    return jnp.stack([grow_rev, prune_rev, jnp.zeros((), dt), jnp.zeros((), dt), jnp.zeros((), dt)])[move]
 
 
 def _at_max_depth(tree: HeapTree, ev: Eval, cfg: MCMCConfig):
@@ -455,22 +469,24 @@ def whole_step_info(kind: str, accepted, new: State, cfg: MCMCConfig) -> Info:
 
 @dataclass(frozen=True)
 class MoveStep:
-    """Scheme "moves": one random move (grow, prune, change or swap, drawn with ``cfg.move_probs``)."""
+    """Scheme "moves": one random move (grow, prune, change, swap or rotate, drawn with ``cfg.move_probs``)."""
 
     cfg: MCMCConfig
 
     def __call__(self, key, state: State, data: MCMCData):
         cfg = self.cfg
-        u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 6,))  # move type, accept, then the proposal's
+        nm = len(cfg.move_probs)
+        # move type, accept, then the proposal's
+        u = random_bits.open_uniform(key, (cfg.capacity + cfg.n_features + 2 + nm,))
         log_p = jnp.log(jnp.asarray(cfg.move_probs, jnp.float32))
-        move = jnp.argmax(random_bits.gumbel(u[:4]) + log_p).astype(jnp.int32)  # never a type of probability 0
-        new_tree, ok, node, lq_fwd, j_old = _propose(u[5:], state, move, cfg)
-        # a swap changes the parent of the chosen node too: re-route from the parent
-        top = jnp.where(move == MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
+        move = jnp.argmax(random_bits.gumbel(u[:nm]) + log_p).astype(jnp.int32)  # never a type of probability 0
+        new_tree, ok, node, lq_fwd, j_old = _propose(u[nm + 1:], state, move, cfg, data.categories)
+        # a swap or a rotation changes the parent of the chosen node too: re-route from the parent
+        top = jnp.where(move >= MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
         new_ev = evaluate(new_tree, data, cfg, state.ev.leaf, top)
         lq_rev = _log_q_reverse(move, new_tree, new_ev, node, j_old, cfg)
-        tree, ev, acc, log_a = _accept_u(u[4], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
-        info = Info(move=move, ok=ok, accepted=acc, log_ratio=log_a, lp=ev.log_lik + ev.log_prior,
+        tree, ev, acc, log_a = _accept_u(u[nm], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
+        info = Info(move=jnp.asarray(_MOVE_KIND, jnp.int32)[move], ok=ok, accepted=acc, log_ratio=log_a, lp=ev.log_lik + ev.log_prior,
                     at_max_depth=_at_max_depth(tree, ev, cfg), swap_accepted=jnp.array(False))
         return State(tree=tree, ev=ev, beta=state.beta), info
 

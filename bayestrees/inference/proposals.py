@@ -13,7 +13,7 @@ the sparse prior's ``s``).
   (the inverse distribution function) or from a vector of them (the Gumbel-max choice);
 * :func:`node_masks`: the nodes each move applies to;
 * :func:`draw_rule`: a rule at a node from its ranges;
-* :func:`set_rules`: the rules of the proposed tree, for each move;
+* :func:`set_rules`: the rules of the proposed tree, for each move but rotate (:func:`rotate`);
 * :func:`propose`: the whole proposal of a compact tree under the interval prior, with the data-free
   part of its log acceptance ratio (the prior of ``T'`` updated in ``O(D d)``).
 
@@ -39,6 +39,15 @@ cancel):
   ``c``'s sibling too when it holds the same rule as ``c``): the shape does not
   change, the pair set is the same in ``T'``, the ratio is 1.  A swap whose
   reverse would not return (the sibling already holds ``p``'s rule) is refused.
+* rotate (:func:`rotate`; a partition-preserving move in the spirit of Pratola 2016): an internal
+  child ``c`` whose parent ``p`` splits the same variable takes ``p``'s place, ``p``'s rule going
+  one level down, and the subtrees below are re-hung so that every leaf keeps its rows.  The tree
+  ``x <= 0``, then ``x <= 1`` on the right, becomes ``x <= 1``, then ``x <= 0`` on the left: the
+  same three cells, and from there a prune reaches the stump ``x <= 1`` that the first tree could
+  reach only through a far less probable stump.  The set of such (parent, child) pairs maps one to
+  one between ``T`` and ``T'`` (a pair of ``T'`` is a pair of ``T`` with its nodes renamed), so
+  the proposal is symmetric and the ratio is the prior's alone; a rotation that would push a split
+  below ``max_depth`` is refused (its reverse is not).
 
 With split-variable weights ``xi`` the variable is drawn with probability ``xi_j / sum_valid xi``
 and ``1/nvar(s)`` above becomes that probability.
@@ -62,25 +71,34 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
+__all__ = ["Proposal", "N_UNIFORMS", "MOVE_NAMES", "rotates", "rotation_sites", "rotate", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
            "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
 N_UNIFORMS = 4
+#: the move types of :func:`propose`, in the order of ``move_probs`` (a 4-tuple leaves rotate out)
+MOVE_NAMES = ("grow", "prune", "change", "swap", "rotate")
 
 
 def check_move_probs(move_probs, grow: bool = False) -> tuple:
-    """``move_probs`` as a tuple of floats; ``ValueError`` unless they are 4 probabilities (grow,
-    prune, change, swap) summing to 1 with grow = prune (their ratio is not in the acceptance), and
-    with ``grow`` true, grow above 0 (a kernel that must be able to change the tree's size)."""
+    """``move_probs`` as a tuple of floats; ``ValueError`` unless they are 4 or 5 probabilities (grow,
+    prune, change, swap and optionally rotate: :data:`MOVE_NAMES`) summing to 1 with grow = prune (their
+    ratio is not in the acceptance), and with ``grow`` true, grow above 0 (a kernel that must be able to
+    change the tree's size)."""
     try:
         mp = tuple(float(p) for p in move_probs)
     except (TypeError, ValueError):
         mp = ()
-    if len(mp) != 4 or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12 or (grow and mp[0] == 0):
-        raise ValueError(f"move_probs must be 4 probabilities (grow, prune, change, swap) summing to 1 with "
-                         f"grow = prune{' > 0' if grow else ''}, got {move_probs!r}")
+    if len(mp) not in (4, 5) or min(mp) < 0 or abs(sum(mp) - 1.0) > 1e-6 or abs(mp[0] - mp[1]) > 1e-12 \
+            or (grow and mp[0] == 0):
+        raise ValueError(f"move_probs must be 4 or 5 probabilities (grow, prune, change, swap[, rotate]) summing to 1 "
+                         f"with grow = prune{' > 0' if grow else ''}, got {move_probs!r}")
     return mp
+
+
+def rotates(move_probs) -> bool:
+    """Whether ``move_probs`` (4 or 5 entries) can draw a rotation."""
+    return len(move_probs) > 4 and move_probs[4] > 0
 
 
 def pick(u, mask):
@@ -155,8 +173,8 @@ def _pick_weighted_one(u, mask, w):
 class Proposal(NamedTuple):
     """One tree's proposal: the move, the proposed tree and the data-free part of its log ratio."""
 
-    kind: jax.Array        # int32: 0 grow, 1 prune, 2 change or swap (how the rows move)
-    move: jax.Array        # int32: index into moves.MOVES
+    kind: jax.Array        # int32: 0 grow, 1 prune, 2 change, swap or rotate (the subtree's rows routed again)
+    move: jax.Array        # int32: index into MOVE_NAMES
     ok: jax.Array          # the move is possible and the proposed tree has prior mass
     node: jax.Array        # int32: the grown / pruned node, or the top of the changed subtree
     var: jax.Array         # int32: the grown rule's variable
@@ -213,6 +231,59 @@ def set_rules(f, t, move, s, j, tn):
     return top, fn, tn_, bad_swap
 
 
+def rotation_sites(f):
+    """Internal nodes whose parent is internal and splits the same variable, bool (S,): the nodes a
+    rotation (:func:`rotate`) can lift above their parent."""
+    S = f.shape[-1]
+    _, _, par, _ = heap.slot_tables(S)
+    return (f >= 0) & (np.arange(S) > 0) & (f == f[par])
+
+
+def rotate(f, t, c, max_depth: int, categories=None):
+    """The rules ``(feature, threshold)`` of the tree with the internal node ``c`` lifted above its
+    parent ``p``, which splits the same variable, and whether the rotation fits in ``max_depth``.
+
+    ``c`` the right child (``p``: ``x <= a``, ``c``: ``x <= b``, ``a < b``): ``p``'s slot takes ``x <= b``,
+    its left child ``x <= a`` with ``p``'s left subtree and ``c``'s left subtree below it, its right
+    child ``c``'s right subtree.  ``c`` the left child: the mirror image.  Every leaf keeps its rows
+    (the cells are ``x <= a``, ``a < x <= b`` and ``x > b`` in both trees).  At an unordered variable
+    the rules are category sets sent left: the new top rule is ``A_p | A_c`` (``c`` right) or ``A_c``
+    (``c`` left), the new child's ``A_p`` or ``A_p & ~A_c``.  The subtrees move as wholes, one level down
+    or up; the rotation fails where a split would go below ``max_depth``.
+    """
+    S = f.shape[-1]
+    D = max_depth
+    idx = jnp.arange(S, dtype=jnp.int32)
+    c = jnp.asarray(c, jnp.int32)
+    p = jnp.maximum((c - 1) // 2, 0)
+    right = c % 2 == 0
+    pl, pr_, cl, cr = 2 * p + 1, 2 * p + 2, 2 * c + 1, 2 * c + 2
+    a = jnp.where(right, pl, pr_)            # the slot of p's rule in T'
+    # the three subtrees hung anew: (slot in T', slot in T)
+    moved = ((2 * a + 1, jnp.where(right, pl, cr)), (2 * a + 2, jnp.where(right, cl, pr_)),
+             (jnp.where(right, pr_, pl), jnp.where(right, cr, cl)))
+    src = idx
+    depth_i = heap.depth_of(idx)
+    for dst, orig in moved:
+        k = jnp.maximum(depth_i - heap.depth_of(dst), 0)
+        at = ((orig + 1) << k) - 1 + (idx + 1 - ((dst + 1) << k))
+        src = jnp.where(heap.in_subtree(idx, dst) & (dst < S), at, src)
+    src = jnp.where((idx == p) | (idx == a), -1, src)
+    has = (src >= 0) & (src < S)
+    at_src = jnp.clip(src, 0, S - 1)
+    fn = jnp.where(has, f[at_src], -1)
+    tn = jnp.where(has, t[at_src], 0)
+    top_t, low_t = t[c], t[p]
+    if categories is not None:   # category sets sent left
+        cat = categories[jnp.maximum(f[p], 0)] != 0
+        top_t = jnp.where(cat & right, t[p] | t[c], top_t)
+        low_t = jnp.where(cat & ~right, t[p] & ~t[c], low_t)
+    fn = fn.at[jnp.stack([p, a])].set(jnp.stack([f[p], f[p]]), mode="drop")
+    tn = tn.at[jnp.stack([p, a])].set(jnp.stack([top_t, low_t]).astype(t.dtype), mode="drop")
+    fits = (jnp.sum(fn >= 0) == jnp.sum(f >= 0)) & jnp.all(jnp.where(fn >= 0, depth_i < D, True))
+    return fn.astype(f.dtype), tn.astype(t.dtype), fits
+
+
 def deposit_bits(r, mask):
     """The bits of ``r`` placed, lowest first, at the set bits of ``mask`` (int32, bits below :data:`CATEGORY_BITS`):
     the category subset whose ``k``-th category of ``mask`` is in it when bit ``k`` of ``r`` is set."""
@@ -252,7 +323,9 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     move = jnp.sum(u[0] >= jnp.asarray(cum[:-1], jnp.float32)).astype(jnp.int32)  # never a type of probability 0
     move = jnp.where(jnp.asarray(mc.move_probs)[move] > 0, move, jnp.argmax(jnp.asarray(mc.move_probs) > 0))
     slide = cfg.slide > 0
-    mask = jnp.stack([growable, nog, nog if slide else internal, pair])[move]
+    rot = rotates(mc.move_probs)
+    masks = [growable, nog, nog if slide else internal, pair] + ([rotation_sites(f)] if rot else [])
+    mask = jnp.stack(masks)[move]
     s, k = pick(u[2], mask)
     # the rule: variable uniform (or by weight) among those with a cut point left, threshold uniform
     lo_s, hi_s = intervals.node_interval(f, t, lo0, hi0, s, D, categories)
@@ -301,6 +374,13 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         log_qthr = lambda v: jnp.where(categories[v] != 0, (nthr[v] + 1).astype(dtype) * jnp.log(2.0),  # noqa: E731
                                        jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))) - log_w(v)
     slot0, fn, tn_, bad_swap = set_rules(f, t, move, s, j, tn)
+    fits = jnp.array(True)
+    if rot:   # a rotation lifts s above its parent
+        f_rot, t_rot, fits = rotate(f, t, s, D, categories)
+        is_rot = move == 4
+        slot0 = jnp.where(is_rot, jnp.maximum((s - 1) // 2, 0), slot0)
+        fn, tn_ = jnp.where(is_rot, f_rot, fn), jnp.where(is_rot, t_rot, tn_)
+        fits = ~is_rot | fits
     sib = jnp.clip(jnp.where(s % 2 == 1, s + 1, s - 1), 0, S - 1)
     # T''s prior, available variables and leaves.  A grow or a prune changes them only at the node
     # and its children: the children's available variables are the node's, less the split variable
@@ -344,10 +424,10 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         lp_new, avail_new, leaf_new = lp_f, avail_f.astype(avail.dtype), leaf_f
         n_growable_new = jnp.sum(leaf_f & (depth < D) & (avail_f > 0))
         n_nog_new = jnp.sum(internal_f & ~internal_f[lc] & ~internal_f[rc])
-    elif not slide and mc.move_probs[2] + mc.move_probs[3] > 0:   # a change or swap re-scores the tree in full
+    elif rot or (not slide and mc.move_probs[2] + mc.move_probs[3] > 0):   # a change, swap or rotation re-scores in full
         lp_f, avail_f, _, leaf_f, ok_f = intervals.log_tree_prior(fn, tn_, lo0, hi0, prior, D, dtype=dtype,
                                                                   categories=categories)
-        local = move < 2
+        local = (move < 2) | ((move == 2) & slide)
         lp_new = jnp.where(local, lp_new, lp_f)
         avail_new = jnp.where(local, avail_new, avail_f.astype(avail.dtype))
         leaf_new = jnp.where(local, leaf_new, leaf_f)
@@ -358,8 +438,9 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         -logk(n_nog_new) + logk(k) + log_avail + log_qthr(j),              # grow
         -logk(n_growable_new) - log_avail - log_qthr(f[s]) + logk(k),      # prune
         jnp.zeros((), dtype) if slide else log_qthr(j) - log_qthr(jnp.maximum(f[s], 0)),   # change (a slide: symmetric)
-        jnp.zeros((), dtype)])[move]                                        # swap
-    ok = (k > 0) & rules_ok & ~bad_swap & in_range & ((move == 1) | (move == 3) | ((nthr[j] > 0) & fair))
+        jnp.zeros((), dtype),                                               # swap
+        jnp.zeros((), dtype)])[move]                                        # rotate (module Notes)
+    ok = (k > 0) & rules_ok & ~bad_swap & in_range & fits & ((move == 1) | (move >= 3) | ((nthr[j] > 0) & fair))
     kind = jnp.minimum(move, 2).astype(jnp.int32)
     return Proposal(kind=kind, move=move, ok=ok, node=slot0.astype(jnp.int32), var=j, thr=tn, feature=fn,
                      threshold=tn_, leaf_old=is_leaf, leaf_new=leaf_new, log_ratio=(lp_new - lp + lq).astype(dtype),

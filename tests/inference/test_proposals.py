@@ -156,12 +156,113 @@ def _check_tree(rng, edit) -> set:
 
 
 def test_move_probabilities_are_checked_in_one_place():
-    """Every sampler's ``move_probs`` pass one check: 4 probabilities summing to 1, grow = prune
-    (their ratio is not in the acceptance), grow > 0 where asked."""
+    """Every sampler's ``move_probs`` pass one check: 4 or 5 probabilities (rotate the fifth) summing
+    to 1, grow = prune (their ratio is not in the acceptance), grow > 0 where asked."""
     assert proposals.check_move_probs([0.25, 0.25, 0.4, 0.1]) == (0.25, 0.25, 0.4, 0.1)
     assert proposals.check_move_probs((0.0, 0.0, 1.0, 0.0)) == (0.0, 0.0, 1.0, 0.0)
-    for bad in [(0.3, 0.2, 0.4, 0.1), (0.5, 0.5), (0.5, 0.5, 0.1, -0.1), (0.4, 0.4, 0.4, 0.0), "grow", None]:
-        with pytest.raises(ValueError, match="4 probabilities"):
+    assert proposals.check_move_probs((0.25, 0.25, 0.3, 0.1, 0.1)) == (0.25, 0.25, 0.3, 0.1, 0.1)
+    assert proposals.rotates((0.25, 0.25, 0.3, 0.1, 0.1)) and not proposals.rotates((0.25, 0.25, 0.4, 0.1))
+    assert not proposals.rotates((0.25, 0.25, 0.4, 0.1, 0.0))
+    for bad in [(0.3, 0.2, 0.4, 0.1), (0.5, 0.5), (0.5, 0.5, 0.1, -0.1), (0.4, 0.4, 0.4, 0.0), (0.2, 0.2, 0.2, 0.2, 0.1, 0.1),
+                "grow", None]:
+        with pytest.raises(ValueError, match="4 or 5 probabilities"):
             proposals.check_move_probs(bad)
     with pytest.raises(ValueError, match="grow = prune > 0"):
         proposals.check_move_probs((0.0, 0.0, 1.0, 0.0), grow=True)
+
+
+def _random_heap_tree(rng, D, n_cat, n_ord):
+    """A random heap tree of depth <= ``D`` on variable 0 (unordered, ``n_cat`` categories; rules are
+    the category sets sent left) and variable 1 (ordered, codes ``0 .. n_ord``), every rule valid in
+    its node's interval, split variables drawn so that parent and child often share one."""
+    S = heap.capacity(D)
+    f, t = -np.ones(S, np.int32), np.zeros(S, np.int32)
+
+    def grow(s, cats, lo, hi, d, parent_var):
+        if d >= D or rng.random() < 0.25:
+            return
+        can = [j for j, ok in ((0, bin(cats).count("1") > 1), (1, hi > lo)) if ok]
+        if not can:
+            return
+        j = parent_var if parent_var in can and rng.random() < 0.6 else int(rng.choice(can))
+        f[s] = j
+        if j == 0:
+            bits = [b for b in range(n_cat) if cats >> b & 1]
+            left = 0
+            while left in (0, cats):
+                left = sum(1 << b for b in bits if rng.random() < 0.5)
+            t[s] = left
+            grow(2 * s + 1, left, lo, hi, d + 1, j)
+            grow(2 * s + 2, cats & ~left, lo, hi, d + 1, j)
+        else:
+            t[s] = rng.integers(lo, hi)
+            grow(2 * s + 1, cats, lo, t[s], d + 1, j)
+            grow(2 * s + 2, cats, t[s] + 1, hi, d + 1, j)
+
+    grow(0, (1 << n_cat) - 1, 0, n_ord, 0, -1)
+    return f, t
+
+
+@pytest.mark.parametrize("unordered", [False, True], ids=["ordered", "unordered"])
+def test_a_rotation_keeps_every_cell_and_its_reverse_returns(unordered):
+    """:func:`proposals.rotate` against its definition on random trees of depth <= 3: every lifted node
+    (:func:`proposals.rotation_sites`) gives a tree whose leaves hold the same rows (every code
+    combination routed in both), the same number of sites (the proposal is symmetric), and whose
+    rotation at the lowered parent returns the tree exactly; a rotation refused for depth is one that
+    would put a split at ``max_depth``."""
+    D, n_cat, n_ord = 3, 5, 5
+    rng = np.random.default_rng(4 + unordered)
+    cats = jnp.asarray([(1 << n_cat) - 1 if unordered else 0, 0], jnp.int32)
+    codes = np.array([[a, b] for a in range(n_cat if unordered else n_ord + 1) for b in range(n_ord + 1)], np.int32)
+    rotate = jax.jit(lambda f, t, c: proposals.rotate(f, t, c, D, cats if unordered else None))
+    route = jax.jit(lambda f, t: heap.descend_rules(f, t, jnp.asarray(codes.T), jnp.zeros(len(codes), jnp.int32), D,
+                                                     features_first=True, categories=cats if unordered else None))
+    sites = jax.jit(proposals.rotation_sites)
+
+    def cells(f, t):
+        leaf = np.asarray(route(jnp.asarray(f), jnp.asarray(t)))
+        return sorted(tuple(np.flatnonzero(leaf == v)) for v in np.unique(leaf))
+
+    done = refused = 0
+    while done < 60:
+        f, t = _random_heap_tree(rng, D, n_cat, n_ord) if unordered else _random_heap_tree_ordered(rng, D, n_ord)
+        here = np.asarray(sites(jnp.asarray(f)))
+        assert np.array_equal(here, [f[i] >= 0 and i > 0 and f[(i - 1) // 2] == f[i] for i in range(len(f))])
+        for c in np.flatnonzero(here):
+            fn, tn, fits = (np.asarray(x) for x in rotate(jnp.asarray(f), jnp.asarray(t), jnp.int32(c)))
+            sib = c - 1 if c % 2 == 0 else c + 1                 # its subtree goes one level down
+            too_deep = any(int(heap.depth_of(i)) == D - 1 and bool(heap.in_subtree(i, sib)) for i in np.flatnonzero(f >= 0))
+            assert bool(fits) == (not too_deep)
+            if not fits:
+                refused += 1
+                continue
+            done += 1
+            assert (fn >= 0).sum() == (f >= 0).sum()
+            assert cells(fn, tn) == cells(f, t)
+            assert np.asarray(sites(jnp.asarray(fn))).sum() == here.sum()
+            a = sib                                              # where the parent's rule went
+            fb, tb, ok = (np.asarray(x) for x in rotate(jnp.asarray(fn), jnp.asarray(tn), jnp.int32(a)))
+            assert ok and np.array_equal(fb, f) and np.array_equal(tb, t)
+    assert refused > 0
+
+
+def _random_heap_tree_ordered(rng, D, n_ord):
+    """:func:`_random_heap_tree` with both variables ordered (codes ``0 .. n_ord``)."""
+    S = heap.capacity(D)
+    f, t = -np.ones(S, np.int32), np.zeros(S, np.int32)
+
+    def grow(s, lo, hi, d, parent_var):
+        if d >= D or rng.random() < 0.25:
+            return
+        can = [j for j in (0, 1) if hi[j] > lo[j]]
+        if not can:
+            return
+        j = parent_var if parent_var in can and rng.random() < 0.6 else int(rng.choice(can))
+        f[s], t[s] = j, rng.integers(lo[j], hi[j])
+        h, l_ = hi.copy(), lo.copy()
+        h[j], l_[j] = t[s], t[s] + 1
+        grow(2 * s + 1, lo, h, d + 1, j)
+        grow(2 * s + 2, l_, hi, d + 1, j)
+
+    grow(0, np.zeros(2, int), np.full(2, n_ord), 0, -1)
+    return f, t

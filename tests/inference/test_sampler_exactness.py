@@ -454,11 +454,16 @@ def _brute_force_posterior(leaves):
     return trees, p, np.asarray(fitted)
 
 
-def _brute_force_chains(scheme: str, leaves: str, seed: int = 0) -> dict:
+#: move probabilities (grow, prune, change, swap, rotate) heavy in rotations, for the rotation's case
+ROTATING = (0.2, 0.2, 0.1, 0.1, 0.4)
+
+
+def _brute_force_chains(scheme: str, leaves: str, seed: int = 0, move_probs=None) -> dict:
     """Kept trees (feature, threshold, left) and drawn fitted values at ``BF_ROWS`` of 16 chains."""
     codes, y = _brute_force_data()
     model = CommonVarianceNormalLeaves(BF_NIG) if leaves == "common" else NormalLeaves(BF_NIG)
-    cfg = M.MCMCConfig(BF_PRIOR, model, BF_DEPTH, 2, scheme=scheme)
+    cfg = M.MCMCConfig(BF_PRIOR, model, BF_DEPTH, 2, scheme=scheme,
+                       **({} if move_probs is None else {"move_probs": move_probs}))
     moves = scheme == "moves"
     res = run_chains(jax.random.key(seed), M.build_kernel(cfg), args=(_data(codes, y, model),), chains=16,
                      draws=3000 if moves else 4000, tune=200, thin=3 if moves else 1, collect=M.collect(cfg))
@@ -468,8 +473,9 @@ def _brute_force_chains(scheme: str, leaves: str, seed: int = 0) -> dict:
                 mu=flat(d.mu[..., list(BF_ROWS), 0]), chain=np.repeat(np.arange(16), d.lp.shape[1]))
 
 
-@pytest.mark.parametrize("scheme, leaves", [("moves", "common"), ("sweep", "normal")])
-def test_chains_match_the_brute_force_posterior(scheme, leaves):
+@pytest.mark.parametrize("scheme, leaves, move_probs", [("moves", "common", None), ("sweep", "normal", None),
+                                                       ("moves", "normal", ROTATING)], ids=["moves", "sweep", "rotating"])
+def test_chains_match_the_brute_force_posterior(scheme, leaves, move_probs):
     """The chains' posterior over all 49 trees of a tiny space (depth <= 2, Chipman prior, data with a step
     and unequal noise) against the posterior enumerated by brute force (NumPy, float64, the leaf marginals
     written out here), for the common-variance model and for the sweep scheme with data.
@@ -483,12 +489,17 @@ def test_chains_match_the_brute_force_posterior(scheme, leaves):
     The leaf prior ``BF_NIG`` is used by no other test: with one prior the two Normal leaf models compare
     equal and a process would reuse the sampler compiled for the other
     (:func:`test_the_two_normal_leaf_models_are_different_configs`).
+
+    ``rotating``: the moves with rotations 40% of the time (:data:`ROTATING`): a rotation moves between
+    trees of one partition whose priors differ (the rule counts of the lifted and lowered nodes, the
+    depths of the moved subtrees), so a rotation scored without the prior's change shifts mass between
+    such trees, which the TV over all 49 trees sees.
     """
     trees, p, fitted = _brute_force_posterior(leaves)
     _, p_other, _ = _brute_force_posterior("normal" if leaves == "common" else "common")
     assert 0.5 * np.abs(p - p_other).sum() > 0.2  # the test can tell the leaf models apart
     index = {_tree_key(*t): i for i, t in enumerate(trees)}
-    got = _brute_force_chains(scheme, leaves)
+    got = _brute_force_chains(scheme, leaves, move_probs=move_probs)
     keys = [index[_tree_key(f, t, lf)] for f, t, lf in zip(got["feature"], got["threshold"], got["left"])]
     freq = np.bincount(keys, minlength=len(trees)) / len(keys)
     tv = 0.5 * np.abs(freq - p).sum()

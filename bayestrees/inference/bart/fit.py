@@ -102,7 +102,7 @@ from ...data import TrainingData, check_dtype, missing_code, check_int, check_po
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
-from .. import intervals, moves, proposals
+from .. import intervals, proposals
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
 from ..missing import missing_rules, split_log_weights
@@ -147,10 +147,12 @@ class BARTConfig:
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
     min_leaf_rows : int >= 1  every node of every tree holds at least this many training rows (the
         prior is truncated to such trees; a move that breaks it is rejected)
-    move_probs : probabilities of grow, prune, change, swap
+    move_probs : probabilities of grow, prune, change, swap and optionally rotate (a node lifted above
+        its parent where both split the same variable, every leaf keeping its rows:
+        :func:`bayestrees.inference.proposals.rotate`)
     slide : int >= 0  with ``slide = K > 0`` the change move is a local slide (``KernelConfig.slide``):
         a node whose two children are leaves moves its threshold by ``1 .. K`` codes on the same
-        variable, at the cost of a grow (swap must then be 0; e.g. ``move_probs=(0.35, 0.35, 0.3, 0)``,
+        variable, at the cost of a grow (swap and rotate must then be 0; e.g. ``move_probs=(0.35, 0.35, 0.3, 0)``,
         ``slide=3``)
     sparse : the sparse Dirichlet split-variable prior (Linero 2018; the R package BART's
         ``sparse=TRUE``): ``s ~ Dirichlet(alpha / p, ...)``, ``alpha / (alpha + rho) ~ Beta(a, b)``, a
@@ -239,8 +241,8 @@ class BARTConfig:
             raise ValueError("particles must be 0 (no regrowth) or at least 2, got 1")
         if self.particles and self.sparse:
             raise ValueError("the particle Gibbs regrowth (particles > 0) does not take the sparse prior yet")
-        if self.slide and mp[3] > 0:
-            raise ValueError(f"slide moves take the change move's place in grow/prune/change: swap must be 0, got "
+        if self.slide and (mp[3] > 0 or proposals.rotates(mp)):
+            raise ValueError(f"slide moves take the change move's place in grow/prune/change: swap and rotate must be 0, got "
                              f"move_probs={self.move_probs!r}")
         if self.slide and mp[2] == 0:
             raise ValueError(f"slide={self.slide!r} needs a change probability to make slides, e.g. "
@@ -615,7 +617,7 @@ def acceptance_rates(info) -> dict:
     """Acceptance rate per move type over every tree move of the kept steps (NaN where a type never ran)."""
     prop, acc = np.asarray(info.proposed), np.asarray(info.accepted)
     out = {}
-    for i, name in enumerate(moves.MOVES):
+    for i, name in enumerate(proposals.MOVE_NAMES[:prop.shape[-1]]):
         n = prop[..., i].sum()
         out[name] = float(acc[..., i].sum() / n) if n else float("nan")
     return out

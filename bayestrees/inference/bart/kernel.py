@@ -130,7 +130,8 @@ class KernelConfig:
     tau2 : the leaf values' prior variance ``sigma_mu^2``
     max_depth : the deepest level a leaf may sit at
     m : number of trees
-    move_probs : probabilities of grow, prune, change (or slide) and swap (grow and prune equal)
+    move_probs : probabilities of grow, prune, change (or slide), swap and optionally rotate (grow and
+        prune equal; :data:`bayestrees.inference.proposals.MOVE_NAMES`)
     min_leaf_rows : every node of a tree holds at least this many rows (``BARTData.rows``)
     probit : binary outcomes through the probit latent variables
     sample_sigma : draw ``sigma^2`` (regression); False keeps ``BARTData.sigma2``
@@ -189,6 +190,8 @@ class KernelConfig:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
         if self.slide and self.move_probs[3] > 0:
             raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap must be 0")
+        if self.slide and proposals.rotates(self.move_probs):
+            raise ValueError("slide moves replace the change move of grow/prune/change kernels: rotate must be 0")
         if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles in (1,) \
                 or self.particles < 0:
             raise ValueError(f"particles must be 0 (no regrowth) or an integer >= 2, got {self.particles!r}")
@@ -592,6 +595,12 @@ class _Step:
         return state, Info(proposed=proposed, accepted=accepted, at_max_depth=at_max_depth(state, cfg))
 
 
+def _routes_again(cfg) -> bool:
+    """Whether the kernel's moves include one that routes a subtree's rows again (a change, a swap or
+    a rotation; a slide moves rows between two children only)."""
+    return cfg.slide == 0 and sum(cfg.move_probs[2:]) > 0
+
+
 class _Visit(NamedTuple):
     """What the visits of one move phase share (:func:`move_trees`): the data, the kernel's settings,
     the visit's leaf model, and the values every visit reads."""
@@ -760,7 +769,7 @@ def _proposal_centre(vs: _Visit, ok, kind, node, value, count, leaf_to, count_to
     of the tree's values before the move (:func:`_mean_over` for a grow or prune; a change, swap or
     slide averages ``rows_value`` over the new leaves' rows)."""
     local = _mean_over(value, count, node, grow)
-    if vs.cfg.move_probs[2] + vs.cfg.move_probs[3] > 0:   # rows routed again (a change, swap or slide)
+    if sum(vs.cfg.move_probs[2:]) > 0:   # rows routed again (a change, swap, rotation or slide)
         mean = cell_sums(leaf_to, rows_value, vs.cfg.capacity) / jnp.maximum(count_to, 1.0)
         local = jnp.where(kind == 2, mean, local)
     return jnp.where(ok, local, value)
@@ -835,7 +844,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     w = jnp.where(data.rows > 0, data.weight, 0.0).astype(dt)   # padding rows carry nothing
     inv_s2 = _precision(state)
     leaves = _normal_rows(cfg, w, inv_s2) if normal else leaves
-    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
+    changes = _routes_again(cfg)   # subtrees to route again
     local = normal and not changes   # the grow/prune visit of Normal leaves, its terms computed first
     # small data: a grow's left child's rows and weight for all trees at once (one batched pass);
     # large data: in the visit, where the node's rows are in cache
@@ -861,7 +870,7 @@ def move_trees(keys, state: State, data: BARTData, cfg: KernelConfig, leaves=Non
     threshold = jnp.where(a2, prop.threshold, state.threshold)
     lprior = jnp.where(acc, prop.log_prior, state.log_prior)
     avail = jnp.where(acc[:, None], prop.avail, state.avail)
-    kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
+    kind = jax.nn.one_hot(prop.move, len(cfg.move_probs), dtype=jnp.int32)
     new = state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
                          log_prior=lprior, avail=avail, resid=R)
     return new, jnp.sum(kind * prop.ok[:, None], 0), jnp.sum(kind * acc[:, None], 0)
@@ -875,7 +884,7 @@ def _move_jointly(state: State, data: BARTData, cfg: KernelConfig, leaves, prop,
     were taken, refreshes where the tree could not move among them."""
     S, m = cfg.capacity, cfg.m
     dt = state.resid.dtype
-    changes = cfg.slide == 0 and cfg.move_probs[2] + cfg.move_probs[3] > 0   # subtrees to route again
+    changes = _routes_again(cfg)   # subtrees to route again
     f0 = state.z - state.resid
     vs = _Visit(data=data, cfg=cfg, leaves=leaves, inv_s2=None, tau2=None, min_rows=min_rows, w=jnp.zeros_like(f0),
                 dt=dt, ldt=state.leaf.dtype, normal=False, changes=changes, batch_left=False)
@@ -890,7 +899,7 @@ def _move_jointly(state: State, data: BARTData, cfg: KernelConfig, leaves, prop,
               leaves.noise(k_val, m, S, dt))
         carry, (value, leaf, _, count, wsum, _) = jax.lax.scan(partial(_visit_joint, vs), carry, xs)
     f = carry[0]
-    kind = jax.nn.one_hot(prop.move, 4, dtype=jnp.int32)
+    kind = jax.nn.one_hot(prop.move, len(cfg.move_probs), dtype=jnp.int32)
     new = state._replace(feature=feature, threshold=jnp.where(a2, prop.threshold, state.threshold), value=value,
                          leaf=leaf, count=count, wsum=wsum, log_prior=jnp.where(moved, prop.log_prior, state.log_prior),
                          avail=jnp.where(a2, prop.avail, state.avail), resid=jnp.zeros_like(f), z=f)

@@ -75,7 +75,8 @@ class BCARTConfig:
     leaf_concentration : Dirichlet concentration of the class leaves
     draws, tune, chains, thin : chain lengths (per chain)
     max_depth : deepest leaf level (the prior is truncated there, explicitly)
-    move_probs : probabilities of grow, prune, change, swap
+    move_probs : probabilities of grow, prune, change, swap and optionally rotate (a node lifted above its
+        parent where both split the same variable, every leaf keeping its rows)
     scheme : "mixed" (the default: ``local_moves`` local moves, then a particle Gibbs regrowth of the
         tree, per step; on a ladder of temperatures, the local moves run tempered and the regrowth
         is the cold replica's: :class:`bayestrees.inference.pgibbs.LadderMixedStep`), "pgibbs" (the

@@ -265,10 +265,12 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         one) and on the general path with Normal leaves (proposed under a Gaussian expansion of the likelihood and
         corrected by Metropolis-Hastings: :mod:`bayestrees.inference.treefn.kernel`); the general path
         with log-gamma leaves has none, and asking for particles there raises ``ValueError``.
-    move_probs : tuple of 4 floats, optional
-        The tree moves' probabilities of grow, prune, change and swap (grow = prune), for every tree
-        function: default grow and prune alone for sums of trees (as BART; with slides, ``slide``)
-        and ``(0.25, 0.25, 0.4, 0.1)`` for a function of one tree.  Change and swap run on every path.
+    move_probs : tuple of 4 or 5 floats, optional
+        The tree moves' probabilities of grow, prune, change, swap and (optionally) rotate (grow =
+        prune), for every tree function: default grow and prune alone for sums of trees (as BART;
+        with slides, ``slide``) and ``(0.25, 0.25, 0.3, 0.1, 0.1)`` for a function of one tree.  A
+        rotation lifts a node above its parent where both split the same variable, keeping every
+        leaf's rows (:func:`bayestrees.inference.proposals.rotate`).  Every move runs on every path.
     local_moves : int >= 1, optional
         Moves of every tree per step: default 1 for sums of trees, 50 for a function of one tree.
     slide : "auto" or int >= 0, default "auto"
@@ -277,7 +279,7 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         on the paths that take the BART family's step only (a likelihood Normal in the function, or
         logistic or Student-t with the latent draws, Normal leaves), else ``ValueError``.  "auto":
         3 for sums of trees on those paths when neither ``move_probs`` nor ``data_devices > 1`` is
-        given (the measured default: ``docs/lab-notes/models.md``), else 0.
+        given (the measured default: ``docs/lab-notes/models.md``), else 0.  Slides take no swap or rotation.
     data_devices : int, default 1
         Devices the rows of every tree function's step are split over (BART's ``data_devices``: each
         device holds a block of the rows, the sums over rows are added across them), on the

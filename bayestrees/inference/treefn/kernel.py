@@ -162,8 +162,8 @@ __all__ = ["TreeMoves", "TreeMovesState", "tree_sites", "function_log_density", 
 
 #: particles of the particle Gibbs regrowth that ``particles="auto"`` gives a function of one tree
 REGROW_PARTICLES = 10
-#: the move probabilities (grow, prune, change, swap) that ``particles="auto"`` gives a function of one tree
-ONE_TREE_MOVES = (0.25, 0.25, 0.4, 0.1)
+#: the move probabilities (grow, prune, change, swap, rotate) of a function of one tree
+ONE_TREE_MOVES = (0.25, 0.25, 0.3, 0.1, 0.1)
 #: and the moves of the tree per step (as Bayesian CART's "mixed" scheme: local moves, then a regrowth on the
 #: conjugate Normal path)
 ONE_TREE_MOVE_COUNT = 50
@@ -343,8 +343,9 @@ class TreeMoves(MCMCKernel):
         (the only way to the augmented paths), True asserts the leaf prior's path (Normal or Gamma-Poisson).
     leaf_refresh : int >= 0
         Leaf-value refresh sweeps after each structure sweep on the general path.
-    move_probs : tuple of 4 floats, optional
-        The probabilities of grow, prune, change and swap in every move (grow = prune); default
+    move_probs : tuple of 4 or 5 floats, optional
+        The probabilities of grow, prune, change, swap and (optionally) rotate in every move (grow =
+        prune); default
         :data:`ONE_TREE_MOVES` for a function of one tree; for sums of trees :data:`SLIDE_MOVES` with
         slides (``slide``), else grow and prune alone.
     local_moves : int >= 1, optional
@@ -353,7 +354,7 @@ class TreeMoves(MCMCKernel):
     slide : "auto" or int >= 0, default "auto"
         The change move as a local *slide* of a threshold by ``1 .. slide`` codes at a node whose
         children are leaves (the BART family's, :class:`~bayestrees.inference.bart.kernel.KernelConfig`),
-        on every path; ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap.
+        on every path; ``move_probs`` then defaults to :data:`SLIDE_MOVES` and must have no swap or rotation.
         "auto": :data:`AUTO_SLIDE` for a sum of trees when neither ``move_probs`` nor
         ``data_devices > 1`` is given, else 0 (a function of one tree keeps the one-tree moves).
     particles : "auto" or int
@@ -390,8 +391,8 @@ class TreeMoves(MCMCKernel):
                              f"{local_moves!r}")
         if slide != "auto" and (isinstance(slide, bool) or not isinstance(slide, (int, np.integer)) or slide < 0):
             raise ValueError(f"slide must be 'auto' or an integer >= 0 (0: no slides), got {slide!r}")
-        if slide != "auto" and slide and move_probs is not None and move_probs[3] > 0:
-            raise ValueError(f"slide={slide}: slides replace the change move, and swap must be 0; got move_probs="
+        if slide != "auto" and slide and move_probs is not None and (move_probs[3] > 0 or proposals.rotates(move_probs)):
+            raise ValueError(f"slide={slide}: slides replace the change move, and swap and rotate must be 0; got move_probs="
                              f"{move_probs}")
         self.slide = slide if slide == "auto" else int(slide)
         self.move_probs = move_probs

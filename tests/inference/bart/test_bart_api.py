@@ -207,7 +207,9 @@ def test_model_context_sample_and_predictions():
     (dict(draws=0), "draws"), (dict(max_depth=40), "max_depth"), (dict(sigma_hat=-1.0), "sigma_hat"),
     (dict(fixed_sigma=0.0), "fixed_sigma"), (dict(move_probs=(0.3, 0.2, 0.4, 0.1)), "move_probs"),
     (dict(chain_method="pmap"), "chain_method"), (dict(slide=-1), "slide"),
-    (dict(slide=2, move_probs=(0.25, 0.25, 0.4, 0.1)), "swap must be 0"), (dict(slide=2), "change probability"),
+    (dict(slide=2, move_probs=(0.25, 0.25, 0.4, 0.1)), "swap and rotate must be 0"), (dict(slide=2), "change probability"),
+    (dict(slide=2, move_probs=(0.25, 0.25, 0.4, 0.0, 0.1)), "swap and rotate must be 0"),
+    (dict(move_probs=(0.2, 0.2, 0.2, 0.2, 0.1, 0.1)), "move_probs"),
     (dict(temperatures=(0.5, 1.0)), "temperatures"), (dict(temperatures=(1.0, 0.0)), "temperatures")])
 def test_bad_parameters(kw, msg):
     X, y = _reg_data(20)

@@ -275,10 +275,11 @@ def _root_feature(feature):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("moves", [{}, {"move_probs": (0.35, 0.35, 0.3, 0.0), "slide": 2}], ids=["grow-prune", "slide"])
+@pytest.mark.parametrize("moves", [{}, {"move_probs": (0.35, 0.35, 0.3, 0.0), "slide": 2},
+                                   {"move_probs": (0.25, 0.25, 0.1, 0.1, 0.3)}], ids=["grow-prune", "slide", "rotate"])
 def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
-    """One tree, sigma fixed: BART's chains (grow and prune, or with slides of the threshold) against
-    Bayesian CART's random moves on the same model."""
+    """One tree, sigma fixed: BART's chains (grow and prune, or with slides of the threshold, or with
+    change, swap and rotations) against Bayesian CART's random moves on the same model."""
     rng = np.random.default_rng(3)
     n = 20
     X = rng.integers(0, 4, size=(n, 2)).astype(float)
@@ -289,8 +290,8 @@ def test_one_tree_with_sigma_fixed_is_bayesian_cart(moves):
     draws = dict(draws=10000, tune=500, thin=4, chains=4)
     bart = fit_bart(jax.random.key(1), data, BARTConfig(m=1, prior=prior, max_depth=max_depth, fixed_sigma=sigma,
                                                       k=k, min_leaf_rows=1, **draws, **moves))
-    if moves:   # the slides ran and some were accepted
-        assert np.asarray(bart.info.accepted)[..., 2].sum() > 1000
+    if moves:   # the slides (or the rotations) ran and some were accepted
+        assert np.asarray(bart.info.accepted)[..., 2 if "slide" in moves else 4].sum() > 1000
     # the same model for Bayesian CART's random moves, on BART's scaled response: y_s ~ N(mu_leaf, s^2),
     # mu_leaf ~ N(0, sigma_mu^2), the interval rule prior, nodes of one row or more
     ys = (np.asarray(data.y, np.float64) - bart.y_shift) / bart.y_scale

@@ -371,7 +371,7 @@ def test_particles_run_on_every_path_but_the_general_path_of_log_gamma_leaves():
     moves = TreeMoves(model, particles=4).prepare((X, y), {"leaf_prior": "loggamma"})
     assert moves.conjugate_kinds == ("poisson",) and moves._fns[0].cfg.particles == 4
     auto = TreeMoves(model).prepare((X, y), {"leaf_prior": "loggamma"})
-    assert auto._fns[0].cfg.particles == 10 and auto._fns[0].cfg.move_probs == (0.25, 0.25, 0.4, 0.1)
+    assert auto._fns[0].cfg.particles == 10 and auto._fns[0].cfg.move_probs == ONE_TREE_MOVES
 
 
 def test_the_logit_path_is_chosen_where_the_likelihood_is_logistic_in_the_function():
@@ -502,8 +502,10 @@ def test_slides_are_a_choice_on_the_paths_of_the_bart_step_and_fail_elsewhere():
     for model in (poisson, poisson_loggamma):   # slides asked for on the general and the Gamma-Poisson paths
         cfg = TreeMoves(model, slide=2).prepare((X, y), {})._fns[0].cfg
         assert (cfg.slide, cfg.move_probs) == (2, SLIDE_MOVES)
-    with pytest.raises(ValueError, match="swap must be 0"):
+    with pytest.raises(ValueError, match="swap and rotate must be 0"):
         TreeMoves(normal, slide=2, move_probs=(0.3, 0.3, 0.2, 0.2))
+    with pytest.raises(ValueError, match="swap and rotate must be 0"):
+        TreeMoves(normal, slide=2, move_probs=(0.3, 0.3, 0.2, 0.0, 0.2))
     with pytest.raises(ValueError, match="slide must be"):
         TreeMoves(normal, slide=-1)
     fit = bt.sample_model(normal, X, y=y, draws=20, tune=10, chains=1, slide=2, log_likelihood=False)
@@ -530,7 +532,9 @@ def test_the_moves_are_a_choice_and_bad_ones_fail_before_sampling():
         (SLIDE_MOVES, 1), (ONE_TREE_MOVES, ONE_TREE_MOVE_COUNT)]
     asked = TreeMoves(model, move_probs=(0.3, 0.3, 0.3, 0.1), local_moves=3).prepare((X, y), {})
     assert all(fn.cfg.move_probs == (0.3, 0.3, 0.3, 0.1) and fn.cfg.local_moves == 3 for fn in asked._fns)
-    for kw, msg in [(dict(move_probs=(0.4, 0.2, 0.3, 0.1)), "grow = prune"), (dict(move_probs=(0.5, 0.5)), "4 prob"),
+    rotating = TreeMoves(model, move_probs=(0.3, 0.3, 0.2, 0.1, 0.1)).prepare((X, y), {})   # a rotation among them
+    assert all(fn.cfg.move_probs == (0.3, 0.3, 0.2, 0.1, 0.1) and fn.cfg.slide == 0 for fn in rotating._fns)
+    for kw, msg in [(dict(move_probs=(0.4, 0.2, 0.3, 0.1)), "grow = prune"), (dict(move_probs=(0.5, 0.5)), "4 or 5 prob"),
                     (dict(move_probs=(0.0, 0.0, 1.0, 0.0)), "grow = prune > 0"), (dict(local_moves=0), "local_moves")]:
         with pytest.raises(ValueError, match=msg):
             bt.sample_model(model, X, y, draws=5, tune=5, chains=1, **kw)

@@ -412,8 +412,10 @@ def test_one_tree_function_at_its_defaults_matches_enumeration(data_seed):
     whose root the two-leaf trees do not share (TV 0.12-0.31 on data seeds 0-1): grow and prune change
     the root only through the single leaf.  The one-tree kernel (50 local moves, change and swap among
     them, and a particle Gibbs regrowth a step) gave TV 0.003-0.023 over data seeds 0-4 and sampler
-    seeds 0-5; over more sampler seeds, on data seed 3 about one fit in six is above 0.03 (the trees
-    no local move joins, ``docs/lab-notes/models.md``, "The chains in the library's loop")."""
+    seeds 0-5, but on data seed 3 about one fit in six above 0.03 over more sampler seeds: a root
+    ``x0 <= 0`` with ``x0 <= 1`` below it, the cells of the tree rooted at ``x0 <= 1``, which no move
+    joined.  A rotation among the local moves joins them (``docs/lab-notes/models.md``, "A rotation
+    move")."""
     X, codes, y = _one_tree_data(data_seed)
     sigma, sd = 0.7, 1.5                                         # sd: tree_function's default leaf_sd
 
