@@ -47,7 +47,11 @@ def main():
                     help="the one-tree moves without change and swap (grow and prune 0.5 / 0.5)")
     ap.add_argument("--moves", type=float, nargs="+", default=None, metavar="P",
                     help="the one-tree move probabilities instead of the default (grow, prune, change, swap[, rotate])")
+    ap.add_argument("--local-moves", type=int, default=None, metavar="K",
+                    help="the one-tree moves a step instead of the default (ONE_TREE_MOVE_COUNT)")
     a = ap.parse_args()
+    if a.local_moves:
+        treefn_kernel.ONE_TREE_MOVE_COUNT = a.local_moves
     if a.grow_prune:
         treefn_kernel.ONE_TREE_MOVES = (0.5, 0.5, 0.0, 0.0)
     if a.moves:
