@@ -352,7 +352,7 @@ def test_particles_run_on_every_path_but_the_general_path_of_log_gamma_leaves():
     path with Normal leaves (a Poisson likelihood: its own regrowth, corrected by Metropolis-Hastings); a
     function of one tree has it by default.  On the general path with log-gamma leaves asking for it
     raises before sampling, naming the leaf prior."""
-    from bayestrees.inference.treefn.kernel import TreeMoves
+    from bayestrees.inference.treefn.kernel import ONE_TREE_MOVES, TreeMoves
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(30, 2)).astype(np.float32)
