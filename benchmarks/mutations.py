@@ -70,6 +70,9 @@ PROBIT = (_BART + "test_root_leaves_probit_matches_quadrature",)
 ONE_TREE_SLIDE = (_BART + "test_one_tree_with_sigma_fixed_is_bayesian_cart[slide]",)
 ONE_TREE_ROTATE = (_BART + "test_one_tree_with_sigma_fixed_is_bayesian_cart[rotate]",)
 ONE_TREE_DEFAULTS = ("tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration",)
+#: where the rotation's planted errors of the compact kernel go, and the tests that should catch them
+_ROTATION = dict(where="the rotation (proposals.propose): BART with rotations, a function of one tree",
+                 path="bayestrees/inference/proposals.py", tests=ONE_TREE_ROTATE + ONE_TREE_DEFAULTS)
 BCART_ROTATING = ("tests/inference/test_sampler_exactness.py::test_chains_match_the_brute_force_posterior[rotating]",)
 SUM_OF_STUMPS = ("tests/inference/treefn/test_treefn_categories.py::"
                  "test_a_sum_of_two_stumps_at_the_default_kernel_matches_enumeration",)
@@ -234,22 +237,12 @@ MUTATIONS = [
         new="t_slide = t[s] + jnp.where(step < K, step - K, step - K)",
         # (the sum of two stumps runs K = 3 on 3 thresholds, where only the missing +K step differs: it passes)
         tests=ONE_TREE_SLIDE, error="slide steps `-K .. K-1` (0 included, +K never): not symmetric"),
-    Mutation(
-        name="rotate-depth",
-        where="the rotation (proposals.propose): BART with rotations, a function of one tree",
-        path="bayestrees/inference/proposals.py",
-        old="fits = ~is_rot | fits",
-        new="fits = ~is_rot | True",
-        tests=ONE_TREE_ROTATE + ONE_TREE_DEFAULTS,
-        error="a rotation that pushes a split below max_depth is not refused (the split is lost)"),
-    Mutation(
-        name="rotate-prior",
-        where="the rotation (proposals.propose): BART with rotations, a function of one tree",
-        path="bayestrees/inference/proposals.py",
-        old="lp_new = jnp.where(local, lp_new, lp_f)",
-        new="lp_new = jnp.where(local, lp_new, jnp.where(move == 4, lp, lp_f))",
-        tests=ONE_TREE_ROTATE + ONE_TREE_DEFAULTS,
-        error="the rotated tree scored with the prior of the tree it came from (the same cells, not the same prior)"),
+    Mutation(name="rotate-depth", old="fits = ~is_rot | fits", new="fits = ~is_rot | True",
+             error="a rotation that pushes a split below max_depth is not refused (the split is lost)", **_ROTATION),
+    Mutation(name="rotate-prior", old="lp_new = jnp.where(local, lp_new, lp_f)",
+             new="lp_new = jnp.where(local, lp_new, jnp.where(move == 4, lp, lp_f))",
+             error="the rotated tree scored with the prior of the tree it came from (the same cells, not the same prior)",
+             **_ROTATION),
     Mutation(
         name="rotate-depth-bcart",
         where="the rotation (moves._propose): Bayesian CART with rotations",
