@@ -237,8 +237,10 @@ MUTATIONS = [
         new="t_slide = t[s] + jnp.where(step < K, step - K, step - K)",
         # (the sum of two stumps runs K = 3 on 3 thresholds, where only the missing +K step differs: it passes)
         tests=ONE_TREE_SLIDE, error="slide steps `-K .. K-1` (0 included, +K never): not symmetric"),
-    Mutation(name="rotate-depth", old="fits = ~is_rot | fits", new="fits = ~is_rot | True",
-             error="a rotation that pushes a split below max_depth is not refused (the split is lost)", **_ROTATION),
+    Mutation(name="rotate-depth", where="the rotation (proposals.rotated_if): BART, the tree functions, Bayesian CART",
+             path="bayestrees/inference/proposals.py", old="jnp.where(is_rot, t_rot, tn), ~is_rot | fits",
+             new="jnp.where(is_rot, t_rot, tn), ~is_rot | True", tests=_ROTATION["tests"] + BCART_ROTATING,
+             error="a rotation that pushes a split below max_depth is not refused (the split is lost)"),
     Mutation(name="rotate-prior", old="lp_new = jnp.where(local, lp_new, lp_f)",
              new="lp_new = jnp.where(local, lp_new, jnp.where(move == 4, lp, lp_f))",
              error="the rotated tree scored with the prior of the tree it came from (the same cells, not the same prior)",

@@ -372,13 +372,11 @@ def _propose(u, state: State, move, cfg: MCMCConfig, categories=None):
     masks = list(node_masks(tree, ev, cfg)) + ([proposals.rotation_sites(tree.feature)] if rot else [])
     s, k = proposals.pick(u[:S], jnp.stack(masks)[move])
     j, t = _draw_rule(u[S + 1:], u[S], ev, s)
-    _, feature, threshold, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
+    top, feature, threshold, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
     fits = jnp.array(True)
     if rot:   # a rotation lifts s above its parent (the proposal is symmetric)
-        f_rot, t_rot, fits = proposals.rotate(tree.feature, tree.threshold, s, cfg.max_depth, categories)
-        is_rot = move == 4
-        feature, threshold = jnp.where(is_rot, f_rot, feature), jnp.where(is_rot, t_rot, threshold)
-        fits = ~is_rot | fits
+        _, feature, threshold, fits = proposals.rotated_if(move, s, tree.feature, tree.threshold, top, feature,
+                                                           threshold, cfg.max_depth, categories)
     j_old = tree.feature[s]
     nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
     log_k = -jnp.log(jnp.maximum(k, 1).astype(dt))

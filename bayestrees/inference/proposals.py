@@ -71,7 +71,7 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "MOVE_NAMES", "rotates", "rotation_sites", "rotate", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
+__all__ = ["Proposal", "N_UNIFORMS", "MOVE_NAMES", "rotates", "rotation_sites", "rotate", "rotated_if", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
            "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
@@ -267,10 +267,9 @@ def rotate(f, t, c, max_depth: int, categories=None):
     for dst, orig in moved:
         k = jnp.maximum(depth_i - heap.depth_of(dst), 0)
         at = ((orig + 1) << k) - 1 + (idx + 1 - ((dst + 1) << k))
-        src = jnp.where(heap.in_subtree(idx, dst) & (dst < S), at, src)
-    src = jnp.where((idx == p) | (idx == a), -1, src)
-    has = (src >= 0) & (src < S)
-    at_src = jnp.clip(src, 0, S - 1)
+        src = jnp.where(heap.in_subtree(idx, dst), at, src)
+    has = src < S                            # (p's and a's own slots are set below)
+    at_src = jnp.minimum(src, S - 1)
     fn = jnp.where(has, f[at_src], -1)
     tn = jnp.where(has, t[at_src], 0)
     top_t, low_t = t[c], t[p]
@@ -282,6 +281,16 @@ def rotate(f, t, c, max_depth: int, categories=None):
     tn = tn.at[jnp.stack([p, a])].set(jnp.stack([top_t, low_t]).astype(t.dtype), mode="drop")
     fits = (jnp.sum(fn >= 0) == jnp.sum(f >= 0)) & jnp.all(jnp.where(fn >= 0, depth_i < D, True))
     return fn.astype(f.dtype), tn.astype(t.dtype), fits
+
+
+def rotated_if(move, s, f, t, top, fn, tn, max_depth: int, categories=None):
+    """:func:`set_rules`'s ``(top, f', t')`` for move ``move``, with a rotation (move 4) of the node ``s``
+    in their place (its top the parent), and whether the move fits in ``max_depth`` (only a rotation
+    can fail to)."""
+    f_rot, t_rot, fits = rotate(f, t, s, max_depth, categories)
+    is_rot = move == 4
+    top = jnp.where(is_rot, jnp.maximum((s - 1) // 2, 0), top)
+    return top, jnp.where(is_rot, f_rot, fn), jnp.where(is_rot, t_rot, tn), ~is_rot | fits
 
 
 def deposit_bits(r, mask):
@@ -376,11 +385,7 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     slot0, fn, tn_, bad_swap = set_rules(f, t, move, s, j, tn)
     fits = jnp.array(True)
     if rot:   # a rotation lifts s above its parent
-        f_rot, t_rot, fits = rotate(f, t, s, D, categories)
-        is_rot = move == 4
-        slot0 = jnp.where(is_rot, jnp.maximum((s - 1) // 2, 0), slot0)
-        fn, tn_ = jnp.where(is_rot, f_rot, fn), jnp.where(is_rot, t_rot, tn_)
-        fits = ~is_rot | fits
+        slot0, fn, tn_, fits = rotated_if(move, s, f, t, slot0, fn, tn_, D, categories)
     sib = jnp.clip(jnp.where(s % 2 == 1, s + 1, s - 1), 0, S - 1)
     # T''s prior, available variables and leaves.  A grow or a prune changes them only at the node
     # and its children: the children's available variables are the node's, less the split variable

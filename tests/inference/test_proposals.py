@@ -171,22 +171,24 @@ def test_move_probabilities_are_checked_in_one_place():
         proposals.check_move_probs((0.0, 0.0, 1.0, 0.0), grow=True)
 
 
-def _random_heap_tree(rng, D, n_cat, n_ord):
-    """A random heap tree of depth <= ``D`` on variable 0 (unordered, ``n_cat`` categories; rules are
-    the category sets sent left) and variable 1 (ordered, codes ``0 .. n_ord``), every rule valid in
-    its node's interval, split variables drawn so that parent and child often share one."""
+def _random_heap_tree(rng, D, n_cat, n_ord, unordered):
+    """A random heap tree of depth <= ``D`` on variable 0 (``unordered``: ``n_cat`` categories, its rules
+    the category sets sent left; else ordered, codes ``0 .. n_ord``) and variable 1 (ordered, codes
+    ``0 .. n_ord``), every rule valid in its node's interval, split variables drawn so that parent and
+    child often share one."""
     S = heap.capacity(D)
     f, t = -np.ones(S, np.int32), np.zeros(S, np.int32)
 
     def grow(s, cats, lo, hi, d, parent_var):
         if d >= D or rng.random() < 0.25:
             return
-        can = [j for j, ok in ((0, bin(cats).count("1") > 1), (1, hi > lo)) if ok]
+        can = [j for j in (0, 1) if (j == 0 and unordered and bin(cats).count("1") > 1)
+               or ((j == 1 or not unordered) and hi[j] > lo[j])]
         if not can:
             return
         j = parent_var if parent_var in can and rng.random() < 0.6 else int(rng.choice(can))
         f[s] = j
-        if j == 0:
+        if j == 0 and unordered:
             bits = [b for b in range(n_cat) if cats >> b & 1]
             left = 0
             while left in (0, cats):
@@ -195,11 +197,13 @@ def _random_heap_tree(rng, D, n_cat, n_ord):
             grow(2 * s + 1, left, lo, hi, d + 1, j)
             grow(2 * s + 2, cats & ~left, lo, hi, d + 1, j)
         else:
-            t[s] = rng.integers(lo, hi)
-            grow(2 * s + 1, cats, lo, t[s], d + 1, j)
-            grow(2 * s + 2, cats, t[s] + 1, hi, d + 1, j)
+            t[s] = rng.integers(lo[j], hi[j])
+            h, l_ = hi.copy(), lo.copy()
+            h[j], l_[j] = t[s], t[s] + 1
+            grow(2 * s + 1, cats, lo, h, d + 1, j)
+            grow(2 * s + 2, cats, l_, hi, d + 1, j)
 
-    grow(0, (1 << n_cat) - 1, 0, n_ord, 0, -1)
+    grow(0, (1 << n_cat) - 1, np.zeros(2, int), np.full(2, n_ord), 0, -1)
     return f, t
 
 
@@ -225,7 +229,7 @@ def test_a_rotation_keeps_every_cell_and_its_reverse_returns(unordered):
 
     done = refused = 0
     while done < 60:
-        f, t = _random_heap_tree(rng, D, n_cat, n_ord) if unordered else _random_heap_tree_ordered(rng, D, n_ord)
+        f, t = _random_heap_tree(rng, D, n_cat, n_ord, unordered)
         here = np.asarray(sites(jnp.asarray(f)))
         assert np.array_equal(here, [f[i] >= 0 and i > 0 and f[(i - 1) // 2] == f[i] for i in range(len(f))])
         for c in np.flatnonzero(here):
@@ -245,24 +249,3 @@ def test_a_rotation_keeps_every_cell_and_its_reverse_returns(unordered):
             assert ok and np.array_equal(fb, f) and np.array_equal(tb, t)
     assert refused > 0
 
-
-def _random_heap_tree_ordered(rng, D, n_ord):
-    """:func:`_random_heap_tree` with both variables ordered (codes ``0 .. n_ord``)."""
-    S = heap.capacity(D)
-    f, t = -np.ones(S, np.int32), np.zeros(S, np.int32)
-
-    def grow(s, lo, hi, d, parent_var):
-        if d >= D or rng.random() < 0.25:
-            return
-        can = [j for j in (0, 1) if hi[j] > lo[j]]
-        if not can:
-            return
-        j = parent_var if parent_var in can and rng.random() < 0.6 else int(rng.choice(can))
-        f[s], t[s] = j, rng.integers(lo[j], hi[j])
-        h, l_ = hi.copy(), lo.copy()
-        h[j], l_[j] = t[s], t[s] + 1
-        grow(2 * s + 1, lo, h, d + 1, j)
-        grow(2 * s + 2, l_, hi, d + 1, j)
-
-    grow(0, np.zeros(2, int), np.full(2, n_ord), 0, -1)
-    return f, t

@@ -188,10 +188,9 @@ class KernelConfig:
             raise ValueError("BART's trees take a depth prior with the rule in it (ChipmanPrior, DepthDecayPrior)")
         if self.probit and self.sample_sigma:
             raise ValueError("probit BART has sigma = 1 fixed (sample_sigma=False)")
-        if self.slide and self.move_probs[3] > 0:
-            raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap must be 0")
-        if self.slide and proposals.rotates(self.move_probs):
-            raise ValueError("slide moves replace the change move of grow/prune/change kernels: rotate must be 0")
+        if self.slide and (self.move_probs[3] > 0 or proposals.rotates(self.move_probs)):
+            raise ValueError("slide moves replace the change move of grow/prune/change kernels: swap and rotate "
+                             "must be 0")
         if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles in (1,) \
                 or self.particles < 0:
             raise ValueError(f"particles must be 0 (no regrowth) or an integer >= 2, got {self.particles!r}")
