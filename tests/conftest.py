@@ -103,41 +103,37 @@ def pytest_runtest_setup(item):
 
 LONG_FILES = (  # longest first, so that two processes end together; seconds per file from a run of the
                # whole suite (2 processes on a 2-core box, nothing else running; the record is in
-               # docs/lab-notes/performance.md), less the tests since marked full_only; the rest,
-               # under 30 s each, in collection order
-              "test_treefn_exact.py",  # about 920 s (the one-tree cases at the default lengths, 2 sampler seeds each)
-              "test_tutorials.py",  # about 316 s (one fixture: every tutorial's quick run, in a subprocess)
-              "test_doc_examples.py",  # about 184 s
-              "test_treefn_api.py",  # about 182 s
-              "test_bcart_sampler.py",  # about 175 s
-              "test_sklearn_compat.py",  # about 168 s (each MCMC estimator's check compiles anew)
-              "test_results_unchanged.py",  # about 166 s
-              "test_bcf_api.py",  # about 152 s
-              "test_bart_rows.py",  # about 139 s (one subprocess with four CPU devices)
-              "test_bart_sampler.py",  # about 134 s
-              "test_cli.py",  # about 117 s
-              "test_contract.py",  # about 111 s
-              "test_safebayes.py",  # about 92 s
-              "test_bcf_exact.py",  # about 91 s
-              "test_distributed.py",  # about 82 s
-              "test_sampler_exactness.py",  # about 76 s
-              "test_bart_api.py",  # about 64 s
-              "test_workers.py",  # about 63 s
-              "test_cart.py",  # about 56 s
-              "test_bet.py",  # about 48 s
-              "test_pcfg.py",  # about 47 s
-              "test_forest.py",  # about 46 s
-              "test_pcfg_api.py",  # about 44 s
-              "test_float64_mcmc.py",  # about 41 s
-              "test_predict_interval.py",  # about 39 s
-              "test_bart_keep.py",  # about 36 s
-              "test_treefn_jit_data.py",  # about 34 s
-              "test_docs_build.py",  # about 33 s
-              "test_sharding.py",  # about 33 s
-              "test_bcart_api.py",  # about 32 s
+               # docs/lab-notes/performance.md); the rest, under 27 s each, in collection order
+              "test_treefn_exact.py",  # about 499 s (the one-tree cases at the default lengths, 2 sampler seeds each)
+              "test_tutorials.py",  # about 240 s (one fixture: every tutorial's quick run, in a subprocess)
+              "test_bcf_api.py",  # about 149 s
+              "test_treefn_api.py",  # about 135 s
+              "test_doc_examples.py",  # about 111 s
+              "test_bcf_exact.py",  # about 111 s
+              "test_bart_categories.py",  # about 96 s
+              "test_sklearn_compat.py",  # about 96 s (each MCMC estimator's check compiles anew)
+              "test_treefn_categories.py",  # about 95 s
+              "test_bcart_sampler.py",  # about 95 s
+              "test_bart_sampler.py",  # about 81 s
+              "test_bart_rows.py",  # about 77 s (one subprocess with four CPU devices)
+              "test_results_unchanged.py",  # about 76 s
+              "test_cli.py",  # about 68 s
+              "test_bart_multiclass.py",  # about 59 s
+              "test_bart_missing.py",  # about 59 s
+              "test_treefn_missing.py",  # about 57 s
+              "test_sampler_exactness.py",  # about 52 s
+              "test_contract.py",  # about 52 s
+              "test_distributed.py",  # about 44 s
+              "test_treefn_jit_data.py",  # about 44 s
+              "test_safebayes.py",  # about 38 s
+              "test_bart_api.py",  # about 36 s
               "test_save_load.py",  # about 32 s
-              "test_new_rows.py",  # about 30 s
-              "test_random_bits.py")  # about 30 s
+              "test_new_rows.py",  # about 32 s
+              "test_bcart_api.py",  # about 31 s
+              "test_workers.py",  # about 30 s
+              "test_pcfg.py",  # about 29 s
+              "test_predict_interval.py",  # about 29 s
+              "test_float64_mcmc.py")  # about 28 s
 
 
 def pytest_collection_modifyitems(config, items):
