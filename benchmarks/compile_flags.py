@@ -29,13 +29,21 @@ import subprocess
 import sys
 import time
 
-WORKLOAD = r"""
+#: every workload: a JAX monitoring listener that sums the compiler's times, and its RESULT line
+HEAD = r"""
 import collections, json, time, warnings
 import jax.monitoring as mon
 tot = collections.Counter()
 mon.register_event_duration_secs_listener(lambda e, d, **k: tot.update({e.rsplit('/', 1)[-1]: d}))
 import numpy as np
 warnings.filterwarnings("ignore")
+"""
+TAIL = r"""
+print("RESULT" + json.dumps(dict(wall=time.perf_counter() - t0, backend_compile=tot["backend_compile_duration"],
+                                  trace=tot["jaxpr_trace_duration"], lower=tot["jaxpr_to_mlir_module_duration"])))
+"""
+
+WORKLOAD = HEAD + r"""
 import bayestrees as bt
 t0 = time.perf_counter()
 rng = np.random.default_rng(0)
@@ -48,17 +56,9 @@ X = rng.normal(size=(40, 2)); y = X[:, 0] + rng.normal(size=40) * 0.3
 bt.BayesianCARTRegressor(draws=20, tune=20, chains=2, random_state=0).fit(X, y).predict(X)
 bt.BETRegressor(draws=10, tune=10, chains=1, random_state=0).fit(X, y).predict(X)
 bt.PCFGTreeRegressor().fit(X[:20], y[:20]).predict(X)
-print("RESULT" + json.dumps(dict(wall=time.perf_counter() - t0, backend_compile=tot["backend_compile_duration"],
-                                  trace=tot["jaxpr_trace_duration"], lower=tot["jaxpr_to_mlir_module_duration"])))
-"""
+""" + TAIL
 
-TREEFN_WORKLOAD = r"""
-import collections, json, time, warnings
-import jax.monitoring as mon
-tot = collections.Counter()
-mon.register_event_duration_secs_listener(lambda e, d, **k: tot.update({e.rsplit('/', 1)[-1]: d}))
-import numpy as np
-warnings.filterwarnings("ignore")
+TREEFN_WORKLOAD = HEAD + r"""
 import numpyro, numpyro.distributions as dist
 import bayestrees as bt
 t0 = time.perf_counter()
@@ -72,9 +72,7 @@ for seed in (0, 1):
     bt.sample_model(model, X, y, draws=300, tune=100, chains=4, random_seed=seed, log_likelihood=False, jit_data=True)
 Xb = rng.normal(size=(100, 4))
 bt.BARTRegressor(m=20, draws=100, tune=100, chains=2, random_state=0).fit(Xb, Xb[:, 0] + rng.normal(size=100))
-print("RESULT" + json.dumps(dict(wall=time.perf_counter() - t0, backend_compile=tot["backend_compile_duration"],
-                                  trace=tot["jaxpr_trace_duration"], lower=tot["jaxpr_to_mlir_module_duration"])))
-"""
+""" + TAIL
 WORKLOADS = {"families": WORKLOAD, "treefn": TREEFN_WORKLOAD}
 
 SUITE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
