@@ -91,6 +91,8 @@ FULL_TESTS = os.environ.get("BAYESTREES_FULL_TESTS", "0") not in ("", "0")
 def pytest_configure(config):
     config.addinivalue_line("markers", "full_only: runs only with BAYESTREES_FULL_TESTS=1 (slow variants)")
     config.addinivalue_line("markers", "long_chains: a module of long chains, compiled at LLVM level 1 (conftest.LONG_CHAINS_LLVM_LEVEL)")
+    config.addinivalue_line("markers", "compile_bound: a test of a long_chains module that compiles more than it runs: "
+                                       "compiled at the suite's level")
     if getattr(config.option, "loadscopereorder", None):  # pytest-xdist: keep the order of LONG_FILES
         config.option.loadscopereorder = False
 
@@ -261,13 +263,33 @@ def llvm_level(level: int):
         jax.clear_caches()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _long_chains_optimised(request):
-    """A module marked ``long_chains`` compiles at :data:`LONG_CHAINS_LLVM_LEVEL` when the suite runs at
-    LLVM level 0."""
-    if (request.node.get_closest_marker("long_chains") is None or LONG_CHAINS_LLVM_LEVEL <= 0
-            or "--xla_backend_optimization_level=0" not in os.environ.get("XLA_FLAGS", "").split()):
-        yield
+#: the LLVM level this process compiles at now: ``None`` for the suite's, else a ``llvm_level`` block
+#: entered (and its level) that the next test at another level leaves
+_LEVEL = {"level": None, "block": None}
+
+
+def _compile_at(level):
+    if level == _LEVEL["level"]:
         return
-    with llvm_level(LONG_CHAINS_LLVM_LEVEL):
-        yield
+    if _LEVEL["block"] is not None:
+        _LEVEL["block"].__exit__(None, None, None)
+        _LEVEL["block"] = None
+    if level is not None:
+        _LEVEL["block"] = llvm_level(level)
+        _LEVEL["block"].__enter__()
+    _LEVEL["level"] = level
+
+
+@pytest.fixture(autouse=True)
+def _long_chains_optimised(request):
+    """A test of a module marked ``long_chains`` compiles at :data:`LONG_CHAINS_LLVM_LEVEL` when the suite
+    runs at LLVM level 0, unless it is marked ``compile_bound`` (a prior check or a short scan in such a
+    module: at level 1 the three cached-log-density cases of ``test_treefn_exact.py`` took 56 s against
+    20 s, ``docs/lab-notes/performance.md``).  The level changes only between tests that want different
+    ones, so a module's tests share their in-memory programs."""
+    long = (request.node.get_closest_marker("long_chains") is not None
+            and request.node.get_closest_marker("compile_bound") is None)
+    raise_level = (long and LONG_CHAINS_LLVM_LEVEL > 0
+                   and "--xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "").split())
+    _compile_at(LONG_CHAINS_LLVM_LEVEL if raise_level else None)
+    yield

@@ -136,6 +136,7 @@ def _exact(trees, log_leaf, leaf_mean, n):
     return out, f
 
 
+@pytest.mark.compile_bound
 def test_the_site_routes_every_row_by_its_category_mask():
     X, _ = _data()
     d = _site(X, ChipmanPrior(0.95, 0.5), max_depth=3)
@@ -158,6 +159,7 @@ def test_the_site_routes_every_row_by_its_category_mask():
     assert set(trees[..., 0].ravel().astype(int)) == {-1, 0, 1}     # both variables drawn
 
 
+@pytest.mark.compile_bound
 def test_log_prob_is_the_enumerated_prior_and_the_draws_follow_it():
     X, _ = _data()
     d = _site(X)

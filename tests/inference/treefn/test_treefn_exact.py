@@ -113,6 +113,7 @@ def _chain_n_leaves(model, X, y, conjugate, draws, seed=0, leaf_refresh=0):
     return Counter(nl.tolist()), fit
 
 
+@pytest.mark.compile_bound
 def test_the_enumeration_is_the_prior():
     """Without truncation the enumerated prior sums to 1; with it, the prior's own draws
     (:meth:`TreeEnsemble.sample`, by rejection) follow the enumerated truncated prior."""
@@ -304,6 +305,7 @@ def test_poisson_tree_with_loggamma_leaves_matches_enumeration(conjugate, seed=0
         assert abs(f[..., i].mean() - f_exact[i]) < 4.5 * _mcse(f[..., i]), (i, f[..., i].mean(), f_exact[i])
 
 
+@pytest.mark.compile_bound
 def test_loggamma_leaf_prior_draws_and_density():
     """The log-gamma leaf prior: its draws (``TreeEnsemble.sample``) have mean 0 and sd ``leaf_sd``,
     and the site's log density of a one-leaf tree is the prior's density of its value."""
@@ -319,6 +321,7 @@ def test_loggamma_leaf_prior_draws_and_density():
     assert float(dist_.log_prob(v)) == pytest.approx(want, rel=1e-5)
 
 
+@pytest.mark.compile_bound
 @pytest.mark.parametrize("leaf_prior,conjugate", [("normal", "auto"), ("normal", False), ("loggamma", "auto")],
                          ids=["normal-conjugate", "normal-general", "loggamma-conjugate"])
 def test_tree_sites_cached_log_density_is_the_prior_of_the_trees(leaf_prior, conjugate):

@@ -56,6 +56,7 @@ def _route(codes, feature, threshold):
     return node
 
 
+@pytest.mark.compile_bound
 def test_the_site_routes_every_row_as_its_coded_columns():
     X, _ = _data()
     d = TreeEnsemble(X, TreeSpec(1, 3, ChipmanPrior(0.95, 0.5), 1.0, 0))
@@ -98,6 +99,7 @@ def _tv(got: Counter, want: Counter) -> float:
     return 0.5 * sum(abs(got[k] / n - want[k]) for k in set(got) | set(want))
 
 
+@pytest.mark.compile_bound
 def test_the_prior_draws_follow_the_enumerated_weighted_prior():
     X, _, codes, hi0, log_w = _coded()
     want, _ = _exact(_enumerate(codes, Q, 0.95, 2.0, hi0=hi0, log_w=log_w), lambda r: 0.0, lambda r: 0.0, len(X))
