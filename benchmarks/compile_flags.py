@@ -75,13 +75,13 @@ bt.BARTRegressor(m=20, draws=100, tune=100, chains=2, random_state=0).fit(Xb, Xb
 """ + TAIL
 WORKLOADS = {"families": WORKLOAD, "treefn": TREEFN_WORKLOAD}
 
+#: the suite's flags (``tests/conftest.py``): LLVM -O0 and the older fusion emitter
 SUITE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 FLAG_SETS = {
     "XLA defaults": "",
     "LLVM -O0": "--xla_backend_optimization_level=0",
-    "LLVM -O0, older fusion emitter": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false",
-    "older fusion emitter": "--xla_cpu_use_fusion_emitters=false",
     "suite": SUITE,
+    "older fusion emitter": "--xla_cpu_use_fusion_emitters=false",
     "suite, one codegen split": SUITE + " --xla_cpu_parallel_codegen_split_count=1",
     "suite, legacy runtime": SUITE + " --xla_cpu_use_thunk_runtime=false",
 }

@@ -69,6 +69,7 @@ os.environ.setdefault("BAYESTREES_COMPILATION_CACHE", os.environ.get("JAX_COMPIL
 
 
 def pytest_unconfigure(config):
+    _LEVEL_BLOCK.close()
     if SUITE_CACHE is not None:
         shutil.rmtree(SUITE_CACHE, ignore_errors=True)
 
@@ -263,21 +264,18 @@ def llvm_level(level: int):
         jax.clear_caches()
 
 
-#: the LLVM level this process compiles at now: ``None`` for the suite's, else a ``llvm_level`` block
-#: entered (and its level) that the next test at another level leaves
-_LEVEL = {"level": None, "block": None}
+#: the LLVM level this process compiles at now (``None``: the suite's), and the ``llvm_level`` block
+#: that holds it, left when a test wants another level or when the run ends
+_LEVEL = {"level": None}
+_LEVEL_BLOCK = contextlib.ExitStack()
 
 
 def _compile_at(level):
-    if level == _LEVEL["level"]:
-        return
-    if _LEVEL["block"] is not None:
-        _LEVEL["block"].__exit__(None, None, None)
-        _LEVEL["block"] = None
-    if level is not None:
-        _LEVEL["block"] = llvm_level(level)
-        _LEVEL["block"].__enter__()
-    _LEVEL["level"] = level
+    if level != _LEVEL["level"]:
+        _LEVEL_BLOCK.close()
+        if level is not None:
+            _LEVEL_BLOCK.enter_context(llvm_level(level))
+        _LEVEL["level"] = level
 
 
 @pytest.fixture(autouse=True)
