@@ -74,6 +74,7 @@ ONE_TREE_DEFAULTS = ("tests/inference/treefn/test_treefn_exact.py::test_one_tree
 _ROTATION = dict(where="the rotation (proposals.propose): BART with rotations, a function of one tree",
                  path="bayestrees/inference/proposals.py", tests=ONE_TREE_ROTATE + ONE_TREE_DEFAULTS)
 BCART_ROTATING = ("tests/inference/test_sampler_exactness.py::test_chains_match_the_brute_force_posterior[rotating]",)
+BCART_SUBSETS = ("tests/inference/bcart/test_bcart_categories.py::test_subset_splits_match_the_enumerated_posterior[moves]",)
 SUM_OF_STUMPS = ("tests/inference/treefn/test_treefn_categories.py::"
                  "test_a_sum_of_two_stumps_at_the_default_kernel_matches_enumeration",)
 CATEGORY_STUMP = ("tests/inference/bart/test_bart_categories.py::"
@@ -120,8 +121,8 @@ MUTATIONS = [
         name="bcart-grow-G",
         where="Bayesian CART's own moves (moves._propose), scheme \"moves\"",
         path="bayestrees/inference/moves.py",
-        old="log_k + _log_rule_q(ev, s, j),",
-        new="_log_rule_q(ev, s, j),",
+        old="log_k + _log_rule_q(ev, s, j, None, categories),",
+        new="_log_rule_q(ev, s, j, None, categories),",
         tests=BRUTE_FORCE, error="grow's forward ratio without its `1 / |G(T)|` term"),
     Mutation(
         name="nig-marginal",
@@ -249,10 +250,26 @@ MUTATIONS = [
         name="rotate-depth-bcart",
         where="the rotation (moves._propose): Bayesian CART with rotations",
         path="bayestrees/inference/moves.py",
-        old="(k > 0) & ~bad_swap & fits, s, lq, j_old",
-        new="(k > 0) & ~bad_swap, s, lq, j_old",
+        old="ok = (k > 0) & ~bad_swap & fits",
+        new="ok = (k > 0) & ~bad_swap",
         tests=BCART_ROTATING,
         error="a rotation that pushes a split below max_depth is not refused (the split is lost)"),
+    Mutation(
+        name="subset-proposal-count-bcart",
+        where="a subset rule's proposal probability (moves._log_count): Bayesian CART's moves and sweep",
+        path="bayestrees/inference/moves.py",
+        old="return proposals.log_proposal_count(nthr[j], categories[j] != 0, ev.stats.dtype)",
+        new="return intervals.log_rule_count(nthr[j], categories[j] != 0, ev.stats.dtype)",
+        tests=BCART_SUBSETS,
+        error="a subset rule proposed with the prior's 1 / (2^|P| - 2) in the ratio, not the fair bits' 2^-|P|"),
+    Mutation(
+        name="subset-stray-bcart",
+        where="a subset rule's validity (moves.evaluate): Bayesian CART on the data-dependent rule prior",
+        path="bayestrees/inference/moves.py",
+        old="valid = valid & subset_ok",
+        new="valid = valid",
+        tests=BCART_SUBSETS,
+        error="a subset rule may send left categories its node's rows do not hold (two rules for one partition)"),
     Mutation(
         name="subset-rule-count",
         where="unordered categories' rule count (intervals.log_rule_count): every sampler with subset rules",

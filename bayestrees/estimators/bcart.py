@@ -35,7 +35,7 @@ class _BCARTMixin(ChipmanPriorMixin, DrawsMixin, FamilyEstimator):
 
 
 def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs, scheme,
-          particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves):
+          particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves, categorical_features):
     self.prior, self.alpha, self.beta, self.leaf_model = prior, alpha, beta, leaf_model
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins, self.move_probs, self.scheme = max_depth, max_bins, move_probs, scheme
@@ -43,6 +43,7 @@ def _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_d
     self.local_moves = local_moves
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
     self.chain_method = chain_method
+    self.categorical_features = categorical_features
 
 
 class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
@@ -99,6 +100,14 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
         How several chains run: "vectorized" steps them in one vmapped program (the choice on a
         GPU), "parallel" runs each chain's own program in threads, one per CPU core (faster on a
         multi-core CPU); "auto" picks "parallel" for several chains on a CPU.  Same draws either way.
+    categorical_features : list of int, optional
+        Columns of an array ``X`` to treat as unordered categories (DataFrame columns of
+        ``category``, ``object`` or ``string`` dtype are categorical without it).  A categorical
+        feature of at most 23 categories (a missing value counting as one) splits by subsets of its
+        categories, the subset uniform among the nonempty proper subsets of the categories the
+        node's rows hold (Chipman et al. 1998); a category the node's rows do not hold goes right.
+        One of more categories splits as values ordered by their mean response (with a warning).
+        Not with the leaf-count prior.
 
     Attributes
     ----------
@@ -131,9 +140,10 @@ class BayesianCARTRegressor(_BCARTMixin, RegressorBase):
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, draws=700, tune=300, chains=4,
                  thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1), scheme="mixed",
                  particles=10, temperatures=None, random_state=None, dtype="float32", progressbar=False,
-                 chain_method="auto", local_moves=25):
+                 chain_method="auto", local_moves=25, categorical_features=None):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves,
+              categorical_features)
 
     def predict(self, X) -> np.ndarray:
         """Posterior mean of the function at ``X``.
@@ -184,9 +194,11 @@ class BayesianCARTClassifier(_BCARTMixin, ClassifierBase):
     def __init__(self, prior=None, alpha=0.95, beta=2.0, leaf_model="auto", *, leaf_concentration=1.0, draws=700,
                  tune=300, chains=4, thin=1, max_depth=6, max_bins=32, move_probs=(0.25, 0.25, 0.4, 0.1),
                  scheme="mixed", particles=10, temperatures=None, random_state=None, dtype="float32",
-                 progressbar=False, chain_method="auto", local_moves=25, alpha_leaves=RENAMED):
+                 progressbar=False, chain_method="auto", local_moves=25, categorical_features=None,
+                 alpha_leaves=RENAMED):
         _init(self, prior, alpha, beta, leaf_model, draws, tune, chains, thin, max_depth, max_bins, move_probs,
-              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves)
+              scheme, particles, temperatures, random_state, dtype, progressbar, chain_method, local_moves,
+              categorical_features)
         self.leaf_concentration = leaf_concentration
         self.alpha_leaves = alpha_leaves
 

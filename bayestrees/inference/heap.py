@@ -33,7 +33,7 @@ import numpy as np
 from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
-__all__ = ["HeapTree", "root", "to_tree", "rules_of", "capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "rule_counts", "fold_up", "node_counts",
+__all__ = ["HeapTree", "root", "to_tree", "rules_of", "capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "category_masks", "rule_counts", "fold_up", "node_counts",
            "grow_leaves", "truncate", "collapse"]
 
 
@@ -230,6 +230,22 @@ def code_ranges(leaf, codes, weight, S: int, max_depth: int):
     cnt = scatter_add(jnp.zeros(S + 1, weight.dtype), idx, jnp.where(live, weight, 0))[:S]
     m = fold_up(m, max_depth, _max_children)
     return -m[:, :d], m[:, d:], fold_up(cnt, max_depth, _sum_children)
+
+
+def category_masks(leaf, codes, weight, S: int, max_depth: int, categories, bits: int = 24):
+    """Per node, the categories its rows hold of every unordered variable: int32 (S, d), bit ``c`` set
+    where a row of the node (weight > 0) has code ``c`` (``categories``: the root masks, 0 for an
+    ordered variable, whose entries are 0).  One scatter of the rows' category indicators into their
+    leaves (``n d bits`` cells), folded up the heap as :func:`code_ranges` folds its ranges."""
+    n, d = codes.shape
+    live = weight > 0
+    idx = jnp.where(live, leaf, S)
+    c = jnp.clip(jnp.asarray(codes).astype(jnp.int32), 0, bits - 1)
+    hot = (c[:, :, None] == jnp.arange(bits, dtype=jnp.int32)).astype(jnp.int32).reshape(n, d * bits)
+    pres = scatter_max(jnp.zeros((S + 1, d * bits), jnp.int32), idx, hot)[:S]
+    pres = fold_up(pres, max_depth, _max_children).reshape(S, d, bits)
+    masks = jnp.sum(jnp.left_shift(pres, jnp.arange(bits, dtype=jnp.int32)), -1).astype(jnp.int32)
+    return masks & categories
 
 
 def rule_counts(lo, hi):

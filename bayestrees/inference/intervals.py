@@ -40,7 +40,7 @@ import numpy as np
 
 __all__ = ["path_tables", "interval_ranges", "node_rule_terms", "node_interval", "log_tree_prior",
            "log_tree_prior_weighted", "log_available_weight", "log_rule_count", "popcount", "category_ranges",
-           "node_categories", "root_categories", "root_code_range"]
+           "node_categories", "root_categories", "root_code_range", "categorical_layout"]
 
 _BIG = 1 << 30
 
@@ -113,7 +113,7 @@ def _and_masks(hit, right, pt, root, axis: int = -2):
     return root & jnp.bitwise_and.reduce(jnp.where(hit, side, -1), axis=axis)
 
 
-def _categorical_layout(lo, hi, masks, categories):
+def categorical_layout(lo, hi, masks, categories):
     """``(lo, hi)`` with an unordered feature's as ``(0, |A| - 1)``."""
     cat = categories != 0
     return (jnp.where(cat, 0, lo).astype(jnp.int32),
@@ -145,7 +145,7 @@ def interval_ranges(feature, threshold, code_lo, code_hi, max_depth: int, catego
     if categories is None:
         return lo, hi
     masks = _and_masks(hit, right[..., None], pt[..., None], categories)
-    return _categorical_layout(lo, hi, masks, categories)
+    return categorical_layout(lo, hi, masks, categories)
 
 
 def category_ranges(feature, threshold, categories, max_depth: int):
@@ -222,7 +222,7 @@ def node_interval(feature, threshold, code_lo, code_hi, node, max_depth: int, ca
     lo, hi = jnp.maximum(lo, code_lo).astype(jnp.int32), jnp.minimum(hi, code_hi).astype(jnp.int32)
     if categories is None:
         return lo, hi
-    return _categorical_layout(lo, hi, _and_masks(hit, r[:, None], pt[:, None], categories), categories)
+    return categorical_layout(lo, hi, _and_masks(hit, r[:, None], pt[:, None], categories), categories)
 
 
 def node_categories(feature, threshold, categories, node, max_depth: int):

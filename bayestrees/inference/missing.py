@@ -37,9 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import missing_code
+import warnings
 
-__all__ = ["MissingRules", "missing_rules", "split_log_weights"]
+from ..data import TrainingData, missing_code
+from . import proposals
+
+__all__ = ["MissingRules", "missing_rules", "split_log_weights", "subset_features", "MAX_SUBSET_CATEGORIES"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,3 +145,28 @@ def split_log_weights(rules: MissingRules) -> np.ndarray:
     d = rules.d_original
     return np.where(rules.doubled, -np.log(2.0 * d), -np.log(float(d)))
 
+
+#: the most categories (a missing value counting as one) of a feature split by subsets
+MAX_SUBSET_CATEGORIES = proposals.MAX_SUBSET_CATEGORIES
+
+
+def subset_features(data: TrainingData) -> np.ndarray:
+    """bool (d,): the categorical features split by subsets of their categories, those with at most
+    :data:`MAX_SUBSET_CATEGORIES` categories (with one for missing values); a ``UserWarning`` names
+    those with more, which keep their order by mean response."""
+    feats = data.binner.features_
+    miss = np.any(np.asarray(data.codes) == missing_code(np.asarray(data.codes).dtype), axis=0)
+    out = np.zeros(data.d, bool)
+    wide = []
+    for j, fb in enumerate(feats):
+        if fb.kind == "categorical":
+            k = int(data.n_bins[j]) + int(miss[j])
+            if k <= MAX_SUBSET_CATEGORIES:
+                out[j] = True
+            else:
+                wide.append(f"{fb.name!r} ({k})")
+    if wide:
+        warnings.warn(f"categorical features with more than {MAX_SUBSET_CATEGORIES} categories split as values ordered by "
+                      f"their mean response, not by subsets: {', '.join(wide)}; group rare categories to split by "
+                      f"subsets", UserWarning, stacklevel=3)
+    return out

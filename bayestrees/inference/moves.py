@@ -29,6 +29,11 @@ non-empty.
   with nodes at ``max_depth`` forced to be leaves (the prior truncated there,
   explicitly: ``Info.at_max_depth`` reports a tree with a leaf at the limit
   that could otherwise split).
+* An unordered categorical variable (``MCMCData.categories``) splits by subsets of its
+  categories: with ``P`` the categories of the node's rows, it is valid when ``|P| >= 2`` and has
+  ``2^|P| - 2`` rules (the nonempty proper subsets of ``P`` sent left; Chipman, George & McCulloch
+  1998), counted in place of ``nthr_j``; a category the node's rows do not hold goes right, and a
+  tree whose rule sends such a category left is outside the support (one rule per partition).
 * :class:`~bayestrees.priors.LeafCountPrior` (the BCART-PCFG prior) puts
   ``phi^-leaves`` on each distinct *partition tree* once.  Many (variable,
   threshold) rules give one partition of a node's rows; the chain runs on rule
@@ -183,7 +188,8 @@ class MCMCData(NamedTuple):
     code_lo, code_hi : int32 (d,), optional  the root's interval of every feature, for
         ``MCMCConfig.rules == "intervals"``
     categories : int32 (d,), optional  the unordered features' root category masks (0 for an ordered
-        one: :mod:`bayestrees.inference.intervals`), split by subsets; ``rules == "intervals"`` only
+        one: :mod:`bayestrees.inference.intervals`), split by subsets: a rule's threshold is the mask of
+        the categories it sends left (module docstring); not with the leaf-count prior
     """
 
     codes: jax.Array
@@ -208,6 +214,9 @@ class Eval(NamedTuple):
     log_lik: jax.Array     # log p(Y | T)
     log_prior: jax.Array   # log p(T) (or the canonical target's prior part)
     valid: jax.Array       # every used node holds rows
+    cats: Any = None       # int32 (S, d): the categories at each node of the unordered variables
+                           # (given MCMCData.categories: those of its rows, or with the interval rule
+                           # prior those its ancestors' rules let through); None without them
 
 
 class State(NamedTuple):
@@ -270,25 +279,39 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
     """
     S = cfg.capacity
     cats = data.categories
-    if cats is not None and cfg.rules != "intervals":
-        raise ValueError("features split by subsets of their categories take the ancestor-interval rule prior "
-                         "(rules='intervals') only")
+    if cats is not None and cfg.canonical:
+        raise ValueError("features split by subsets of their categories do not take the leaf-count (PCFG) prior: "
+                         "its canonical trees count the rules of ordered codes; use ChipmanPrior or DepthDecayPrior")
     if leaf is None:
         leaf = heap.route(tree, data.codes, cfg.max_depth, cats)
     else:
         leaf = heap.reroute(tree, data.codes, leaf, node, cfg.max_depth, cats)
     stats = leaf_stats(leaf, data.row_stats, S, data.weight)
     is_leaf, internal = tree.is_leaf(), tree.is_internal()
+    node_cats = subset_ok = None
     if cfg.rules == "intervals":
         lo, hi = intervals.interval_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, data.code_lo, data.code_hi,
                                     cfg.max_depth, cats)
         cnt = heap.node_counts(leaf, jnp.where(data.weight > 0, data.weight, 0.0), S)
+        if cats is not None:
+            node_cats = intervals.category_ranges(jnp.where(internal, tree.feature, -1), tree.threshold, cats,
+                                                  cfg.max_depth)
     else:
         lo, hi, cnt = heap.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
+        if cats is not None:   # an unordered variable's cut points: the subsets of the categories of the node's rows
+            node_cats = heap.category_masks(leaf, data.codes, data.weight, S, cfg.max_depth, cats,
+                                            proposals.CATEGORY_BITS)
+            lo, hi = intervals.categorical_layout(lo, hi, node_cats, cats)
+            # a subset rule sends left only categories its node's rows hold (one rule per partition)
+            fj = jnp.maximum(tree.feature, 0)
+            stray = jnp.take_along_axis(node_cats, fj[:, None], -1)[:, 0]
+            subset_ok = jnp.all(~(internal & (cats[fj] != 0)) | ((tree.threshold & ~stray) == 0))
     prior = cfg.prior if data.prior is None else data.prior
     log_lik = cfg.leaf_model.log_marginal(stats, is_leaf)
     q = cfg.min_leaf_rows
     valid = jnp.all(jnp.where(tree.is_used(), (cnt >= q) if q > 1 else (cnt > 0), True))
+    if node_cats is not None and cfg.rules == "data":
+        valid = valid & subset_ok
     depth = heap.depth_of(jnp.arange(S))
     if cfg.canonical:
         left = jnp.clip(2 * jnp.arange(S) + 1, 0, S - 1)
@@ -315,7 +338,7 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
             lstop = jnp.where(depth == open_depth, 0.0, lstop)
         log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
     return Eval(leaf=leaf, stats=stats, lo=lo, hi=hi, count=cnt, log_lik=log_lik.astype(stats.dtype),
-                log_prior=jnp.asarray(log_prior, stats.dtype), valid=valid)
+                log_prior=jnp.asarray(log_prior, stats.dtype), valid=valid, cats=node_cats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,21 +365,34 @@ def log_var_prob(nthr, j, var_weight):
     return jnp.log(jnp.maximum(xj, 1e-30)) - jnp.log(jnp.maximum(tot, 1e-30))
 
 
-def _draw_rule(u_var, u_thr, ev: Eval, node, var_weight=None):
+def _draw_rule(u_var, u_thr, ev: Eval, node, var_weight=None, categories=None):
     """A rule at ``node`` from its ranges (:func:`bayestrees.inference.proposals.draw_rule`; the
-    variable with probability ``xi_j / sum_valid xi`` given ``var_weight``): ``(j, t)``."""
+    variable with probability ``xi_j / sum_valid xi`` given ``var_weight``; at an unordered variable
+    of ``categories`` a fair bit per category of the node, :func:`bayestrees.inference.proposals.subset_rule`):
+    ``(j, t, fair)``, ``fair`` False where a subset draw took every category or none (no move)."""
     log_w = None if var_weight is None else jnp.log(jnp.maximum(jnp.asarray(var_weight), 1e-30))
-    j, t, _ = proposals.draw_rule(u_var, u_thr, ev.lo[node], ev.hi[node], log_w)
-    return j, t
+    j, t, nthr = proposals.draw_rule(u_var, u_thr, ev.lo[node], ev.hi[node], log_w)
+    if categories is None:
+        return j, t, jnp.array(True)
+    t, fair = proposals.subset_rule(u_thr, ev.cats[node, j], nthr[j] + 1, categories[j] != 0, t)
+    return j, t, fair
 
 
-def _log_rule_q(ev: Eval, node, j, var_weight=None):
+def _log_count(ev: Eval, node, j, categories=None):
+    """``-log`` of the proposal probability of the rule given its variable ``j`` at ``node``."""
+    nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
+    if categories is None:
+        return jnp.log(jnp.maximum(nthr[j], 1).astype(ev.stats.dtype))
+    return proposals.log_proposal_count(nthr[j], categories[j] != 0, ev.stats.dtype)
+
+
+def _log_rule_q(ev: Eval, node, j, var_weight=None, categories=None):
     nthr = jnp.maximum(ev.hi[node] - ev.lo[node], 0)
     nvar = jnp.sum(nthr > 0)
     dt = ev.stats.dtype
     if var_weight is not None:
-        return log_var_prob(nthr, j, var_weight).astype(dt) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
-    return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - jnp.log(jnp.maximum(nthr[j], 1).astype(dt))
+        return log_var_prob(nthr, j, var_weight).astype(dt) - _log_count(ev, node, j, categories)
+    return -jnp.log(jnp.maximum(nvar, 1).astype(dt)) - _log_count(ev, node, j, categories)
 
 
 def _propose(u, state: State, move, cfg: MCMCConfig, categories=None):
@@ -371,31 +407,35 @@ def _propose(u, state: State, move, cfg: MCMCConfig, categories=None):
     rot = proposals.rotates(cfg.move_probs)
     masks = list(node_masks(tree, ev, cfg)) + ([proposals.rotation_sites(tree.feature)] if rot else [])
     s, k = proposals.pick(u[:S], jnp.stack(masks)[move])
-    j, t = _draw_rule(u[S + 1:], u[S], ev, s)
+    j, t, fair = _draw_rule(u[S + 1:], u[S], ev, s, None, categories)
+    fair = fair | (move == 1) | (move >= 3)   # only a grow or a change draws a rule
     top, feature, threshold, bad_swap = proposals.set_rules(tree.feature, tree.threshold, move, s, j, t)
     fits = jnp.array(True)
     if rot:   # a rotation lifts s above its parent (the proposal is symmetric)
         _, feature, threshold, fits = proposals.rotated_if(move, s, tree.feature, tree.threshold, top, feature,
                                                            threshold, cfg.max_depth, categories)
     j_old = tree.feature[s]
-    nthr = jnp.maximum(ev.hi[s] - ev.lo[s], 0)
     log_k = -jnp.log(jnp.maximum(k, 1).astype(dt))
     lq = jnp.stack([
-        log_k + _log_rule_q(ev, s, j),                                    # grow
+        log_k + _log_rule_q(ev, s, j, None, categories),                  # grow
         log_k,                                                            # prune
-        # change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j)
-        -jnp.log(jnp.maximum(nthr[j], 1).astype(dt)) + jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1).astype(dt)),
+        # change: log q(T'|T) - log q(T|T') = -log nthr(j') + log nthr(j) (proposal counts)
+        -_log_count(ev, s, j, categories) + _log_count(ev, s, jnp.maximum(j_old, 0), categories),
         jnp.zeros((), dt),                                                # swap
         jnp.zeros((), dt)])[move]                                         # rotate
-    return HeapTree(feature=feature, threshold=threshold), (k > 0) & ~bad_swap & fits, s, lq, j_old
+    ok = (k > 0) & ~bad_swap & fits
+    if categories is not None:
+        ok = ok & fair
+    return HeapTree(feature=feature, threshold=threshold), ok, s, lq, j_old
 
 
-def _log_q_reverse(move, new_tree: HeapTree, new_ev: Eval, node, j_old, cfg: MCMCConfig):
+def _log_q_reverse(move, new_tree: HeapTree, new_ev: Eval, node, j_old, cfg: MCMCConfig, categories=None):
     """``log q(T | T')`` for grow and prune (change and swap fold their ratio into the forward term)."""
     dt = new_ev.stats.dtype
     growable_new, nog_new, _, _ = node_masks(new_tree, new_ev, cfg)
     grow_rev = -jnp.log(jnp.maximum(jnp.sum(nog_new), 1).astype(dt))
-    prune_rev = -jnp.log(jnp.maximum(jnp.sum(growable_new), 1).astype(dt)) + _log_rule_q(new_ev, node, j_old)
+    prune_rev = (-jnp.log(jnp.maximum(jnp.sum(growable_new), 1).astype(dt))
+                 + _log_rule_q(new_ev, node, j_old, None, categories))
     return jnp.stack([grow_rev, prune_rev, jnp.zeros((), dt), jnp.zeros((), dt), jnp.zeros((), dt)])[move]
 
 
@@ -482,7 +522,7 @@ class MoveStep:
         # a swap or a rotation changes the parent of the chosen node too: re-route from the parent
         top = jnp.where(move >= MOVES.index("swap"), jnp.maximum((node - 1) // 2, 0), node)
         new_ev = evaluate(new_tree, data, cfg, state.ev.leaf, top)
-        lq_rev = _log_q_reverse(move, new_tree, new_ev, node, j_old, cfg)
+        lq_rev = _log_q_reverse(move, new_tree, new_ev, node, j_old, cfg, data.categories)
         tree, ev, acc, log_a = _accept_u(u[nm], state, new_tree, new_ev, ok, lq_rev - lq_fwd)
         info = Info(move=jnp.asarray(_MOVE_KIND, jnp.int32)[move], ok=ok, accepted=acc, log_ratio=log_a, lp=ev.log_lik + ev.log_prior,
                     at_max_depth=_at_max_depth(tree, ev, cfg), swap_accepted=jnp.array(False))
@@ -558,22 +598,25 @@ def sweep(key, state: State, data: MCMCData, cfg: MCMCConfig):
         is_leaf = tree.is_leaf()[sc]
         can_grow, nog, _, _ = (m[sc] for m in node_masks(tree, ev, cfg))
         to_leaf = nog & (u[0] < 0.5)
-        j, t = _draw_rule(u[3:], u[2], ev, sc, data.var_weight)
+        cats = data.categories
+        j, t, fair = _draw_rule(u[3:], u[2], ev, sc, data.var_weight, cats)
         kind = jnp.where(is_leaf, 0, jnp.where(to_leaf, 1, 2))  # grow, prune, change
         _, feature, threshold, _ = proposals.set_rules(tree.feature, tree.threshold, kind, sc, j, t)
         new = HeapTree(feature=feature, threshold=threshold)
         ok = (s < S) & jnp.where(kind == 0, can_grow, jnp.where(kind == 1, nog, tree.is_internal()[sc]))
+        ok = ok & (fair | (kind == 1))
         new_ev = evaluate(new, data, cfg, ev.leaf, sc)
         half = jnp.log(jnp.asarray(0.5, dt))
         j_old = tree.feature[sc]
-        nthr = jnp.maximum(ev.hi[sc] - ev.lo[sc], 0).astype(dt)
         # grow from a leaf: reverse is "to leaf" (prob 1/2 at a node whose children are leaves)
-        lr_grow = half - _log_rule_q(ev, sc, j, data.var_weight)
-        lr_prune = _log_rule_q(new_ev, sc, j_old, data.var_weight) - half
-        lr_change = jnp.log(jnp.maximum(nthr[j], 1)) - jnp.log(jnp.maximum(nthr[jnp.maximum(j_old, 0)], 1))
-        if data.var_weight is not None:  # q(T|T') / q(T'|T) = xi_jold nthr_j / (xi_j nthr_jold)
-            lr_change = (_log_rule_q(ev, sc, jnp.maximum(j_old, 0), data.var_weight)
-                         - _log_rule_q(ev, sc, j, data.var_weight))
+        lr_grow = half - _log_rule_q(ev, sc, j, data.var_weight, cats)
+        lr_prune = _log_rule_q(new_ev, sc, j_old, data.var_weight, cats) - half
+        j_old = jnp.maximum(j_old, 0)
+        # change: q(T|T') / q(T'|T) = nthr_j / nthr_jold, xi-weighted xi_jold nthr_j / (xi_j nthr_jold)
+        # (proposal counts)
+        lr_change = _log_count(ev, sc, j, cats) - _log_count(ev, sc, j_old, cats)
+        if data.var_weight is not None:
+            lr_change = _log_rule_q(ev, sc, j_old, data.var_weight, cats) - _log_rule_q(ev, sc, j, data.var_weight, cats)
         log_ratio = jnp.where(kind == 0, lr_grow, jnp.where(kind == 1, lr_prune, lr_change))
         tree2, ev2, acc, _ = _accept_u(u[1], State(tree=tree, ev=ev, beta=state.beta), new, new_ev, ok, log_ratio)
         return tree2, ev2, n_acc + acc.astype(jnp.int32)

@@ -115,6 +115,7 @@ class _Proposal(NamedTuple):
     log_split: jax.Array
     log_rule: jax.Array
     log_subset: Any = None
+    cats: Any = None          # int32 (F, d): the categories at each frontier node (with subsets)
 
 
 def _leaf_score(tree: HeapTree, ev, cfg: MCMCConfig):
@@ -242,7 +243,8 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     extra = jax.nn.logsumexp(jnp.where(cat[None, :], log_rule[:, :, 0] + jnp.log(2.0).astype(dt) + log_subset,
                                        -jnp.inf), -1)
     log_stop = jnp.where(can, jnp.logaddexp(log_stop, log_split + extra), log_stop)
-    return _Proposal(start, log_stop, log_split, log_rule, log_subset)
+    return _Proposal(start, log_stop, log_split, log_rule, log_subset,
+                     jax.lax.dynamic_slice_in_dim(ev.cats, start, F))
 
 
 def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig, categories=None, u_cat=None):
@@ -258,10 +260,7 @@ def _extend(tree: HeapTree, prop: _Proposal, u, cfg: MCMCConfig, categories=None
     split = split & (jnp.take_along_axis(w, pick[:, None], -1)[:, 0] > 0)
     var, thr = pick // B, pick % B
     if categories is not None:   # a subset feature: fair bits over the node's categories, all or none stops
-        slots = prop.start + jnp.arange(F, dtype=jnp.int32)
-        masks = intervals.category_ranges(jnp.where(tree.is_internal(), tree.feature, -1), tree.threshold, categories,
-                                          cfg.max_depth)[slots]                           # (F, d)
-        A = jnp.take_along_axis(masks, var[:, None], -1)[:, 0]
+        A = jnp.take_along_axis(prop.cats, var[:, None], -1)[:, 0]
         n_a = intervals.popcount(A)
         bits = jnp.minimum(jnp.floor(u_cat * jnp.exp2(n_a.astype(jnp.float32))).astype(jnp.int32), (1 << n_a) - 1)
         by_subset = categories[var] != 0

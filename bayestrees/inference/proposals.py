@@ -71,7 +71,7 @@ from .. import random_bits
 from . import heap
 from . import intervals
 
-__all__ = ["Proposal", "N_UNIFORMS", "MOVE_NAMES", "rotates", "rotation_sites", "rotate", "rotated_if", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "check_move_probs", "pick",
+__all__ = ["Proposal", "N_UNIFORMS", "MOVE_NAMES", "rotates", "rotation_sites", "rotate", "rotated_if", "MAX_SUBSET_CATEGORIES", "CATEGORY_BITS", "deposit_bits", "subset_rule", "log_proposal_count", "check_move_probs", "pick",
            "pick_weighted", "node_masks", "draw_rule", "set_rules", "propose"]
 
 #: uniforms per tree and step of :func:`propose`: move type, threshold, node, variable
@@ -302,6 +302,24 @@ def deposit_bits(r, mask):
     return jnp.sum(((r >> rank) & inm) << b).astype(jnp.int32)
 
 
+def subset_rule(u, mask, n_cat, categorical, threshold):
+    """An unordered variable's rule from the uniform ``u``: a fair bit for each of the ``n_cat``
+    categories of ``mask`` (the categories at the node), the set bits sent left.  Returns
+    ``(threshold', fair)``: the category mask where ``categorical`` (``threshold`` elsewhere) and
+    whether the draw was a proper subset (a draw of every category or none proposes no move)."""
+    r = jnp.minimum(jnp.floor(u * jnp.exp2(n_cat.astype(jnp.float32))).astype(jnp.int32), (1 << n_cat) - 1)
+    fair = ~categorical | ((r != 0) & (r != (1 << n_cat) - 1))
+    return jnp.where(categorical, deposit_bits(r, mask), threshold).astype(jnp.int32), fair
+
+
+def log_proposal_count(nthr, categorical, dtype=jnp.float32):
+    """``-log`` of the proposal probability of one rule given its variable, ``nthr`` its cut points
+    (``hi - lo``): ``log nthr`` for an ordered variable, ``(nthr + 1) log 2`` (fair bits, one per
+    category) for an unordered one (the prior's count is :func:`bayestrees.inference.intervals.log_rule_count`)."""
+    return jnp.where(categorical, (nthr + 1).astype(dtype) * jnp.log(2.0),
+                     jnp.log(jnp.maximum(nthr, 1).astype(dtype))).astype(dtype)
+
+
 #: the most categories an unordered variable's rules are drawn over exactly (fair bits of a float32 uniform)
 MAX_SUBSET_CATEGORIES = 23
 #: the bits a category mask may set: codes ``0 .. 23`` (a tree function's missing category is 23;
@@ -342,12 +360,7 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
     fair = jnp.array(True)
     if categories is not None:   # an unordered variable's rule: a fair bit per category of the node, not all equal
         A_s = intervals.node_categories(f, t, categories, s, D)
-        n_cat = nthr[j] + 1
-        r = jnp.minimum(jnp.floor(u[1] * jnp.exp2(n_cat.astype(jnp.float32))).astype(jnp.int32),
-                        (1 << n_cat) - 1)
-        cat_draw = categories[j] != 0
-        fair = ~cat_draw | ((r != 0) & (r != (1 << n_cat) - 1))
-        tn = jnp.where(cat_draw, deposit_bits(r, A_s[j]), tn).astype(jnp.int32)
+        tn, fair = subset_rule(u[1], A_s[j], nthr[j] + 1, categories[j] != 0, tn)
     if w is None:
         a_here = jnp.sum(nthr > 0).astype(dtype)                  # = avail[s] at a node
         log_avail = jnp.log(jnp.where(a_here > 0, a_here, 1.0))
@@ -380,8 +393,7 @@ def propose(u, f, t, lp, avail, data, cfg, dtype, w=None) -> Proposal:
         log_qthr = log_nthr
     else:
         log_nthr = lambda v: intervals.log_rule_count(nthr[v], categories[v] != 0, dtype) - log_w(v)  # noqa: E731
-        log_qthr = lambda v: jnp.where(categories[v] != 0, (nthr[v] + 1).astype(dtype) * jnp.log(2.0),  # noqa: E731
-                                       jnp.log(jnp.maximum(nthr[v], 1).astype(dtype))) - log_w(v)
+        log_qthr = lambda v: log_proposal_count(nthr[v], categories[v] != 0, dtype) - log_w(v)  # noqa: E731
     slot0, fn, tn_, bad_swap = set_rules(f, t, move, s, j, tn)
     fits = jnp.array(True)
     if rot:   # a rotation lifts s above its parent

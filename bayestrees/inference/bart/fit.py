@@ -105,7 +105,7 @@ from ...sharding import check_data_devices
 from .. import intervals, proposals
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
-from ..missing import missing_rules, split_log_weights
+from ..missing import MAX_SUBSET_CATEGORIES, missing_rules, split_log_weights, subset_features
 from ..tempering import check_temperatures
 from . import kernel as bart_kernel
 from . import multinomial
@@ -585,32 +585,6 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
                       offset=offset, sigma_mu=sigma_mu, sigma_hat=sigma_hat, lam=lam, weights=w, seconds=seconds,
                       split_prob=sparse[0], sparse_alpha=sparse[1], n_leaves=draws.n_leaves, depth=draws.depth, split_counts=draws.split_counts,
                       predict_codes=pcodes, predict_fit=draws.predict, missing=rules, categories=categories)
-
-
-#: the most categories (a missing value counting as one) of a feature split by subsets
-MAX_SUBSET_CATEGORIES = proposals.MAX_SUBSET_CATEGORIES
-
-
-def subset_features(data: TrainingData) -> np.ndarray:
-    """bool (d,): the categorical features split by subsets of their categories, those with at most
-    :data:`MAX_SUBSET_CATEGORIES` categories (with one for missing values); a ``UserWarning`` names
-    those with more, which keep their order by mean response."""
-    feats = data.binner.features_
-    miss = np.any(np.asarray(data.codes) == missing_code(np.asarray(data.codes).dtype), axis=0)
-    out = np.zeros(data.d, bool)
-    wide = []
-    for j, fb in enumerate(feats):
-        if fb.kind == "categorical":
-            k = int(data.n_bins[j]) + int(miss[j])
-            if k <= MAX_SUBSET_CATEGORIES:
-                out[j] = True
-            else:
-                wide.append(f"{fb.name!r} ({k})")
-    if wide:
-        warnings.warn(f"categorical features with more than {MAX_SUBSET_CATEGORIES} categories split as values ordered by "
-                      f"their mean response, not by subsets: {', '.join(wide)}; group rare categories to split by "
-                      f"subsets", UserWarning, stacklevel=3)
-    return out
 
 
 def acceptance_rates(info) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 from ...tree import apply
 from ..family import Family, prepare_data_keeping_missing
 from .fit import (FAMILY as NAME, BCARTConfig, BCARTResult, acceptance_rates, bcart_inferencedata, bcart_values,
-                  fit_bcart)
+                  fit_bcart, leaf_slots, leaf_values)
 
 __all__ = ["FAMILY", "NAME", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata", "bcart_values",
            "acceptance_rates"]
@@ -19,7 +19,7 @@ __all__ = ["FAMILY", "NAME", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_i
 
 def values(result: BCARTResult, codes) -> np.ndarray:
     """Each draw's leaf values at coded rows: ``(chains * draws, n, V)``."""
-    v = bcart_values(result.trees, codes)
+    v = leaf_values(result, codes)
     return v.reshape((-1,) + v.shape[2:])
 
 
@@ -28,14 +28,18 @@ def predictive(key, result: BCARTResult, data, idata, codes) -> dict:
     (the common ``sigma``, or the leaf's own), classification a label from the drawn probabilities."""
     from ...convert import trees_from_inferencedata
 
-    trees = trees_from_inferencedata(idata)
-    vals = bcart_values(trees, codes)                                      # (chains, draws, n, V)
+    if result.categories is None:
+        trees = trees_from_inferencedata(idata)
+        vals = bcart_values(trees, codes)                                  # (chains, draws, n, V)
+    else:   # subset rules: routed by the fit's rules on the coded columns (the same draws)
+        vals = leaf_values(result, codes)
     if data.task == "regression":
         mu = vals[..., 0]
         if "sigma" in idata.posterior:
             sigma = np.asarray(idata.posterior["sigma"])[..., None]
         else:
-            leaf = np.asarray(apply(trees, codes))                         # (chains, draws, n)
+            leaf = (np.asarray(apply(trees, codes)) if result.categories is None
+                    else leaf_slots(result, codes))                        # (chains, draws, n)
             sigma = np.take_along_axis(result.sigma, leaf, -1)
         y = mu + sigma * np.asarray(jax.random.normal(key, mu.shape))
         return dict(task="regression", draws=y, mu=mu)

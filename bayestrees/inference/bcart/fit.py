@@ -28,14 +28,14 @@ from ...convert import to_inferencedata
 from ...data import TrainingData, check_dtype, check_int, check_positive, sampler_inputs
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
-from ...tree import Tree, predict
-from .. import moves
-from ..missing import missing_rules, split_log_weights
+from ...tree import Tree, apply, predict
+from .. import heap, intervals, moves
+from ..missing import missing_rules, split_log_weights, subset_features
 from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "LEAF_MODELS", "BCARTConfig", "BCARTResult", "fit_bcart", "bcart_inferencedata",
-           "bcart_values", "default_leaf_prior", "MAX_DEPTH_LIMIT", "DEFAULT_LADDER"]
+           "bcart_values", "leaf_slots", "leaf_values", "default_leaf_prior", "MAX_DEPTH_LIMIT", "DEFAULT_LADDER"]
 
 FAMILY = "bayesian_cart"
 
@@ -154,6 +154,13 @@ class BCARTResult:
     info : mcmc.Info with leading (chains, draws)
     lp : (chains, draws) log target
     leaf_model, y_shift, y_scale, seconds
+    categories : int32 (d',) or None  the root category mask of each (coded) column split by subsets
+        of its categories (0 for the others); None when no feature is.  Such a rule's ``threshold``
+        is the mask of the categories it sends left (a category its node's rows do not hold goes
+        right)
+    missing : the coding of the features with missing values (:mod:`bayestrees.inference.missing`), or None
+    coded_rules : (feature, threshold) int32 (chains, draws, S) on the coded columns, kept with
+        ``categories`` (rows are routed by them: :func:`leaf_slots`)
     """
 
     trees: Tree
@@ -167,6 +174,9 @@ class BCARTResult:
     y_shift: float
     y_scale: float
     seconds: float
+    categories: Any = None
+    missing: Any = None
+    coded_rules: Any = None
 
 
 def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
@@ -184,12 +194,20 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     BCARTResult
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
-    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    subsets = subset_features(data)
+    rules = missing_rules(data.codes, data.n_bins, subsets)   # None without missing values
     if rules is not None and isinstance(config.prior, LeafCountPrior):
         raise ValueError("Bayesian CART with missing values in X does not take the leaf-count (PCFG) prior: its "
                          "canonical trees are defined on the features, not on a rule's missing side; impute "
                          "first, or use ChipmanPrior or DepthDecayPrior")
+    if subsets.any() and isinstance(config.prior, LeafCountPrior):
+        raise ValueError("Bayesian CART with categorical features split by subsets does not take the leaf-count "
+                         "(PCFG) prior: its canonical trees count the rules of ordered codes; use ChipmanPrior or "
+                         "DepthDecayPrior, or give the categories as ordered codes")
     codes, y, shift, scale = sampler_inputs(data, "Bayesian CART", dtype, rules)
+    categories = None
+    if subsets.any():   # the root's category mask of every column split by subsets
+        categories = intervals.root_categories(codes, subsets[np.arange(data.d) if rules is None else rules.source])
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
     yt = jnp.asarray(y)
@@ -198,7 +216,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     # feature's two columns at half its weight each (bayestrees.inference.missing)
     mdata = moves.MCMCData(codes=jnp.asarray(codes), y=yt, row_stats=lm.row_stats(yt, dtype), weight=jnp.ones(data.n, dtype),
                            prior=traced_params(config.prior, dtype),
-                           var_weight=None if rules is None else jnp.asarray(np.exp(split_log_weights(rules)), dtype))
+                           var_weight=None if rules is None else jnp.asarray(np.exp(split_log_weights(rules)), dtype),
+                           categories=None if categories is None else jnp.asarray(categories, jnp.int32))
     n_codes = int(np.max(data.n_bins)) + (rules is not None)   # a coded column has one code more
     cfg = moves.MCMCConfig(prior=canonical(config.prior), leaf_model=lm, max_depth=config.max_depth,
                            n_features=codes.shape[1], move_probs=tuple(float(p) for p in config.move_probs),
@@ -214,6 +233,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
     tree = draws.tree
+    coded = (tree.feature, tree.threshold) if categories is not None else None
     if rules is not None:   # the rules of the coded columns as the original features' with their missing side
         feature, threshold, missing_left = rules.to_original(tree.feature, tree.threshold)
         tree = tree._replace(feature=feature, threshold=threshold.astype(tree.threshold.dtype),
@@ -225,7 +245,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
         log_lik = draws.log_lik - math.log(scale)
     else:
         mu, sigma, log_lik = draws.mu, draws.sigma, draws.log_lik
-    return BCARTResult(tree, sigma, mu, log_lik, info, draws.lp, lm, config, shift, scale, seconds)
+    return BCARTResult(tree, sigma, mu, log_lik, info, draws.lp, lm, config, shift, scale, seconds,
+                       categories=categories, missing=rules, coded_rules=coded)
 
 
 def acceptance_rates(info) -> dict:
@@ -245,7 +266,11 @@ def bcart_inferencedata(result: BCARTResult, data: TrainingData, *, y_name: str 
     sigma = result.sigma[..., 0] if (data.task == "regression" and common) else None
     rates = acceptance_rates(info)
     prior = result.config.prior
+    subset_names = [] if result.categories is None else sorted({
+        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
+        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc", "prior": type(prior).__name__, "prior_params": repr(prior),
+            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
             "leaf_model": type(result.leaf_model).__name__, "max_depth": result.config.max_depth,
             "scheme": result.config.scheme, "sampling_seconds": result.seconds,
             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
@@ -263,3 +288,30 @@ def bcart_inferencedata(result: BCARTResult, data: TrainingData, *, y_name: str 
 def bcart_values(trees: Tree, codes) -> np.ndarray:
     """Each draw's leaf values at coded rows: ``(chains, draws, n, V)``."""
     return np.asarray(predict(trees, np.asarray(codes)))
+
+
+def leaf_slots(result: BCARTResult, codes) -> np.ndarray:
+    """Each draw's leaf slot of every coded row, int32 ``(chains, draws, n)``: by the trees' rules, or
+    with features split by subsets by the rules on the coded columns (a category mask sends the
+    categories it holds left)."""
+    codes = np.asarray(codes)
+    if result.categories is None:
+        return np.asarray(apply(result.trees, codes))
+    c = jnp.asarray(codes if result.missing is None else result.missing.code(codes), jnp.int32)
+    feature, threshold = result.coded_rules
+    cats = jnp.asarray(result.categories, jnp.int32)
+    depth = result.config.max_depth
+    route = jax.jit(jax.vmap(lambda f, t: heap.descend_rules(f, t, c, jnp.zeros(c.shape[0], jnp.int32), depth,
+                                                             categories=cats)))
+    lead = feature.shape[:-1]
+    S = feature.shape[-1]
+    out = route(jnp.asarray(feature).reshape(-1, S), jnp.asarray(threshold).reshape(-1, S))
+    return np.asarray(out).reshape(lead + (c.shape[0],))
+
+
+def leaf_values(result: BCARTResult, codes) -> np.ndarray:
+    """Each draw's leaf values at coded rows, ``(chains, draws, n, V)`` (:func:`leaf_slots`)."""
+    if result.categories is None:
+        return bcart_values(result.trees, codes)
+    leaf = leaf_slots(result, codes)
+    return np.take_along_axis(np.asarray(result.trees.value), leaf[..., None], -2)
