@@ -74,6 +74,8 @@ ONE_TREE_DEFAULTS = ("tests/inference/treefn/test_treefn_exact.py::test_one_tree
 _ROTATION = dict(where="the rotation (proposals.propose): BART with rotations, a function of one tree",
                  path="bayestrees/inference/proposals.py", tests=ONE_TREE_ROTATE + ONE_TREE_DEFAULTS)
 BCART_ROTATING = ("tests/inference/test_sampler_exactness.py::test_chains_match_the_brute_force_posterior[rotating]",)
+BET_SUBSETS = ("tests/inference/bet/test_bet_exact.py::"
+               "test_one_component_with_a_feature_split_by_subsets_matches_the_exact_posterior",)
 BCART_SUBSETS = ("tests/inference/bcart/test_bcart_categories.py::test_subset_splits_match_the_enumerated_posterior[moves]",)
 SUM_OF_STUMPS = ("tests/inference/treefn/test_treefn_categories.py::"
                  "test_a_sum_of_two_stumps_at_the_default_kernel_matches_enumeration",)
@@ -270,6 +272,14 @@ MUTATIONS = [
         new="valid = valid",
         tests=BCART_SUBSETS,
         error="a subset rule may send left categories its node's rows do not hold (two rules for one partition)"),
+    Mutation(
+        name="pgibbs-subset-stop",
+        where="particle Gibbs's stop probability with subset rules (pgibbs._proposal): BET's regrowth",
+        path="bayestrees/inference/pgibbs.py",
+        old="share_q = jnp.where(jnp.isfinite(log_split)[:, None], log_rule[:, :, 0], -jnp.inf)",
+        new="share_q = log_rule[:, :, 0]",
+        tests=BET_SUBSETS,
+        error="a node with no rule to propose under min_leaf_rows gets a NaN stop probability"),
     Mutation(
         name="subset-rule-count",
         where="unordered categories' rule count (intervals.log_rule_count): every sampler with subset rules",

@@ -64,13 +64,14 @@ class _BETMixin(DrawsMixin, FamilyEstimator):
 
 
 def _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-          max_bins, random_state, dtype, progressbar, chain_method):
+          max_bins, random_state, dtype, progressbar, chain_method, categorical_features):
     self.alpha_dp, self.delta, self.min_leaf_rows, self.max_trees = alpha_dp, delta, min_leaf_rows, max_trees
     self.active_trees = active_trees
     self.draws, self.tune, self.chains, self.thin = draws, tune, chains, thin
     self.max_depth, self.max_bins = max_depth, max_bins
     self.random_state, self.dtype, self.progressbar = random_state, dtype, progressbar
     self.chain_method = chain_method
+    self.categorical_features = categorical_features
 
 
 class BETRegressor(_BETMixin, RegressorBase):
@@ -109,6 +110,13 @@ class BETRegressor(_BETMixin, RegressorBase):
         How several chains run: "vectorized" steps them in one vmapped program (the choice on a
         GPU), "parallel" runs each chain's own program in threads, one per CPU core (faster on a
         multi-core CPU); "auto" picks "parallel" for several chains on a CPU.  Same draws either way.
+    categorical_features : list of int, optional
+        Columns of an array ``X`` to treat as unordered categories (DataFrame columns of
+        ``category``, ``object`` or ``string`` dtype are categorical without it).  A categorical
+        feature of at most 23 categories (a missing value counting as one) splits by subsets of its
+        categories, the subset uniform among the nonempty proper subsets of the categories the
+        node's rows hold (as Bayesian CART); a category the node's rows do not hold goes right.  One
+        of more categories splits as values ordered by their mean response (with a warning).
 
     Attributes
     ----------
@@ -142,9 +150,10 @@ class BETRegressor(_BETMixin, RegressorBase):
 
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
                  leaf_prior="objective", particles=10, regrow_rate=0.1, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
-                 random_state=None, dtype="float32", progressbar=False, chain_method="auto"):
+                 random_state=None, dtype="float32", progressbar=False, chain_method="auto",
+                 categorical_features=None):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-              max_bins, random_state, dtype, progressbar, chain_method)
+              max_bins, random_state, dtype, progressbar, chain_method, categorical_features)
         self.leaf_prior, self.init_trees, self.particles = leaf_prior, init_trees, particles
         self.regrow_rate = regrow_rate
 
@@ -198,9 +207,10 @@ class BETClassifier(_BETMixin, ClassifierBase):
 
     def __init__(self, alpha_dp=1.0, delta=2.0, min_leaf_rows=5, max_trees=10, *, active_trees=4, init_trees=4,
                  leaf_concentration=0.5, particles=10, regrow_rate=0.1, draws=1000, tune=1000, chains=1, thin=1, max_depth=5, max_bins=32,
-                 random_state=None, dtype="float32", progressbar=False, chain_method="auto", alpha_leaves=RENAMED):
+                 random_state=None, dtype="float32", progressbar=False, chain_method="auto",
+                 categorical_features=None, alpha_leaves=RENAMED):
         _init(self, alpha_dp, delta, min_leaf_rows, max_trees, active_trees, draws, tune, chains, thin, max_depth,
-              max_bins, random_state, dtype, progressbar, chain_method)
+              max_bins, random_state, dtype, progressbar, chain_method, categorical_features)
         self.leaf_concentration, self.init_trees, self.particles = leaf_concentration, init_trees, particles
         self.regrow_rate = regrow_rate
         self.alpha_leaves = alpha_leaves

@@ -33,7 +33,7 @@ import numpy as np
 from ..batching import scatter_add, scatter_max, take
 from ..tree import FREE, LEAF, Tree
 
-__all__ = ["HeapTree", "root", "to_tree", "rules_of", "capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "reroute", "code_ranges", "category_masks", "rule_counts", "fold_up", "node_counts",
+__all__ = ["HeapTree", "root", "to_tree", "rules_of", "capacity", "slot_tables", "leaf_slots", "depth_of", "descend", "route", "route_batch", "reroute", "code_ranges", "category_masks", "rule_counts", "fold_up", "node_counts",
            "grow_leaves", "truncate", "collapse"]
 
 
@@ -177,6 +177,21 @@ def route(tree: Tree, codes, max_depth: int, categories=None):
     """Leaf slot of every row (heap tree: the children of ``k`` are ``2k+1``, ``2k+2``), by
     ``max_depth`` steps of descent from the root (``categories``: :func:`goes_right`)."""
     return descend(tree, codes, jnp.zeros(codes.shape[0], jnp.int32), max_depth, categories)
+
+
+def route_batch(feature, threshold, codes, max_depth: int, categories=None) -> np.ndarray:
+    """Leaf slot of every row under every tree of a batch, on the host: ``feature``, ``threshold``
+    ``(..., S)`` heap rules (``-1`` where a slot does not split), ``codes`` ``(n, d)``; int32
+    ``(..., n)``.  The export's edge for rules that :class:`~bayestrees.tree.Tree` routing does not
+    read, category masks (``categories``: :func:`goes_right`)."""
+    feature, threshold = np.asarray(feature), np.asarray(threshold)
+    lead, S = feature.shape[:-1], feature.shape[-1]
+    c = jnp.asarray(np.asarray(codes), jnp.int32)
+    cats = None if categories is None else jnp.asarray(categories, jnp.int32)
+    start = jnp.zeros(c.shape[0], jnp.int32)
+    one = jax.jit(jax.vmap(lambda f, t: descend_rules(f, t, c, start, max_depth, categories=cats)))
+    out = one(jnp.asarray(feature.reshape(-1, S), jnp.int32), jnp.asarray(threshold.reshape(-1, S), jnp.int32))
+    return np.asarray(out).reshape(lead + (c.shape[0],))
 
 
 def fold_up(x, max_depth: int, combine):

@@ -239,9 +239,11 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
         return _Proposal(start, log_stop, log_split, log_rule)
     n_cat = (nthr + 1).astype(dt)                                                      # |A| at the node
     log_subset = jnp.where(cat[None, :], -n_cat * jnp.log(2.0).astype(dt), 0.0)
-    # every category or none: 2 of the 2^|A| draws, which stop the node
-    extra = jax.nn.logsumexp(jnp.where(cat[None, :], log_rule[:, :, 0] + jnp.log(2.0).astype(dt) + log_subset,
-                                       -jnp.inf), -1)
+    # every category or none: 2 of the 2^|A| draws, which stop the node.  A node that cannot split
+    # (log_split = -inf: with min_leaf_rows > 1 no rule may be proposed, log_z = -inf) has no such
+    # draw; its log_rule is -inf - (-inf), kept out
+    share_q = jnp.where(jnp.isfinite(log_split)[:, None], log_rule[:, :, 0], -jnp.inf)
+    extra = jax.nn.logsumexp(jnp.where(cat[None, :], share_q + jnp.log(2.0).astype(dt) + log_subset, -jnp.inf), -1)
     log_stop = jnp.where(can, jnp.logaddexp(log_stop, log_split + extra), log_stop)
     return _Proposal(start, log_stop, log_split, log_rule, log_subset,
                      jax.lax.dynamic_slice_in_dim(ev.cats, start, F))

@@ -297,16 +297,9 @@ def leaf_slots(result: BCARTResult, codes) -> np.ndarray:
     codes = np.asarray(codes)
     if result.categories is None:
         return np.asarray(apply(result.trees, codes))
-    c = jnp.asarray(codes if result.missing is None else result.missing.code(codes), jnp.int32)
     feature, threshold = result.coded_rules
-    cats = jnp.asarray(result.categories, jnp.int32)
-    depth = result.config.max_depth
-    route = jax.jit(jax.vmap(lambda f, t: heap.descend_rules(f, t, c, jnp.zeros(c.shape[0], jnp.int32), depth,
-                                                             categories=cats)))
-    lead = feature.shape[:-1]
-    S = feature.shape[-1]
-    out = route(jnp.asarray(feature).reshape(-1, S), jnp.asarray(threshold).reshape(-1, S))
-    return np.asarray(out).reshape(lead + (c.shape[0],))
+    return heap.route_batch(feature, threshold, codes if result.missing is None else result.missing.code(codes),
+                            result.config.max_depth, result.categories)
 
 
 def leaf_values(result: BCARTResult, codes) -> np.ndarray:

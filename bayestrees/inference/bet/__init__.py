@@ -11,7 +11,7 @@ import numpy as np
 from ...tree import apply
 from ..family import Family, prepare_data_keeping_missing
 from .fit import (FAMILY as NAME, BETConfig, BETResult, best_ensemble, bet_inferencedata, bet_values, component_rows,
-                  fit_bet)
+                  fit_bet, leaf_slots)
 
 __all__ = ["FAMILY", "NAME", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values",
            "best_ensemble", "component_rows"]
@@ -20,7 +20,8 @@ __all__ = ["FAMILY", "NAME", "BETConfig", "BETResult", "fit_bet", "bet_inference
 def values(result: BETResult, codes) -> np.ndarray:
     """The ensemble estimator of every draw at coded rows: ``(chains * draws, n, V)``."""
     d = result.draws
-    v = bet_values(d.tree, d.w, d.occupied, codes)
+    leaf = None if result.categories is None else leaf_slots(result, codes)
+    v = bet_values(d.tree, d.w, d.occupied, codes, leaf)
     return v.reshape((-1,) + v.shape[2:])
 
 
@@ -43,14 +44,17 @@ def predictive(key, result: BETResult, data, idata, codes) -> dict:
     trees = trees_from_inferencedata(idata)                               # (c, d, J)
     w = np.asarray(idata.posterior["w"])                                  # (c, d, J)
     occ = np.asarray(trees.count)[..., 0] > 0                             # the root holds rows: occupied
-    vals = bet_values(trees, w, occ, codes)                               # (c, d, n, V)
+    # subset rules: routed by the fit's rules on the coded columns (the same draws)
+    leaf = None if result.categories is None else leaf_slots(result, codes)   # (c, d, J, n)
+    vals = bet_values(trees, w, occ, codes, leaf)                         # (c, d, n, V)
     k_comp, k_y = jax.random.split(key)
     if data.task == "regression":
         ww = np.where(occ, w, 0.0).astype(np.float64)
         ww = ww / np.maximum(ww.sum(-1, keepdims=True), 1e-300)
         logits = np.log(np.maximum(ww, 1e-300))[:, :, None, :]            # (c, d, 1, J)
         comp = np.asarray(jax.random.categorical(k_comp, logits, shape=vals.shape[:3]))   # (c, d, n)
-        leaf = np.asarray(apply(trees, codes))                            # (c, d, J, n)
+        if leaf is None:
+            leaf = np.asarray(apply(trees, codes))                        # (c, d, J, n)
         leaf_c = np.take_along_axis(leaf, comp[:, :, None, :], 2)[:, :, 0]
         mean = _pick(np.asarray(trees.value)[..., 0], comp, leaf_c)
         sd = _pick(np.asarray(result.draws.sigma), comp, leaf_c)

@@ -28,13 +28,13 @@ from ...convert import to_inferencedata
 from ...data import TrainingData, check_dtype, check_int, check_positive, check_probability, sampler_inputs
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
-from ...tree import Tree, predict
+from ...tree import Tree, apply, predict
 from . import kernel as bet_kernel
-from .. import moves
-from ..missing import missing_rules
+from .. import heap, intervals, moves
+from ..missing import missing_rules, subset_features
 from ..loop import check_chain_method, run_chains
 
-__all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "best_ensemble",
+__all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "leaf_slots", "best_ensemble",
            "component_rows", "MAX_ROWS", "MAX_TREES"]
 
 FAMILY = "bet"
@@ -153,7 +153,10 @@ class BETResult:
     """A BET fit: ``draws`` is a :class:`~bayestrees.inference.bet.kernel.Draw` with leading dims
     ``(chains, draws)`` (numpy), leaf values, ``sigma``, ``mu`` and ``log_lik`` in response units;
     ``info`` the kernel's Info of the kept steps; ``overflow_total`` the slice overflows over every step
-    kept (``info.overflow`` summed)."""
+    kept (``info.overflow`` summed).  With features split by subsets of their categories,
+    ``categories`` (int32 (d',): each coded column's root category mask, 0 for the others), ``missing``
+    (the coding of :mod:`bayestrees.inference.missing`, or None) and ``coded_rules`` (the trees'
+    ``(feature, threshold)`` on the coded columns, by which rows are routed: :func:`leaf_slots`)."""
 
     draws: Any
     info: Any
@@ -163,6 +166,9 @@ class BETResult:
     y_scale: float
     seconds: float
     overflow_total: int
+    categories: Any = None
+    missing: Any = None
+    coded_rules: Any = None
 
     @property
     def trees(self) -> Tree:
@@ -191,8 +197,12 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     BETResult
     """
     dtype = jnp.dtype(check_dtype(config.dtype))
-    rules = missing_rules(data.codes, data.n_bins)   # None without missing values
+    subsets = subset_features(data)
+    rules = missing_rules(data.codes, data.n_bins, subsets)   # None without missing values
     codes, y, shift, scale = sampler_inputs(data, "BET", dtype, rules)
+    categories = None
+    if subsets.any():   # the root's category mask of every column split by subsets
+        categories = intervals.root_categories(codes, subsets[np.arange(data.d) if rules is None else rules.source])
     check_rows(data.n)
     if data.n < 2 * config.min_leaf_rows:
         raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
@@ -208,7 +218,8 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     bdata = bet_kernel.BETData(jnp.asarray(codes), yt, lm.row_stats(yt, dtype), jnp.asarray(config.alpha_dp, dtype),
                                prior=traced_params(kcfg.mcmc.prior, dtype),
                                source=None if rules is None else jnp.asarray(rules.source, jnp.int32),
-                               share=None if rules is None else jnp.asarray(np.where(rules.doubled, 0.5, 1.0), dtype))
+                               share=None if rules is None else jnp.asarray(np.where(rules.doubled, 0.5, 1.0), dtype),
+                               categories=None if categories is None else jnp.asarray(categories, jnp.int32))
     kcfg = replace(kcfg, mcmc=replace(kcfg.mcmc, prior=canonical(kcfg.mcmc.prior)))
     kernel = bet_kernel.build_kernel(kcfg, dtype)
     t0 = time.perf_counter()
@@ -218,6 +229,7 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     draws = jax.tree_util.tree_map(np.asarray, res.samples)
     info = jax.tree_util.tree_map(np.asarray, res.info)
     seconds = time.perf_counter() - t0
+    coded = (draws.tree.feature, draws.tree.threshold) if categories is not None else None
     if rules is not None:   # the rules of the coded columns as the original features' with their missing side
         feature, threshold, missing_left = rules.to_original(draws.tree.feature, draws.tree.threshold)
         draws = draws._replace(tree=draws.tree._replace(feature=feature, threshold=threshold.astype(
@@ -236,7 +248,8 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
         if config.on_overflow == "raise":
             raise RuntimeError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    return BETResult(draws, info, lm, config, shift, scale, seconds, over)
+    return BETResult(draws, info, lm, config, shift, scale, seconds, over, categories=categories, missing=rules,
+                     coded_rules=coded)
 
 
 def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y", attrs=None):
@@ -254,7 +267,11 @@ def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y
     dr, info = result.draws, result.info
     cfg = result.config
     J = cfg.max_trees
+    subset_names = [] if result.categories is None else sorted({
+        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
+        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc (blocked Gibbs, slice sampler)", "alpha_dp": cfg.alpha_dp, "delta": cfg.delta,
+            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
             "min_leaf_rows": cfg.min_leaf_rows, "max_trees": J, "max_depth": cfg.max_depth,
             "leaf_model": type(result.leaf_model).__name__, "sampling_seconds": result.seconds,
             "slice_overflow": result.overflow_total,
@@ -303,12 +320,27 @@ def _weights(w, occupied):
     return ww / np.maximum(ww.sum(-1, keepdims=True), 1e-300)
 
 
-def bet_values(trees: Tree, w, occupied, codes) -> np.ndarray:
+def leaf_slots(result: BETResult, codes) -> np.ndarray:
+    """Every component tree's leaf slot of every coded row, int32 ``(chains, draws, J, n)``: by the
+    trees' rules, or with features split by subsets by the rules on the coded columns."""
+    codes = np.asarray(codes)
+    if result.categories is None:
+        return np.asarray(apply(result.draws.tree, codes))
+    feature, threshold = result.coded_rules
+    return heap.route_batch(feature, threshold, codes if result.missing is None else result.missing.code(codes),
+                            result.config.max_depth, result.categories)
+
+
+def bet_values(trees: Tree, w, occupied, codes, leaf=None) -> np.ndarray:
     """The ensemble estimator of every draw at coded rows: ``sum_j w~_j theta_j(x)``, ``(chains, draws, n, V)``.
 
-    ``w~`` are the stick weights of the occupied components, normalised to sum to 1.
+    ``w~`` are the stick weights of the occupied components, normalised to sum to 1.  ``leaf``: each
+    tree's leaf slot of every row (:func:`leaf_slots`), where the trees' own routing does not apply.
     """
-    vals = np.asarray(predict(trees, np.asarray(codes)))                     # (c, d, J, n, V)
+    if leaf is None:
+        vals = np.asarray(predict(trees, np.asarray(codes)))                 # (c, d, J, n, V)
+    else:
+        vals = np.take_along_axis(np.asarray(trees.value), np.asarray(leaf)[..., None], -2)
     ww = _weights(np.asarray(w), np.asarray(occupied))                       # (c, d, J)
     return np.einsum("cdj,cdjnv->cdnv", ww, vals)
 

@@ -117,6 +117,8 @@ class BETData(NamedTuple):
         :mod:`bayestrees.inference.missing`: ``source`` int32 ``(d',)`` each column's feature,
         ``share`` float ``(d',)`` its share of the feature's weight (1/2 or 1); ``xi`` stays over the
         ``d`` features (:func:`column_weights`).  None without.
+    categories : int32 (d',), optional  the root category mask of each column split by subsets of
+        its categories (0 for the others; :class:`bayestrees.inference.moves.MCMCData`); None without
     """
 
     codes: jax.Array
@@ -126,6 +128,7 @@ class BETData(NamedTuple):
     prior: Any = None
     source: Any = None
     share: Any = None
+    categories: Any = None
 
 
 def column_weights(xi, data: BETData):
@@ -254,8 +257,8 @@ def tree_step(key, tree: HeapTree, xi, j, z, data: BETData, cfg: KernelConfig, r
     else:   # uniform over the features (a feature's two columns at half its weight each)
         var_weight = None if data.source is None else data.share
     md = moves.MCMCData(codes=data.codes, y=data.y, row_stats=data.row_stats, weight=w,
-                        var_weight=var_weight, prior=data.prior)
-    leaf = heap.route(tree, data.codes, mc.max_depth)
+                        var_weight=var_weight, prior=data.prior, categories=data.categories)
+    leaf = heap.route(tree, data.codes, mc.max_depth, data.categories)
     tree = heap.collapse(tree, heap.node_counts(leaf, w, mc.capacity), mc.min_leaf_rows)
     ev = moves.evaluate(tree, md, mc)
     k_sweep, k_regrow = jax.random.split(key) if mc.n_codes else (key, None)   # the sweep alone: its key as before
@@ -407,7 +410,7 @@ class _Step:
         sigma_new = jnp.where(used, draw.sigma, 0.0).astype(dt)
         value = jnp.where(_bcast(redraw, value), value, state.value)
         sigma = jnp.where(_bcast(redraw, sigma_new), sigma_new, state.sigma)
-        leaf = jax.vmap(heap.route, in_axes=(0, None, None))(tree, data.codes, mc.max_depth)
+        leaf = jax.vmap(heap.route, in_axes=(0, None, None, None))(tree, data.codes, mc.max_depth, data.categories)
         log_p = _log_p_rows(value, sigma, leaf, data.y, mc.leaf_model)
         v, z, overflow, tail = slice_step(k_slice, state.z, log_p, data.alpha_dp, dt)
         occ = jax.ops.segment_sum(jnp.ones_like(z), z, J) > 0
@@ -430,7 +433,8 @@ class collect:  # noqa: N801 (a function-like callable, hashable by its config)
         S = mc.capacity
         dt = data.row_stats.dtype
         w, _ = stick_weights(state.v)
-        leaf = jax.vmap(heap.route, in_axes=(0, None, None))(state.tree, data.codes, mc.max_depth)   # (J, n)
+        leaf = jax.vmap(heap.route, in_axes=(0, None, None, None))(state.tree, data.codes, mc.max_depth,
+                                                                   data.categories)   # (J, n)
         wz = (state.z[None, :] == jnp.arange(J)[:, None]).astype(dt)                                # (J, n)
         from ...leaves import leaf_stats
 
