@@ -127,6 +127,9 @@ class MCMCConfig:
         ``scheme="pgibbs"`` needs for its per-node histograms (0: not given)
     local_moves : with ``scheme="mixed"``, the local moves made before each particle Gibbs
         regrowth in one step (:class:`bayestrees.inference.pgibbs.MixedStep`)
+    subset_columns : the columns that ``MCMCData.categories`` splits by subsets, a static hint (default
+        ``()``: every column is looked at): with the data-dependent rules the categories of every
+        node's rows are gathered for these columns alone
     rules : "data" (default: the rule prior on the codes of the node's own rows, the module
         docstring) or "intervals" (the ancestor-interval rule prior of the BART R packages:
         :mod:`bayestrees.inference.intervals`; needs ``MCMCData.code_lo``/``code_hi`` and a prior
@@ -145,6 +148,7 @@ class MCMCConfig:
     n_codes: int = 0
     local_moves: int = 50
     rules: str = "data"
+    subset_columns: tuple = ()
 
     def __post_init__(self):
         if self.rules not in ("data", "intervals"):
@@ -299,8 +303,7 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
     else:
         lo, hi, cnt = heap.code_ranges(leaf, data.codes, data.weight, S, cfg.max_depth)
         if cats is not None:   # an unordered variable's cut points: the subsets of the categories of the node's rows
-            node_cats = heap.category_masks(leaf, data.codes, data.weight, S, cfg.max_depth, cats,
-                                            proposals.CATEGORY_BITS)
+            node_cats = _node_categories(leaf, data, cfg, cats)
             lo, hi = intervals.categorical_layout(lo, hi, node_cats, cats)
             # a subset rule sends left only categories its node's rows hold (one rule per partition)
             fj = jnp.maximum(tree.feature, 0)
@@ -339,6 +342,20 @@ def evaluate(tree: HeapTree, data: MCMCData, cfg: MCMCConfig, leaf=None, node=No
         log_prior = jnp.sum(jnp.where(internal, lsplit + log_rule, 0.0) + jnp.where(is_leaf, lstop, 0.0))
     return Eval(leaf=leaf, stats=stats, lo=lo, hi=hi, count=cnt, log_lik=log_lik.astype(stats.dtype),
                 log_prior=jnp.asarray(log_prior, stats.dtype), valid=valid, cats=node_cats)
+
+
+def _node_categories(leaf, data: MCMCData, cfg: MCMCConfig, cats):
+    """The categories of every node's rows, int32 (S, d) (:func:`bayestrees.inference.heap.category_masks`),
+    gathered for ``cfg.subset_columns`` alone when given (static slices; 0 in the other columns)."""
+    S, d = cfg.capacity, cfg.n_features
+    cols = tuple(cfg.subset_columns) or tuple(range(d))
+    if len(cols) == d:
+        return heap.category_masks(leaf, data.codes, data.weight, S, cfg.max_depth, cats, proposals.CATEGORY_BITS)
+    take = lambda a: jnp.concatenate([a[..., j:j + 1] for j in cols], -1)  # noqa: E731
+    part = heap.category_masks(leaf, take(data.codes), data.weight, S, cfg.max_depth, take(cats),
+                               proposals.CATEGORY_BITS)
+    zero = jnp.zeros((S, 1), jnp.int32)
+    return jnp.concatenate([part[:, cols.index(j):cols.index(j) + 1] if j in cols else zero for j in range(d)], -1)
 
 
 # ---------------------------------------------------------------------------------------------

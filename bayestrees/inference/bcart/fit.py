@@ -223,7 +223,8 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
                            n_features=codes.shape[1], move_probs=tuple(float(p) for p in config.move_probs),
                            scheme=config.scheme, temperatures=tuple(float(b) for b in config.temperatures),
                            particles=config.particles, local_moves=config.local_moves,
-                           n_codes=n_codes if config.scheme in ("pgibbs", "mixed") else 0)
+                           n_codes=n_codes if config.scheme in ("pgibbs", "mixed") else 0,
+                           subset_columns=() if categories is None else tuple(int(j) for j in np.flatnonzero(categories)))
     kernel = kernel_for(cfg, dtype)
     t0 = time.perf_counter()
     res = run_chains(key, kernel, args=(mdata,), chains=config.chains, draws=config.draws, tune=config.tune,

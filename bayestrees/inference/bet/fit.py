@@ -134,15 +134,16 @@ class BETConfig:
                                prior=self.leaf_prior if kind == "normal" else None)
 
     def kernel_config(self, task: str, n_classes: int, d: int, columns: int | None = None,
-                      n_codes: int = 0) -> bet_kernel.KernelConfig:
+                      n_codes: int = 0, subset_columns: tuple = ()) -> bet_kernel.KernelConfig:
         """The kernel's settings for ``d`` features (``columns`` code columns, ``d`` by default; more
         with missing values: :mod:`bayestrees.inference.missing`) of ``n_codes`` codes (the bound the
-        regrowth needs; 0 or ``particles=0``: the sweep alone)."""
+        regrowth needs; 0 or ``particles=0``: the sweep alone); ``subset_columns`` the code columns
+        split by subsets of their categories."""
         regrow = self.particles > 0 and n_codes > 0
         mc = moves.MCMCConfig(prior=DepthDecayPrior(float(self.delta)), leaf_model=self.leaf_model_for(task, n_classes),
                               max_depth=self.max_depth, n_features=d if columns is None else int(columns), scheme="sweep",
                               min_leaf_rows=int(self.min_leaf_rows), particles=max(int(self.particles), 2),
-                              n_codes=int(n_codes) if regrow else 0)
+                              n_codes=int(n_codes) if regrow else 0, subset_columns=tuple(subset_columns))
         return bet_kernel.KernelConfig(mcmc=mc, max_trees=int(self.max_trees), n_features=d,
                                        active_trees=int(self.active_trees), init_trees=int(self.init_trees),
                                        regrow_rate=float(self.regrow_rate))
@@ -210,7 +211,8 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     task = data.task
     yt = jnp.asarray(y)
     kcfg = config.kernel_config(task, data.n_classes, data.d, codes.shape[1],
-                                n_codes=int(np.max(data.n_bins)) + (rules is not None))   # a coded column: one code more
+                                n_codes=int(np.max(data.n_bins)) + (rules is not None),   # a coded column: one code more
+                                subset_columns=() if categories is None else tuple(int(j) for j in np.flatnonzero(categories)))
     lm = kcfg.mcmc.leaf_model
     # delta and alpha_dp are traced arguments: fits that differ only in them share one compilation.  With
     # missing values the rules are on the coded columns, xi stays over the features
