@@ -63,8 +63,9 @@ def test_fit_writes_summary_posterior_and_model(tmp_path, capsys):
 
 def test_fit_bcart_from_the_command_line(tmp_path, capsys):
     r = np.random.default_rng(1)
-    df = pd.DataFrame({"a": r.integers(0, 6, 90) / 6, "b": r.normal(size=90)})
+    df = pd.DataFrame({"a": r.integers(0, 6, 90) / 6, "b": r.normal(size=90), "g": r.choice(list("pqr"), 90)})
     df["y"] = np.where(df["a"] < 0.5, 0.0, 3.0) + 0.2 * r.normal(size=90)
+    X = df[["a", "b", "g"]]
     csv = tmp_path / "d.csv"
     df.to_csv(csv, index=False)
     out = tmp_path / "bc"
@@ -75,13 +76,14 @@ def test_fit_bcart_from_the_command_line(tmp_path, capsys):
     idata = az.from_netcdf(str(out / "posterior.nc"))
     assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 40
     assert "log_likelihood" in idata.groups()
+    assert idata.posterior.attrs["subset_split_features"] == "g"   # a string column splits by subsets
     model = bt.load(out / "model.pkl")
-    assert np.sqrt(np.mean((model.predict(df[["a", "b"]]) - df["y"]) ** 2)) < 0.6
+    assert np.sqrt(np.mean((model.predict(X) - df["y"]) ** 2)) < 0.6
     # fit -> predict -> summary -> plot on the files the fit wrote
     rc = main(["predict", str(out / "model.pkl"), str(csv), "--out", str(tmp_path / "pred.csv")])
     assert rc == 0
     p = pd.read_csv(tmp_path / "pred.csv")
-    np.testing.assert_allclose(p["mean"], model.predict(df[["a", "b"]]), rtol=1e-5)
+    np.testing.assert_allclose(p["mean"], model.predict(X), rtol=1e-5)
     assert np.all(p["upper_90"] > p["lower_90"])
     capsys.readouterr()
     assert main(["summary", str(out / "posterior.nc")]) == 0
