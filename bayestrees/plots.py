@@ -137,9 +137,11 @@ def _first(t: Tree, i: int) -> Tree:
 
 
 def _subset_split_features(obj) -> set:
-    """Names of the features whose rules are category masks (BART's subset splits), from an
-    InferenceData's ``posterior.attrs["subset_split_features"]``."""
-    if not _is_idata(obj) or "posterior" not in obj.groups():
+    """Names of the features whose rules are category masks (subset splits), from an InferenceData's
+    ``posterior.attrs["subset_split_features"]``, or a fitted estimator's ``idata_``'s."""
+    if not _is_idata(obj):
+        obj = getattr(obj, "idata_", None)
+    if obj is None or not _is_idata(obj) or "posterior" not in obj.groups():
         return set()
     names = obj.posterior.attrs.get("subset_split_features", "")
     return {n.strip() for n in str(names).split(",") if n.strip()}

@@ -168,3 +168,24 @@ def test_operating_curve_marks_bma_and_the_chosen_m():
 
 def test_bt_plots_is_exported():
     assert bt.plots.plot_tree is plots.plot_tree
+
+
+@pytest.mark.filterwarnings("ignore::bayestrees.convergence.ConvergenceWarning")  # a short run
+def test_plot_tree_of_an_estimator_labels_a_subset_rule_by_its_categories():
+    """A fitted estimator (not only its InferenceData) whose tree splits a categorical column by a
+    subset: the box names the categories in the rule's mask, not the first ``mask + 1`` categories
+    as an ordered threshold would."""
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    shop = rng.integers(0, 6, 120)
+    y = np.where(np.isin(shop, [0, 2, 5]), 1.0, -1.0) + 0.1 * rng.normal(size=120)
+    table = pd.DataFrame({"shop": pd.Categorical([f"s{k}" for k in shop])})
+    est = bt.BayesianCARTRegressor(draws=20, tune=40, chains=1, max_depth=2, scheme="moves",
+                                   random_state=0).fit(table, y)
+    ax = plots.plot_tree(est, chain=0, draw=19, ax=plt.subplots(figsize=(8, 4))[1])
+    mask = int(np.asarray(est.trees_.threshold)[0, 19, 0])
+    assert np.asarray(est.trees_.feature)[0, 19, 0] == 0
+    want = est.binner_.features_[0].subset_label(mask)
+    assert 0 < bin(mask).count("1") < 6 and any(want in t.get_text() for t in ax.texts), \
+        (want, [t.get_text() for t in ax.texts])

@@ -95,3 +95,38 @@ save(fig, "bcart_fit.png")
 ax = bt.plots.plot_tree(reg, chain=0, draw=DRAWS - 1, title=f"chain 0, draw {DRAWS - 1}")
 save(ax.figure, "bcart_tree.png")
 print(bt.loo(reg.idata_))
+
+# %% [markdown]
+# ## A categorical column
+#
+# An unordered categorical column (a pandas `category`, or `categorical_features=`)
+# of at most 23 categories splits by subsets of its categories, with Chipman et
+# al.'s prior: at a node, a subset uniform among the nonempty proper subsets of
+# the categories its rows hold. Here the response steps between two sets of 6
+# shop types (`s0` to `s5`), with a numeric effect on top; as ordered codes (the categories
+# sorted by their mean response) one tree needs several splits to say the same.
+
+# %%
+rng = np.random.default_rng(7)
+n_c = 400
+shop = rng.integers(0, 6, n_c + 1000)
+size = rng.uniform(size=n_c + 1000)
+f_c = np.where(np.isin(shop, [0, 2, 5]), 1.0, -1.0) * (1.0 + size)
+y_c = f_c + 0.3 * rng.normal(size=n_c + 1000)
+table = pd.DataFrame({"shop": pd.Categorical([f"s{k}" for k in shop]), "size": size})
+fits = {
+    "subsets of shops": bt.BayesianCARTRegressor(draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=0),
+    "shops as ordered codes": bt.BayesianCARTRegressor(draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=0),
+}
+held = {}
+for name, est in fits.items():
+    Xc = table if name == "subsets of shops" else table.assign(shop=table["shop"].cat.codes.astype(float))
+    est.fit(Xc[:n_c], y_c[:n_c])
+    pred = est.predict(Xc[n_c:])
+    held[name] = (float(np.sqrt(np.mean((pred - f_c[n_c:]) ** 2))),
+                  float(np.asarray(est.idata_.posterior["n_leaves"]).mean()))
+print(pd.DataFrame(held, index=["held-out RMSE of f", "mean leaves"]).T.round(3).to_string())
+print("split by subsets:", fits["subsets of shops"].idata_.posterior.attrs["subset_split_features"])
+ax = bt.plots.plot_tree(fits["subsets of shops"], chain=0, draw=DRAWS - 1, title="a tree with a subset rule",
+                        ax=plt.subplots(figsize=(11, 5))[1])
+save(ax.figure, "bcart_subsets_tree.png")

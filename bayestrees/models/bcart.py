@@ -34,6 +34,9 @@ class BayesianCART(TreeRV):
         The model to register the variable in; default the innermost active ``with bt.Model()``.
     max_depth : int, default 6
     max_bins : int, default 32
+    categorical_features : list of int, optional
+        Columns of ``X`` split by subsets of their categories (as for :class:`bayestrees.BayesianCARTRegressor`;
+        DataFrame columns of ``category``, ``object`` or ``string`` dtype without it)
     leaf_concentration, move_probs, scheme, particles, temperatures, dtype :
         as for :class:`bayestrees.BayesianCARTRegressor` / :class:`bayestrees.BayesianCARTClassifier`
         (``alpha_leaves``, the former name of ``leaf_concentration``, warns)

@@ -36,6 +36,9 @@ class BETMixture(TreeRV):
     model : Model, optional
         The model to register the variable in; default the innermost active ``with bt.Model()``.
     max_bins : int, default 32
+    categorical_features : list of int, optional
+        Columns of ``X`` split by subsets of their categories (as for :class:`bayestrees.BETRegressor`;
+        DataFrame columns of ``category``, ``object`` or ``string`` dtype without it)
 
     Raises
     ------
