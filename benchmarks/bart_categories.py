@@ -1,4 +1,5 @@
-"""BART on unordered categorical features: subsets of categories against the ordering and one-hot.
+"""BART, Bayesian CART and BET on unordered categorical features: subsets of categories against the
+ordering and one-hot.
 
 Data:
 
@@ -10,7 +11,9 @@ Data:
     german    the German credit data (``../shared/data/german.csv``: 1,000 rows, 13 categorical
               columns coded A11..A202, 7 numeric; good / bad credit), 10 random 70/30 splits
 
-Methods, each ``BARTRegressor()`` / ``BARTClassifier()`` at its defaults:
+Methods, each ``BARTRegressor()`` / ``BARTClassifier()`` at its defaults (``--family bcart``:
+``BayesianCARTRegressor()`` / ``BayesianCARTClassifier()``; ``--family bet``: ``BETRegressor()`` /
+``BETClassifier()``):
 
     subsets   the categorical columns as categories: split by subsets of their categories
     ordered   each categorical column replaced by the rank of its category's mean training response
@@ -21,7 +24,8 @@ Per (data set, split, method): held-out RMSE against the true function (sim) or 
 accuracy (german), fit seconds (with compilation: one fit each), R-hat of ``sigma`` (sim).  One
 JSON line each to ``benchmarks/results/bart_categories.jsonl``.
 
-    python benchmarks/bart_categories.py [--sets sim german] [--reps 3] [--levels 12] [--move-probs G P C S] [--quick]
+    python benchmarks/bart_categories.py [--family bart] [--sets sim german] [--reps 3] [--levels 12]
+        [--move-probs G P C S] [--quick]
 """
 from __future__ import annotations
 
@@ -87,6 +91,7 @@ def encode(cols, cats, y_train, train, method):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--family", default="bart", choices=["bart", "bcart", "bet"])
     ap.add_argument("--sets", nargs="+", default=["sim", "german"])
     ap.add_argument("--methods", nargs="+", default=["subsets", "ordered", "onehot"])
     ap.add_argument("--reps", type=int, default=3)
@@ -100,7 +105,13 @@ def main():
     args = ap.parse_args()
     import bayestrees as bt
 
-    kw = dict(m=20, draws=50, tune=50, chains=2) if args.quick else {}
+    reg, clf = {"bart": (bt.BARTRegressor, bt.BARTClassifier),
+                "bcart": (bt.BayesianCARTRegressor, bt.BayesianCARTClassifier),
+                "bet": (bt.BETRegressor, bt.BETClassifier)}[args.family]
+    kw = (dict(m=20, draws=50, tune=50, chains=2) if args.family == "bart" else dict(draws=50, tune=50)) \
+        if args.quick else {}
+    if args.family != "bart" and (args.move_probs is not None or args.slide):
+        raise SystemExit("--move-probs and --slide are BART's")
     if args.move_probs is not None:
         kw["move_probs"] = tuple(args.move_probs)
     if args.slide:
@@ -123,17 +134,19 @@ def main():
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     if name == "sim":
-                        est = bt.BARTRegressor(random_state=rep, **kw).fit(X[train], y[train])
+                        est = reg(random_state=rep, **kw).fit(X[train], y[train])
                     else:
-                        est = bt.BARTClassifier(random_state=rep, **kw).fit(X[train], y[train])
+                        est = clf(random_state=rep, **kw).fit(X[train], y[train])
                 sec = time.perf_counter() - t0
-                rec = dict(data=name, rep=rep, method=method, n_train=int(train.sum()), d=X.shape[1],
-                           seconds=round(sec, 2), quick=bool(args.quick),
-                           move_probs=list(kw.get("move_probs", (0.5, 0.5, 0.0, 0.0))), slide=int(kw.get("slide", 0)))
+                rec = dict(family=args.family, data=name, rep=rep, method=method, n_train=int(train.sum()),
+                           d=X.shape[1], seconds=round(sec, 2), quick=bool(args.quick))
+                if args.family == "bart":
+                    rec.update(move_probs=list(kw.get("move_probs", (0.5, 0.5, 0.0, 0.0))), slide=int(kw.get("slide", 0)))
                 if name == "sim":
                     rec["levels"] = args.levels
                     rec["rmse_f"] = float(np.sqrt(np.mean((est.predict(X[~train]) - f[~train]) ** 2)))
-                    rec["rhat_sigma"] = float(est.convergence_.table["sigma"]["rhat"])
+                    table = est.convergence_.table
+                    rec["rhat_sigma"] = float(table["sigma"]["rhat"]) if "sigma" in table else None
                 else:
                     p = np.clip(est.predict_proba(X[~train])[:, 1], 1e-12, 1 - 1e-12)
                     yt = y[~train]
