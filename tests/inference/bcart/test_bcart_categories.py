@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.special import gammaln
+from test_bcart_missing import _nig_leaf
 
 from bayestrees.inference import moves as M
 from bayestrees.inference.bcart.schemes import kernel_for
@@ -63,15 +63,6 @@ def _rules(codes):
     return out
 
 
-def _nig_leaf(yl):
-    m0, k0, a0, b0 = NIG
-    n, yb = len(yl), yl.mean()
-    kn, an = k0 + n, a0 + n / 2
-    bn = b0 + 0.5 * ((yl - yb) ** 2).sum() + k0 * n * (yb - m0) ** 2 / (2 * kn)
-    return (gammaln(an) - gammaln(a0) + a0 * np.log(b0) - an * np.log(bn) + 0.5 * (np.log(k0) - np.log(kn))
-            - 0.5 * n * np.log(2 * np.pi))
-
-
 def _exact():
     """Every tree of depth <= 2 (as {slot: rule}), its posterior probability, and the partition of the
     rows it makes (:func:`_partition` of each row's leaf)."""
@@ -82,7 +73,7 @@ def _exact():
         """[(rules, log prior + log marginal, {row: leaf slot})] of the subtrees at slot ``s``."""
         rules = _rules(codes[rows]) if depth < DEPTH else []
         p = PRIOR.alpha * (1 + depth) ** -PRIOR.beta
-        out = [({}, (np.log1p(-p) if rules else 0.0) + _nig_leaf(y[rows]), {int(r): s for r in rows})]
+        out = [({}, (np.log1p(-p) if rules else 0.0) + _nig_leaf(y[rows], NIG), {int(r): s for r in rows})]
         nvar = len({j for j, _ in rules})
         for j, t in rules:
             n_j = sum(1 for v, _ in rules if v == j)
