@@ -40,9 +40,10 @@ import numpy as np
 import warnings
 
 from ..data import TrainingData, missing_code
-from . import proposals
+from . import heap, intervals, proposals
 
-__all__ = ["MissingRules", "missing_rules", "split_log_weights", "subset_features", "MAX_SUBSET_CATEGORIES"]
+__all__ = ["MissingRules", "missing_rules", "split_log_weights", "subset_features", "MAX_SUBSET_CATEGORIES",
+           "column_categories", "subset_attrs", "route_coded"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,3 +171,32 @@ def subset_features(data: TrainingData) -> np.ndarray:
                       f"their mean response, not by subsets: {', '.join(wide)}; group rare categories to split by "
                       f"subsets", UserWarning, stacklevel=3)
     return out
+
+
+def column_categories(codes, subsets, rules: MissingRules | None) -> np.ndarray | None:
+    """The root category mask of each coded column of ``codes`` (:func:`bayestrees.inference.intervals.root_categories`)
+    where its feature splits by subsets (``subsets``: bool (d,), :func:`subset_features`), 0 for the
+    others; None when no feature does."""
+    subsets = np.asarray(subsets, bool)
+    if not subsets.any():
+        return None
+    return intervals.root_categories(codes, subsets[np.arange(subsets.size) if rules is None else rules.source])
+
+
+def subset_attrs(categories, rules: MissingRules | None, feature_names) -> dict:
+    """The InferenceData attribute naming the features split by subsets (``subset_split_features``,
+    read by the plots), or ``{}`` when none is."""
+    if categories is None:
+        return {}
+    names = sorted({feature_names[j if rules is None else int(rules.source[j])]
+                    for j in np.flatnonzero(np.asarray(categories))})
+    return {"subset_split_features": ", ".join(names)} if names else {}
+
+
+def route_coded(feature, threshold, codes, max_depth: int, categories, rules: MissingRules | None) -> np.ndarray:
+    """Leaf slots ``(..., n)`` of the binner's codes ``(n, d)`` under trees whose rules are on the coded
+    columns (``feature``, ``threshold`` ``(..., S)``), category masks included
+    (:func:`bayestrees.inference.heap.route_batch`)."""
+    codes = np.asarray(codes)
+    return heap.route_batch(feature, threshold, codes if rules is None else rules.code(codes), max_depth, categories)
+

@@ -102,10 +102,11 @@ from ...data import TrainingData, check_dtype, missing_code, check_int, check_po
     sampler_inputs
 from ...priors import ChipmanPrior, DepthDecayPrior, canonical, sigma_prior_lambda, traced_params
 from ...sharding import check_data_devices
-from .. import intervals, proposals
+from .. import proposals
 from ..proposals import check_move_probs
 from ..loop import check_chain_method, resolve_chain_method, run_chains
-from ..missing import MAX_SUBSET_CATEGORIES, missing_rules, split_log_weights, subset_features
+from ..missing import (MAX_SUBSET_CATEGORIES, column_categories, missing_rules, split_log_weights, subset_attrs,
+                       subset_features)
 from ..tempering import check_temperatures
 from . import kernel as bart_kernel
 from . import multinomial
@@ -479,10 +480,7 @@ def fit_bart(key, data: TrainingData, config: BARTConfig, weights=None, predict_
             raise ValueError("BART with missing values in X does not take the sparse prior (sparse=True) yet; impute "
                              "first, or fit without it")
         codes = rules.code(data.codes)
-    categories = None
-    if subsets.any():
-        source = np.arange(data.d) if rules is None else rules.source
-        categories = intervals.root_categories(codes, subsets[source])
+    categories = column_categories(codes, subsets, rules)
     w = check_weights(weights, data.n)
     w_arr = np.ones(data.n) if w is None else w
     yr = np.asarray(data.y, np.float64)
@@ -664,11 +662,8 @@ def bart_inferencedata(result: BARTResult, data: TrainingData, *, y_name: str = 
                                                                       result.split_counts))
         if result.missing is not None:
             splits = result.missing.split_counts(splits)
-    subset_names = [] if result.categories is None else sorted({
-        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
-        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc", "prior": type(cfg.prior).__name__, "prior_params": repr(cfg.prior), "m": cfg.m,
-            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
+            **subset_attrs(result.categories, result.missing, data.feature_names),
             "max_depth": cfg.max_depth,
             "bart_offset": [float(o) for o in offset] if multi else float(offset),
             "sigma_mu": result.sigma_mu * result.y_scale,

@@ -29,8 +29,8 @@ from ...data import TrainingData, check_dtype, check_int, check_positive, sample
 from ...leaves import NIGPrior, make_leaf_model
 from ...priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior, canonical, traced_params
 from ...tree import Tree, apply, predict
-from .. import heap, intervals, moves
-from ..missing import missing_rules, split_log_weights, subset_features
+from .. import moves
+from ..missing import column_categories, missing_rules, route_coded, split_log_weights, subset_attrs, subset_features
 from .schemes import kernel_for
 from ..loop import check_chain_method, run_chains
 
@@ -205,9 +205,7 @@ def fit_bcart(key, data: TrainingData, config: BCARTConfig) -> BCARTResult:
                          "(PCFG) prior: its canonical trees count the rules of ordered codes; use ChipmanPrior or "
                          "DepthDecayPrior, or give the categories as ordered codes")
     codes, y, shift, scale = sampler_inputs(data, "Bayesian CART", dtype, rules)
-    categories = None
-    if subsets.any():   # the root's category mask of every column split by subsets
-        categories = intervals.root_categories(codes, subsets[np.arange(data.d) if rules is None else rules.source])
+    categories = column_categories(codes, subsets, rules)   # None without subset features
     task = data.task
     lm = config.leaf_model_for(task, data.n_classes)
     yt = jnp.asarray(y)
@@ -267,11 +265,8 @@ def bcart_inferencedata(result: BCARTResult, data: TrainingData, *, y_name: str 
     sigma = result.sigma[..., 0] if (data.task == "regression" and common) else None
     rates = acceptance_rates(info)
     prior = result.config.prior
-    subset_names = [] if result.categories is None else sorted({
-        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
-        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc", "prior": type(prior).__name__, "prior_params": repr(prior),
-            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
+            **subset_attrs(result.categories, result.missing, data.feature_names),
             "leaf_model": type(result.leaf_model).__name__, "max_depth": result.config.max_depth,
             "scheme": result.config.scheme, "sampling_seconds": result.seconds,
             **{f"acceptance_{k}": v for k, v in rates.items() if not math.isnan(v)}, **dict(attrs or {})}
@@ -295,12 +290,9 @@ def leaf_slots(result: BCARTResult, codes) -> np.ndarray:
     """Each draw's leaf slot of every coded row, int32 ``(chains, draws, n)``: by the trees' rules, or
     with features split by subsets by the rules on the coded columns (a category mask sends the
     categories it holds left)."""
-    codes = np.asarray(codes)
     if result.categories is None:
-        return np.asarray(apply(result.trees, codes))
-    feature, threshold = result.coded_rules
-    return heap.route_batch(feature, threshold, codes if result.missing is None else result.missing.code(codes),
-                            result.config.max_depth, result.categories)
+        return np.asarray(apply(result.trees, np.asarray(codes)))
+    return route_coded(*result.coded_rules, codes, result.config.max_depth, result.categories, result.missing)
 
 
 def leaf_values(result: BCARTResult, codes) -> np.ndarray:

@@ -30,8 +30,8 @@ from ...leaves import NIGPrior, make_leaf_model
 from ...priors import DepthDecayPrior, canonical, traced_params
 from ...tree import Tree, apply, predict
 from . import kernel as bet_kernel
-from .. import heap, intervals, moves
-from ..missing import missing_rules, subset_features
+from .. import moves
+from ..missing import column_categories, missing_rules, route_coded, subset_attrs, subset_features
 from ..loop import check_chain_method, run_chains
 
 __all__ = ["FAMILY", "BETConfig", "BETResult", "fit_bet", "bet_inferencedata", "bet_values", "leaf_slots", "best_ensemble",
@@ -201,9 +201,7 @@ def fit_bet(key, data: TrainingData, config: BETConfig) -> BETResult:
     subsets = subset_features(data)
     rules = missing_rules(data.codes, data.n_bins, subsets)   # None without missing values
     codes, y, shift, scale = sampler_inputs(data, "BET", dtype, rules)
-    categories = None
-    if subsets.any():   # the root's category mask of every column split by subsets
-        categories = intervals.root_categories(codes, subsets[np.arange(data.d) if rules is None else rules.source])
+    categories = column_categories(codes, subsets, rules)   # None without subset features
     check_rows(data.n)
     if data.n < 2 * config.min_leaf_rows:
         raise ValueError(f"BET needs at least 2 * min_leaf_rows = {2 * config.min_leaf_rows} rows to split a tree, "
@@ -269,11 +267,8 @@ def bet_inferencedata(result: BETResult, data: TrainingData, *, y_name: str = "y
     dr, info = result.draws, result.info
     cfg = result.config
     J = cfg.max_trees
-    subset_names = [] if result.categories is None else sorted({
-        data.feature_names[j if result.missing is None else int(result.missing.source[j])]
-        for j in np.flatnonzero(np.asarray(result.categories))})
     meta = {"inference": "mcmc (blocked Gibbs, slice sampler)", "alpha_dp": cfg.alpha_dp, "delta": cfg.delta,
-            **({"subset_split_features": ", ".join(subset_names)} if subset_names else {}),
+            **subset_attrs(result.categories, result.missing, data.feature_names),
             "min_leaf_rows": cfg.min_leaf_rows, "max_trees": J, "max_depth": cfg.max_depth,
             "leaf_model": type(result.leaf_model).__name__, "sampling_seconds": result.seconds,
             "slice_overflow": result.overflow_total,
@@ -325,12 +320,9 @@ def _weights(w, occupied):
 def leaf_slots(result: BETResult, codes) -> np.ndarray:
     """Every component tree's leaf slot of every coded row, int32 ``(chains, draws, J, n)``: by the
     trees' rules, or with features split by subsets by the rules on the coded columns."""
-    codes = np.asarray(codes)
     if result.categories is None:
-        return np.asarray(apply(result.draws.tree, codes))
-    feature, threshold = result.coded_rules
-    return heap.route_batch(feature, threshold, codes if result.missing is None else result.missing.code(codes),
-                            result.config.max_depth, result.categories)
+        return np.asarray(apply(result.draws.tree, np.asarray(codes)))
+    return route_coded(*result.coded_rules, codes, result.config.max_depth, result.categories, result.missing)
 
 
 def bet_values(trees: Tree, w, occupied, codes, leaf=None) -> np.ndarray:
