@@ -24,6 +24,7 @@ batches.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -188,10 +189,16 @@ def route_batch(feature, threshold, codes, max_depth: int, categories=None) -> n
     lead, S = feature.shape[:-1], feature.shape[-1]
     c = jnp.asarray(np.asarray(codes), jnp.int32)
     cats = None if categories is None else jnp.asarray(categories, jnp.int32)
-    start = jnp.zeros(c.shape[0], jnp.int32)
-    one = jax.jit(jax.vmap(lambda f, t: descend_rules(f, t, c, start, max_depth, categories=cats)))
-    out = one(jnp.asarray(feature.reshape(-1, S), jnp.int32), jnp.asarray(threshold.reshape(-1, S), jnp.int32))
+    out = _route_many(jnp.asarray(feature.reshape(-1, S), jnp.int32), jnp.asarray(threshold.reshape(-1, S), jnp.int32),
+                      c, cats, int(max_depth))
     return np.asarray(out).reshape(lead + (c.shape[0],))
+
+
+@partial(jax.jit, static_argnums=4)
+def _route_many(feature, threshold, codes, categories, max_depth: int):
+    """:func:`descend_rules` from the root for a batch of trees ``(B, S)``: one compilation per shape."""
+    start = jnp.zeros(codes.shape[0], jnp.int32)
+    return jax.vmap(lambda f, t: descend_rules(f, t, codes, start, max_depth, categories=categories))(feature, threshold)
 
 
 def fold_up(x, max_depth: int, combine):
