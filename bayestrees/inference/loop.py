@@ -209,12 +209,14 @@ def _init_from(keys, args, *, init, chains: int, split: bool = True):
     return _start(keys, args, init, chains, split)
 
 
-def _own(compiled, donate=()):
+def _own(compiled, donate=(), made: dict | None = None):
     """``compiled`` (a compiled function of this module; ``donate`` its donated arguments) made again
     for one run: called with the same arguments, it compiles its programs in functions of its own
     (one per set of static arguments, shared by the run's threads), so that they and the static
-    arguments they hold (a kernel and its data) are freed with it, not kept in the module's caches."""
-    made, lock = {}, threading.Lock()
+    arguments they hold (a kernel and its data) are freed with it, not kept in the module's caches.
+    ``made``: the dict that holds those functions (by default the call's own)."""
+    made = {} if made is None else made
+    lock = threading.Lock()
 
     def call(*args, **static):
         key = tuple(sorted(static.items(), key=lambda kv: kv[0]))
@@ -315,7 +317,7 @@ def _run_parallel(run, k_run, state, args, calls, thin, chains, prog, workers=No
 def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws: int = 1000, tune: int = 1000,
                thin: int = 1, collect: Callable | None = None, progressbar: bool = False, blocks: int | None = None,
                desc: str = "sampling", chain_method: str = "auto", split_chains: bool = True,
-               init_keys=None, keep_programs: bool = True) -> ChainResult:
+               init_keys=None, keep_programs: bool = True, programs: dict | None = None) -> ChainResult:
     """Run ``chains`` chains of ``kernel`` for ``tune`` discarded steps and ``draws`` kept ones.
 
     Parameters
@@ -346,6 +348,10 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     keep_programs : bool  keep the compiled programs in the module's caches, for the next run of an
         equal kernel (default); False for a kernel made for one run (it closes over that run's data),
         whose programs, and the kernel with them, are then freed when the run ends
+    programs : dict, optional  with ``keep_programs=False``, where the run's compiled programs are
+        kept: a later run given the same dict and the same kernel (its ``init``/``step`` the same
+        objects) runs them without tracing or compiling them again; the caller owns the dict and
+        frees the programs with it (:mod:`bayestrees.inference.treefn.programs`)
 
     Returns
     -------
@@ -359,8 +365,13 @@ def run_chains(key, kernel: Kernel, *, args: tuple = (), chains: int = 4, draws:
     collect = collect if collect is not None else _identity
     args = tuple(args)
     k_init, k_run = jax.random.split(key)
-    block, init, init_from = (_block, _init, _init_from) if keep_programs else (
-        _own(_block, donate=(1,)), _own(_init), _own(_init_from))
+    if keep_programs:
+        block, init, init_from = _block, _init, _init_from
+    else:
+        store = {} if programs is None else programs
+        block, init, init_from = (_own(f, donate, store.setdefault(name, {}))
+                                  for name, f, donate in (("block", _block, (1,)), ("init", _init, ()),
+                                                          ("init_from", _init_from, ())))
     if init_keys is None:
         state = init(k_init, args, init=kernel.init, chains=chains, split=bool(split_chains))
     else:

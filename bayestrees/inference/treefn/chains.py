@@ -42,7 +42,8 @@ class GibbsChain:
     their steps in their state).  ``model_args``/``model_kwargs``: the model's arguments when they
     are constants of the compiled programs; ``None`` when they are the loop's ``args``
     (``(model_args, model_kwargs)``: ``sample_model(..., jit_data=True)``).  Compared and hashed
-    by identity: each fit's programs are its own.
+    by identity: its programs are those of the fits that run this chain (a fit, and the later fits
+    of the same program: :mod:`~bayestrees.inference.treefn.programs`).
     """
 
     gibbs: Gibbs

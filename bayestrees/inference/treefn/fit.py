@@ -27,6 +27,7 @@ from ...sharding import check_data_devices
 from ..bart.kernel import host_tree_summaries
 from ...data import check_int
 from ..loop import CHAIN_METHODS as LOOP_CHAIN_METHODS, Kernel, run_chains
+from . import programs
 from .chains import GibbsChain
 from .kernel import TreeMoves, tree_sites
 from .site import FeatureTable, TreeEnsemble, feature_arguments, stump_initialisation
@@ -319,7 +320,12 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
         traced, and no data value needed in Python (``float(y.max())``, a boolean mask); a model
         whose tree features are computed inside it with NumPy keeps them (and their tables)
         constants, one whose other data cannot be traced either keeps all but its 1-d arrays
-        constants, and else a ``ValueError`` says why.
+        constants, and else a ``ValueError`` says why.  Either way, a later fit whose programs
+        are the same (the same model program, settings and shapes, and with ``jit_data=False`` the
+        same data: another seed) runs the programs of an earlier fit of this process at once, not
+        traced or compiled again; the last few fits' programs are kept
+        (:mod:`bayestrees.inference.treefn.programs`, which says what "the same" compares, and
+        ``clear_programs()`` to free them).
     **kwargs
         The model's keyword arguments (the observed data, e.g. ``y=y``).
 
@@ -386,27 +392,28 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     else:
         run_model, run_args, run_kwargs = model, tuple(args), dict(kwargs)
     traced = run_model is not model
-    blocks = [(TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0),
-                         traceable_args=traced, particles=particles, move_probs=move_probs,
-                         local_moves=local_moves, slide=slide, data_devices=data_devices).prepare(run_args, run_kwargs),
-                trees)]
-    if others:
-        nk = dict(nuts_kwargs or {})
-        nk.setdefault("find_heuristic_step_size", False)
-        blocks.append((NUTS(run_model, **nk), None))
-    gibbs = Gibbs(blocks)
-    if traced:   # the data as arguments of the compiled programs
-        chain = GibbsChain(gibbs, tune)
-        data = (tuple(run_args), dict(run_kwargs))
-    else:
-        chain = GibbsChain(gibbs, tune, tuple(run_args), dict(run_kwargs))
-        data = ()
+    moves = TreeMoves(run_model, conjugate, check_int("leaf_refresh", leaf_refresh, 0), traceable_args=traced,
+                      particles=particles, move_probs=move_probs, local_moves=local_moves, slide=slide,
+                      data_devices=data_devices).prepare(run_args, run_kwargs)
+    nk = dict(nuts_kwargs or {})
+    nk.setdefault("find_heuristic_step_size", False)
+    data = (tuple(run_args), dict(run_kwargs)) if traced else ()   # the data as arguments of the compiled programs
     t0 = time.perf_counter()
+    # the chains and programs of an earlier fit whose programs are these (treefn.programs), or new ones
+    fp, held = programs.fingerprint(run_model, run_args, run_kwargs, traced, moves, (tune, bool(others), nk))
+    kept = programs.lookup(fp)
+    if kept is None:
+        blocks = [(moves, trees)] + ([(NUTS(run_model, **nk), None)] if others else [])
+        chain = (GibbsChain(Gibbs(blocks), tune) if traced
+                 else GibbsChain(Gibbs(blocks), tune, tuple(run_args), dict(run_kwargs)))
+        kept = (chain, {})
+        programs.remember(fp, chain, kept[1], held)
+    chain, store = kept
     with stump_initialisation():   # the set-up traces the model; the run itself never draws a tree site
         run = run_chains(key, Kernel(chain.init, chain.step), args=data, chains=chains, draws=draws, tune=tune,
                          collect=chain.collect, progressbar=progressbar, desc="sampling the model",
                          chain_method=chain_method, split_chains=data_devices == 1,
-                         init_keys=chain.keys(key, chains), keep_programs=False)
+                         init_keys=chain.keys(key, chains), keep_programs=False, programs=store)
     seconds = time.perf_counter() - t0
     samples = {k: np.asarray(v) for k, v in run.samples.items()}
     stats = {"accepted": np.asarray(run.info.accepted)}

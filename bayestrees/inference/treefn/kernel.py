@@ -704,6 +704,15 @@ class TreeMoves(MCMCKernel):
             cfg = dataclasses.replace(cfg, particles=particles, n_codes=int(np.max(fn.dist.code_hi, initial=0)) + 1)
         return fn._replace(cfg=cfg)
 
+    def settings_key(self) -> tuple:
+        """The settings and the choices :meth:`prepare` made from the data (each function's path, its
+        kernel's configuration, its rows), as a hashable value: two prepared kernels with equal keys
+        and models of the same program trace the same step (:mod:`~bayestrees.inference.treefn.programs`)."""
+        return (self.conjugate, self.leaf_refresh, self.traceable_args, self.particles, self.move_probs,
+                self.local_moves, self.slide, self.data_devices, tuple(self._conj),
+                tuple(sorted(self._augmented.items())), tuple(sorted(getattr(self, "_uneven", {}).items())),
+                tuple((fn.site, fn.name, fn.cfg, fn.rows, fn.column) for fn in self._fns))
+
     @staticmethod
     def _args_key(model_args, model_kwargs) -> tuple:
         kw = {k: v for k, v in (model_kwargs or {}).items() if k != GIBBS_SITES_KWARG}

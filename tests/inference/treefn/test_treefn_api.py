@@ -632,6 +632,7 @@ def test_the_chains_run_in_the_library_loop_the_same_whichever_way(counts_data, 
     a progress bar reports the run; an unknown way fails before sampling."""
     import gc
 
+    from bayestrees.inference.treefn import programs
     from bayestrees.inference.treefn.chains import GibbsChain
 
     X, _ = counts_data
@@ -652,6 +653,7 @@ def test_the_chains_run_in_the_library_loop_the_same_whichever_way(counts_data, 
     # the kept draws hold the trees, not the per-row caches of the sampler's state
     assert fits["parallel"].samples["f_trees"].shape[:2] == (3, 30)
     del fits
+    programs.clear_programs()   # the chains kept for later fits of the same program, with their data
     gc.collect()
     assert not [o for o in gc.get_objects() if isinstance(o, GibbsChain)]   # the fits' kernels and data are freed
     with pytest.raises(ValueError, match="chain_method"):
