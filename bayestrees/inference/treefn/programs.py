@@ -132,7 +132,7 @@ def fingerprint(run_model, run_args, run_kwargs, traced: bool, moves, settings: 
         return (_model_key(run_model, tuple(run_args), dict(run_kwargs), traced, held), moves.settings_key(),
                 _value_key(settings, held), bool(jax.config.jax_enable_x64), jax.default_backend(),
                 jax.device_count()), held
-    except _Unkeyed:
+    except Exception:  # noqa: BLE001 - a value that cannot be described (or a model that fails traced): not kept
         return None, held
 
 
