@@ -401,13 +401,12 @@ def sample_model(model, *args, draws: int = 1000, tune: int = 1000, chains: int 
     t0 = time.perf_counter()
     # the chains and programs of an earlier fit whose programs are these (treefn.programs), or new ones
     fp, held = programs.fingerprint(run_model, run_args, run_kwargs, traced, moves, (tune, bool(others), nk))
-    kept = programs.lookup(fp)
+    kept = programs.lookup(fp, run_args, run_kwargs, traced)
     if kept is None:
-        blocks = [(moves, trees)] + ([(NUTS(run_model, **nk), None)] if others else [])
-        chain = (GibbsChain(Gibbs(blocks), tune) if traced
-                 else GibbsChain(Gibbs(blocks), tune, tuple(run_args), dict(run_kwargs)))
+        gibbs = Gibbs([(moves, trees)] + ([(NUTS(run_model, **nk), None)] if others else []))
+        chain = GibbsChain(gibbs, tune) if traced else GibbsChain(gibbs, tune, tuple(run_args), dict(run_kwargs))
         kept = (chain, {})
-        programs.remember(fp, chain, kept[1], held)
+        programs.remember(fp, *kept, held, run_model)
     chain, store = kept
     with stump_initialisation():   # the set-up traces the model; the run itself never draws a tree site
         run = run_chains(key, Kernel(chain.init, chain.step), args=data, chains=chains, draws=draws, tune=tune,

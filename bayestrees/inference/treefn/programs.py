@@ -19,11 +19,13 @@ programs would be the same runs those again.
 - NUTS's settings, the warm-up length, JAX's precision and backend.
 
 So a second fit of the same model on new data of the same shapes (``jit_data=True``: a
-replication, a re-fit, ``bt.set_data``), or on the same data with another seed, runs at once.  A
-model that reads a global Python value is traced with the value it has when the fingerprint is
-taken, so a changed global gives another fingerprint; a value read only inside a function that the
-model calls, and changed between fits, is not seen (as with ``jax.jit``): pass such values as
-arguments.  :func:`clear_programs` frees the kept programs.
+replication, a re-fit, ``bt.set_data``), or on the same data with another seed, runs at once.  The
+model is traced for the fingerprint at each fit, so a global value it reads (directly or in a
+function it calls) enters with the value it has then, and a changed one gives another fingerprint.
+A kept chain traces its programs again from the model of the fit that made it (after
+``jax.clear_caches()``, or for a new number of draws), so a kept fit is used only while that model
+still traces to its fingerprint: a model that closes over a value changed since is dropped.
+:func:`clear_programs` frees the kept programs.
 """
 from __future__ import annotations
 
@@ -136,23 +138,35 @@ def fingerprint(run_model, run_args, run_kwargs, traced: bool, moves, settings: 
         return None, held
 
 
-def lookup(key):
-    """``(chain, programs)`` kept under ``key``, or ``None``."""
+def lookup(key, run_args, run_kwargs, traced: bool):
+    """``(chain, programs)`` kept under ``key``, or ``None``; a kept fit whose own model no longer
+    traces to ``key`` (at this fit's arguments, which ``key`` says are the same) is dropped."""
     if key is None:
         return None
     with _LOCK:
         hit = _KEPT.get(key)
-        if hit is not None:
+    if hit is None:
+        return None
+    try:
+        same = _model_key(hit[3], tuple(run_args), dict(run_kwargs), traced, []) == key[0]
+    except Exception:  # noqa: BLE001 - the kept model fails now: not used
+        same = False
+    with _LOCK:
+        if not same:
+            _KEPT.pop(key, None)
+            return None
+        if key in _KEPT:
             _KEPT.move_to_end(key)
-        return None if hit is None else hit[:2]
+    return hit[:2]
 
 
-def remember(key, chain, programs: dict, held: list) -> None:
-    """Keep ``chain`` and its ``programs`` under ``key`` (``held``: the objects the key names by identity)."""
+def remember(key, chain, programs: dict, held: list, run_model) -> None:
+    """Keep ``chain`` and its ``programs`` under ``key`` (``held``: the objects the key names by
+    identity; ``run_model``: the model the chain traces)."""
     if key is None:
         return
     with _LOCK:
-        _KEPT[key] = (chain, programs, held)
+        _KEPT[key] = (chain, programs, held, run_model)
         _KEPT.move_to_end(key)
         while len(_KEPT) > CAPACITY:
             _KEPT.popitem(last=False)

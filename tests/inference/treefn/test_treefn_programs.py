@@ -162,3 +162,22 @@ def test_the_kept_fits_are_bounded():
     for k in range(programs.CAPACITY + 2):
         _fit(_normal_model(0.5 + 0.01 * k), X, y, draws=2, tune=0, chains=1, jit_data=True)
     assert len(programs._KEPT) == programs.CAPACITY
+
+
+def test_a_kept_fit_whose_model_changed_since_is_not_used():
+    """A kept chain traces its programs again (after ``jax.clear_caches()``) from the model of the fit
+    that made it: once that model traces to another program (here a value it closes over changed),
+    the kept fit is not used."""
+    def model_of(scale: list):
+        def model(X, y=None):
+            f = bart_function("f", X, m=2, max_depth=2)
+            numpyro.sample("y", dist.Normal(f, scale[0]), obs=y)
+        return model
+
+    X, y = _data(0)
+    first = [0.5]
+    _fit(model_of(first), X, y, jit_data=True)
+    first[0] = 0.9                                      # the first fit's model is another program now
+    jax.clear_caches()
+    got = _draws(_fit(model_of([0.5]), X, y, seed=1, jit_data=True))   # the kept chain's fingerprint
+    np.testing.assert_array_equal(got, _fresh(model_of([0.5]), X, y, seed=1, jit_data=True))
