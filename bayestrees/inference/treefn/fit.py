@@ -30,7 +30,7 @@ from ..loop import CHAIN_METHODS as LOOP_CHAIN_METHODS, Kernel, run_chains
 from . import programs
 from .chains import GibbsChain
 from .kernel import TreeMoves, tree_sites
-from .site import FeatureTable, TreeEnsemble, feature_arguments, stump_initialisation
+from .site import FeatureTable, TreeEnsemble, feature_arguments, given_values, stump_initialisation
 
 __all__ = ["sample_model", "ModelFit", "tree_summaries_of", "load_model_fit", "CHAIN_METHODS"]
 
@@ -582,8 +582,14 @@ def _inferencedata(fit: ModelFit, tr, samples, stats, args, kwargs, want_ll: boo
     observed = {k: np.asarray(s["value"]) for k, s in tr.items() if s["type"] == "sample" and s["is_observed"]}
     ll = {}
     if want_ll and observed:
+        # the functions' values at the rows as the chains kept them, instead of the rows routed through
+        # every kept draw of the trees again (which cost more than the rest of this step); the two agree
+        # to float32 rounding
         flat = fit._flat()
-        lls = numpyro_log_likelihood(fit.model, flat, *args, batch_ndims=1, **kwargs)
+        given = tuple(name for name in fit.functions if name in samples)
+        flat.update({name: samples[name].reshape((-1,) + samples[name].shape[2:]) for name in given})
+        with given_values(given):
+            lls = numpyro_log_likelihood(fit.model, flat, *args, batch_ndims=1, **kwargs)
         C = next(iter(fit.samples.values())).shape[0]
         ll = {k: np.asarray(v).reshape((C, -1) + np.asarray(v).shape[1:]) for k, v in lls.items()}
     for k, v in observed.items():

@@ -155,6 +155,24 @@ def feature_arguments(tables: dict):
         _FEATURE_TABLES.reset(token)
 
 
+#: set by :func:`given_values`: the names of the tree functions whose values at the training rows the
+#: caller substitutes (as the deterministic sites of those names)
+_GIVEN_VALUES: contextvars.ContextVar = contextvars.ContextVar("bayestrees_treefn_given_values", default=frozenset())
+
+
+@contextlib.contextmanager
+def given_values(names):
+    """Within this block the tree functions ``names`` do not route their rows through their trees:
+    their values are NaN unless the caller substitutes the deterministic sites of those names
+    (``numpyro.handlers.substitute``), as :func:`~bayestrees.inference.treefn.fit.sample_model`
+    does to score the observed sites at every kept draw with the function values its chains kept."""
+    token = _GIVEN_VALUES.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _GIVEN_VALUES.reset(token)
+
+
 def trees_site_name(name: str) -> str:
     """The ``sample`` site that holds the trees of the function ``name``."""
     return f"{name}_trees"
@@ -748,6 +766,8 @@ def bart_function(name: str, X, m: int = 50, *, outputs=None, prior=None, k: flo
         dist_ = TreeEnsemble(Xc, spec, cuts)
     key = dist_.rows
     trees = numpyro.sample(trees_site_name(name), dist_, infer={"bayestrees": "trees", "function": name, "rows": key})
+    if name in _GIVEN_VALUES.get():   # the caller substitutes the values at the rows (NaN where it does not)
+        return numpyro.deterministic(name, jnp.full((Xc.shape[0], n_out) if n_out else (Xc.shape[0],), jnp.nan))
     if isinstance(trees, TreeValues):
         f = trees.at_rows if trees.rows == key else function_values(trees.trees, Xc, n_out, categorical)
     else:

@@ -337,6 +337,9 @@ def test_a_function_of_several_outputs(tmp_path):
     assert np.all((trees.values[:, -1, :, :, 0] >= 0).sum((-1, -2)) > 0)
     probs = jax.nn.softmax(post["f"].values.mean((0, 1)), -1)
     assert float(np.mean(np.argmax(probs, -1) == y)) > 0.8
+    # the pointwise log likelihood at the kept values of every output (the rows not routed again)
+    want = np.take_along_axis(np.asarray(jax.nn.log_softmax(post["f"].values, -1)), y[None, None, :, None], -1)[..., 0]
+    np.testing.assert_allclose(fit.idata.log_likelihood["y"].values, want, rtol=1e-5, atol=1e-5)
     X_new = rng.uniform(size=(5, 2))
     pred = fit.predict(X_new, random_seed=1)
     assert pred["f"].shape == (60, 5, k) and pred["y"].shape == (60, 5)
