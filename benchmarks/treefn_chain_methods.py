@@ -17,6 +17,10 @@ Usage (from the repository root; ``default`` is ``sample_model``'s own default):
 
     python benchmarks/treefn_chain_methods.py --methods default vectorized parallel
     python benchmarks/treefn_chain_methods.py --models poisson_large --methods auto vectorized
+    python benchmarks/treefn_chain_methods.py --models poisson --log-likelihood --poisson-lengths 1000 1000
+
+``--log-likelihood`` writes the pointwise log likelihood (``sample_model``'s default; off otherwise, as
+in the first records); ``--poisson-lengths TUNE DRAWS`` sets the ``poisson`` model's lengths.
 
 One JSON line per model and method on stdout (``first_s``, ``second_s``: wall seconds of the two
 fits).  The library's persistent compilation cache is on, in a new temporary folder: the first fit
@@ -35,6 +39,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["poisson", "one_tree", "bcf"])
     p.add_argument("--methods", nargs="+", default=["default"])
+    p.add_argument("--log-likelihood", action="store_true", help="write the pointwise log likelihood")
+    p.add_argument("--poisson-lengths", nargs=2, type=int, default=[200, 200], metavar=("TUNE", "DRAWS"))
     a = p.parse_args(argv)
     import tempfile
 
@@ -81,13 +87,14 @@ def main(argv=None):
 
     def fit(model, method, seed):
         kw = {} if method == "default" else {"chain_method": method}
+        kw["log_likelihood"] = a.log_likelihood
         if model == "poisson":
-            return bt.sample_model(poisson, X, y=y, draws=200, tune=200, chains=4, random_seed=seed,
-                                   log_likelihood=False, **kw)
+            tune, draws = a.poisson_lengths
+            return bt.sample_model(poisson, X, y=y, draws=draws, tune=tune, chains=4, random_seed=seed, **kw)
         if model == "poisson_large":
-            return bt.sample_model(poisson_large, XL, y=yL, random_seed=seed, log_likelihood=False, **kw)
+            return bt.sample_model(poisson_large, XL, y=yL, random_seed=seed, **kw)
         if model == "one_tree":
-            return bt.sample_model(one_tree, X1, y1, random_seed=seed, log_likelihood=False, jit_data=True, **kw)
+            return bt.sample_model(one_tree, X1, y1, random_seed=seed, jit_data=True, **kw)
         if method != "default":
             raise SystemExit("bcf: the estimator's own chain method only (--methods default)")
         return bt.BCFRegressor(m_mu=20, m_tau=10, draws=200, tune=200, chains=2, random_state=seed).fit(Xc, yc, z, pihat=pi)
@@ -106,7 +113,8 @@ def main(argv=None):
                 t = time.perf_counter()
                 fit(model, method, seed)
                 times.append(round(time.perf_counter() - t, 2))
-            print(json.dumps({"model": model, "method": method, "first_s": times[0], "second_s": times[1]}), flush=True)
+            print(json.dumps({"model": model, "method": method, "first_s": times[0], "second_s": times[1],
+                              "log_likelihood": a.log_likelihood}), flush=True)
 
 
 if __name__ == "__main__":
