@@ -158,10 +158,13 @@ def test_other_kernel_settings_do_not_share():
 
 
 def test_the_kept_fits_are_bounded():
-    X, y = _data(0)
+    """The least recently kept fits are dropped past ``CAPACITY`` (the store itself: every fit above
+    goes through it)."""
     for k in range(programs.CAPACITY + 2):
-        _fit(_normal_model(0.5 + 0.01 * k), X, y, draws=2, tune=0, chains=1, jit_data=True)
+        programs.remember(("fit", k), object(), {}, [], None)
     assert len(programs._KEPT) == programs.CAPACITY
+    assert ("fit", 0) not in programs._KEPT and ("fit", 1) not in programs._KEPT
+    assert ("fit", programs.CAPACITY + 1) in programs._KEPT
 
 
 def test_a_kept_fit_whose_model_changed_since_is_not_used():
