@@ -1,9 +1,9 @@
 """The compiled programs of a model's chains, kept between fits.
 
 Tracing, lowering and compiling (or loading from the persistent compilation cache) the chains of a
-model with tree functions takes seconds, and a fit of a small model runs for less than that: the
-one-tree function of the suite's exact checks at the default lengths took 3.7 s a fit, 2.1 s of it
-to trace and load its programs.  :func:`~bayestrees.inference.treefn.fit.sample_model` therefore
+model with tree functions takes seconds, and a fit of a small model may run for less than that
+(``docs/lab-notes/models.md``, "Programs kept between fits").
+:func:`~bayestrees.inference.treefn.fit.sample_model` therefore
 keeps the chains of its last few fits (:data:`CAPACITY`) with their programs, and a fit whose
 programs would be the same runs those again.
 
