@@ -61,7 +61,7 @@ def _value_key(v, held: list):
     alive, so that its identity is not reused while the key is)."""
     if isinstance(v, jax.core.Tracer):
         return ("traced", str(v.aval))
-    if isinstance(v, (np.ndarray, np.generic)) or (isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer)):
+    if isinstance(v, (np.ndarray, np.generic, jax.Array)):   # (a tracer was answered above)
         if jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key):
             raise _Unkeyed("a key array")
         a = np.asarray(v)
