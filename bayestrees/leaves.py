@@ -330,6 +330,7 @@ class DirichletLeaves(NamedTuple):
     task = "classification"
     common_sigma = False
     per_leaf_marginal = True   # the log marginal is a sum of per-leaf terms
+    one_hot_stats = True       # a row's statistics are one class's indicator (times its weight)
 
     @property
     def n_outputs(self) -> int:
@@ -344,6 +345,29 @@ class DirichletLeaves(NamedTuple):
     def log_marginal(self, stats, mask):
         lm = dirichlet_log_marginal(stats, self._alpha(stats))
         return jnp.sum(jnp.where(mask, lm, 0.0), -1)
+
+    def count_score(self, n_max: int, dtype):
+        """The log marginal of one leaf as a function of its class counts, for scoring many candidate
+        leaves at once (the proposal of :mod:`bayestrees.inference.pgibbs`): ``counts (..., K) -> (...)``.
+
+        The class terms ``gammaln(n_c + alpha)`` are read from a table of the integer counts
+        ``0 .. n_max``: one ``gammaln`` per leaf instead of ``K + 1``.  At integer counts up to
+        ``n_max`` (unit row weights) it equals :meth:`log_marginal` of that leaf up to float rounding; other counts are
+        rounded and clipped to the table, which only a proposal may do (its probability is computed
+        by the same function, so the update stays exact).
+        """
+        k = int(self.n_classes)
+        alpha = jnp.broadcast_to(jnp.asarray(self.alpha, dtype), (k,))
+        table = gammaln(jnp.arange(n_max + 1, dtype=dtype)[None, :] + alpha[:, None]).reshape(-1)   # (K (n_max+1),)
+        offset = jnp.arange(k, dtype=jnp.int32) * (n_max + 1)
+
+        def score(counts):   # the terms in dirichlet_log_marginal's order
+            c = jnp.clip(jnp.round(counts), 0, n_max)
+            terms = jnp.take(table, c.astype(jnp.int32) + offset, mode="clip")
+            return (jnp.sum(terms, -1) - gammaln(jnp.sum(c + alpha, -1))
+                    - jnp.sum(gammaln(alpha), -1) + gammaln(jnp.sum(alpha, -1)))
+
+        return score
 
     def predictive(self, stats):
         return dirichlet_predictive(stats, self._alpha(stats))

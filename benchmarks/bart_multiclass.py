@@ -4,6 +4,8 @@ Data sets (held-out rows; ``--reps`` random splits each):
 
     iris          scikit-learn's, 150 rows, 4 features, 3 classes; 100 train / 50 test
     wine          scikit-learn's, 178 rows, 13 features, 3 classes; 120 train / 58 test
+    digits        scikit-learn's handwritten digits, 1,797 rows, 64 pixel features (0-16), 10 classes;
+                  1,000 train / 797 test
     wine_quality  ``../shared/data/wine_quality.csv`` (red and white, 6,497 rows, 11 features and the
                   colour as 0/1), quality grouped into 3 classes (<= 5, 6, >= 7); 1,000 train / 2,000 test
     sim4          simulated: 5 uniform features, 4 classes with log-rates ``f_c(x)`` (a step, a sine, an
@@ -19,7 +21,7 @@ R-hat and smallest bulk ESS of ``lp`` and of the class probabilities at 10 held-
 the mean total-variation distance of the predicted probabilities to the true ones.  One JSON line
 per (data set, split, method) to ``benchmarks/results/bart_multiclass.jsonl``.
 
-    python benchmarks/bart_multiclass.py [--sets iris wine wine_quality sim4] [--reps 3] [--quick]
+    python benchmarks/bart_multiclass.py [--sets iris wine digits wine_quality sim4] [--reps 3] [--quick]
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ def load(name, data_dir, rng):
     if name == "wine":
         X, y = datasets.load_wine(return_X_y=True)
         return X, y, 120, None
+    if name == "digits":
+        X, y = datasets.load_digits(return_X_y=True)
+        return X.astype(float), y, 1000, None
     if name == "wine_quality":
         import pandas as pd
 

@@ -54,6 +54,22 @@ def test_dirichlet_marginal_is_product_of_sequential_predictives():
     assert lm == pytest.approx(_chain_rule(_sequential_log_predictive(m, leaf, yc, S, 3), len(yc)), abs=1e-4)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.3, 2.5])
+def test_dirichlet_count_score_is_the_leaf_log_marginal_at_integer_counts(alpha):
+    # the proposal's table of the class terms (particle Gibbs) against the log marginal of one leaf,
+    # compiled as the samplers compile them: equal up to float32 rounding at integer counts up to n_max
+    m = DirichletLeaves(4, alpha=alpha)
+    counts = jnp.asarray(np.random.default_rng(0).integers(0, 60, (2000, 4)), jnp.float32)
+    counts = counts.at[0].set(0.0).at[1].set(60.0)
+    table = jax.jit(lambda c: m.count_score(60, jnp.float32)(c))(counts)
+    direct = jax.jit(lambda c: m.log_marginal(c[:, None, :], jnp.ones((c.shape[0], 1), bool)))(counts)
+    np.testing.assert_allclose(np.asarray(table), np.asarray(direct), rtol=1e-6, atol=2e-5)
+    # other counts are rounded and clipped to the table (a proposal may be any function of the counts)
+    odd = jnp.asarray([[0.4, 2.6, 70.0, 1.0]], jnp.float32)
+    want = m.log_marginal(jnp.asarray([[[0.0, 3.0, 60.0, 1.0]]], jnp.float32), jnp.ones((1, 1), bool))
+    np.testing.assert_allclose(np.asarray(m.count_score(60, jnp.float32)(odd)), np.asarray(want), rtol=1e-6)
+
+
 def test_normal_marginal_is_product_of_sequential_predictives():
     leaf, y, _, mask, S = _data(2)
     m = NormalLeaves(PRIOR)

@@ -118,17 +118,22 @@ class _Proposal(NamedTuple):
     cats: Any = None          # int32 (F, d): the categories at each frontier node (with subsets)
 
 
-def _leaf_score(tree: HeapTree, ev, cfg: MCMCConfig):
+def _leaf_score(tree: HeapTree, ev, cfg: MCMCConfig, n_max: int):
     """The per-leaf log marginal likelihood that scores a split in the proposal: ``stats (..., k) -> (...)``.
 
     Leaf models whose marginal is a product over leaves (``per_leaf_marginal``: Dirichlet, per-leaf
-    Normal, Normal with a known variance) use their own.
+    Normal, Normal with a known variance) use their own, or their ``count_score(n_max, dtype)`` where
+    they have one (the Dirichlet's: its class terms from a table of the counts up to ``n_max``, the
+    rows; the proposal scores ``F d B`` candidate children a stage, and its ``K + 1`` ``gammaln`` per
+    child were most of a regrowth's time).
     The common-variance model's is not; it uses the Normal likelihood with the leaf mean integrated
     out and the variance fixed at ``B / A``, the posterior scale of the variance given the
     particle's own tree (to first order the common-variance gain of a split).  Either way the
     proposal depends on the particle only.
     """
     lm_model = cfg.leaf_model
+    if lm_model.per_leaf_marginal and hasattr(lm_model, "count_score"):
+        return lm_model.count_score(n_max, ev.stats.dtype)
     if lm_model.per_leaf_marginal:
         return lambda a: lm_model.log_marginal(a[..., None, :], jnp.ones(a.shape[:-1] + (1,), bool))
     m0, k0, *_, A, B = lm_model._parts(ev.stats, tree.is_leaf())
@@ -196,11 +201,19 @@ def _proposal(tree: HeapTree, ev, t, beta, data: MCMCData, prior, cfg: MCMCConfi
     f_row = ev.leaf - start
     in_front = live & (f_row >= 0) & (f_row < F)
     cell = (jnp.where(in_front, f_row, F)[:, None] * d + jnp.arange(d)[None, :]) * B + jnp.clip(data.codes, 0, B - 1)
-    hist = scatter_add(jnp.zeros(((F + 1) * d * B, k), stats.dtype), cell.reshape(-1),
-                       jnp.broadcast_to(stats[:, None, :], (n, d, k)).reshape(-1, k))
+    if getattr(cfg.leaf_model, "one_hot_stats", False):
+        # a row's statistics are one class's weight: scatter that scalar into its (cell, class); the
+        # sums are those of the k-vectors' scatter (the other classes' adds are of zeros)
+        cls = jnp.argmax(stats, -1).astype(jnp.int32)
+        val = jnp.take_along_axis(stats, cls[:, None], -1)[:, 0]
+        hist = scatter_add(jnp.zeros((F + 1) * d * B * k, stats.dtype), (cell * k + cls[:, None]).reshape(-1),
+                           jnp.broadcast_to(val[:, None], (n, d)).reshape(-1)).reshape(-1, k)
+    else:
+        hist = scatter_add(jnp.zeros(((F + 1) * d * B, k), stats.dtype), cell.reshape(-1),
+                           jnp.broadcast_to(stats[:, None, :], (n, d, k)).reshape(-1, k))
     left = jnp.cumsum(hist[:F * d * B].reshape(F, d, B, k), 2)
     total = jax.lax.dynamic_slice_in_dim(ev.stats, start, F).astype(stats.dtype)[:, None, None, :]
-    lm = _leaf_score(tree, ev, cfg)
+    lm = _leaf_score(tree, ev, cfg, n)
     gain = lm(left) + lm(total - left) - lm(total)
     lo = jax.lax.dynamic_slice_in_dim(ev.lo, start, F)
     hi = jax.lax.dynamic_slice_in_dim(ev.hi, start, F)
