@@ -8,8 +8,9 @@ Data:
               ``x1 <= 0.5`` (0 elsewhere), plus ``sin(2 pi x0)``; ``x0, x1, x2`` uniform (``x2``
               noise), noise sd 0.5; 1,000 training rows, 2,000 held-out rows.  No one ordering of
               the categories makes both halves contiguous
-    german    the German credit data (``../shared/data/german.csv``: 1,000 rows, 13 categorical
-              columns coded A11..A202, 7 numeric; good / bad credit), 10 random 70/30 splits
+    german    the German credit data as the package ships it (``bt.datasets.load_german_credit``:
+              1,000 rows, 13 categorical columns of 2-10 categories, 7 numeric; good / bad credit),
+              random 70/30 splits
 
 Methods, each ``BARTRegressor()`` / ``BARTClassifier()`` at its defaults (``--family bcart``:
 ``BayesianCARTRegressor()`` / ``BayesianCARTClassifier()``; ``--family bet``: ``BETRegressor()`` /
@@ -38,7 +39,6 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def load_sim(rng, levels):
@@ -55,14 +55,13 @@ def load_sim(rng, levels):
 
 
 def load_german():
-    import pandas as pd
+    """The German credit data as shipped with the package (``bt.datasets.load_german_credit``)."""
+    from bayestrees.datasets import load_german_credit
 
-    df = pd.read_csv(DATA / "german.csv", header=None)
-    y = (df.iloc[:, -1].values == 2).astype(int)       # 1: bad credit
-    X = df.iloc[:, :-1]
-    cats = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
-    cols = {f"v{c}": (np.asarray(X[c], object) if c in cats else np.asarray(X[c], float)) for c in X.columns}
-    return cols, [f"v{c}" for c in cats], y
+    X, y, names, cat = load_german_credit()           # y 1: bad credit
+    cols = {name: (np.array([f"c{int(v)}" for v in X[:, j]], object) if j in cat else X[:, j])
+            for j, name in enumerate(names)}
+    return cols, [names[j] for j in cat], y
 
 
 def encode(cols, cats, y_train, train, method):
