@@ -8,7 +8,7 @@ Data:
               ``x1 <= 0.5`` (0 elsewhere), plus ``sin(2 pi x0)``; ``x0, x1, x2`` uniform (``x2``
               noise), noise sd 0.5; 1,000 training rows, 2,000 held-out rows.  No one ordering of
               the categories makes both halves contiguous
-    german    the German credit data as the package ships it (``bt.datasets.load_german_credit``:
+    german    the German credit data as the package ships it (``bayestrees.datasets.load_german_credit``:
               1,000 rows, 13 categorical columns of 2-10 categories, 7 numeric; good / bad credit),
               random 70/30 splits
 
@@ -55,7 +55,7 @@ def load_sim(rng, levels):
 
 
 def load_german():
-    """The German credit data as shipped with the package (``bt.datasets.load_german_credit``)."""
+    """The German credit data as shipped with the package (``bayestrees.datasets.load_german_credit``)."""
     from bayestrees.datasets import load_german_credit
 
     X, y, names, cat = load_german_credit()           # y 1: bad credit
