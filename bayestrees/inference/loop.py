@@ -83,11 +83,16 @@ def _identity(key, state, *args):
 
 
 def _step_keys(key, t, chains, width=None, first=0):
-    """Keys of step ``t`` for chains ``first .. first + width - 1`` of ``chains`` (default: all)."""
+    """Keys of step ``t`` for chains ``first .. first + width - 1`` of ``chains`` (default: all).
+
+    They pass an optimization barrier: the hash that makes them (:mod:`bayestrees.random_bits`, written
+    out as elementwise operations) is computed once, not fused by XLA into every consumer of every key
+    the kernel derives from them, which made BART's compiled block several times slower to compile
+    (``docs/lab-notes/performance.md``, "Step keys behind a barrier").  The keys are the same."""
     keys = random_bits.split(random_bits.fold_in(key, t), chains)
-    if width is None or width == chains:
-        return keys
-    return jax.lax.dynamic_slice_in_dim(keys, first, width)
+    if width is not None and width != chains:
+        keys = jax.lax.dynamic_slice_in_dim(keys, first, width)
+    return jax.lax.optimization_barrier(keys)
 
 
 def _batched(fn, chains: int, n_args: int):

@@ -66,6 +66,23 @@ def _x(key, state):
     return state.x
 
 
+def test_step_keys_are_the_hash_of_the_step_behind_an_optimization_barrier():
+    # the keys of step t for every chain, or a slice of them, computed once: XLA may not fuse their
+    # written-out hash into the kernel's every use of them (compile time of BART's block)
+    from bayestrees import random_bits
+    from bayestrees.inference import loop
+
+    key, t = jax.random.key(3), jnp.int32(7)
+    want = jax.random.split(jax.random.fold_in(key, t), 4)
+    got = jax.jit(lambda k, t: loop._step_keys(k, t, 4))(key, t)
+    assert np.array_equal(jax.random.key_data(got), jax.random.key_data(want))
+    part = jax.jit(lambda k, t: loop._step_keys(k, t, 4, width=2, first=1))(key, t)
+    assert np.array_equal(jax.random.key_data(part), jax.random.key_data(want[1:3]))
+    assert np.array_equal(jax.random.key_data(random_bits.split(random_bits.fold_in(key, t), 4)),
+                          jax.random.key_data(want))
+    assert "optimization_barrier" in str(jax.make_jaxpr(lambda k: loop._step_keys(k, t, 4))(key))
+
+
 def test_collect_picks_what_is_stored_and_chains_differ():
     res = run_chains(jax.random.key(1), RW, chains=2, draws=5, tune=0, collect=_x)
     assert res.samples.shape == (2, 5)
