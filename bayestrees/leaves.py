@@ -352,9 +352,9 @@ class DirichletLeaves(NamedTuple):
 
         The class terms ``gammaln(n_c + alpha)`` are read from a table of the integer counts
         ``0 .. n_max``: one ``gammaln`` per leaf instead of ``K + 1``.  At integer counts up to
-        ``n_max`` (unit row weights) it equals :meth:`log_marginal` of that leaf up to float rounding; other counts are
-        rounded and clipped to the table, which only a proposal may do (its probability is computed
-        by the same function, so the update stays exact).
+        ``n_max`` (unit row weights) it equals :meth:`log_marginal` of that leaf up to float
+        rounding; other counts are rounded and clipped to the table, which only a proposal may do
+        (its probability is computed by the same function, so the update stays exact).
         """
         k = int(self.n_classes)
         alpha = jnp.broadcast_to(jnp.asarray(self.alpha, dtype), (k,))
