@@ -134,19 +134,20 @@ def load_german_credit(as_frame: bool = False):
     y = np.array([int(r[-1]) == 2 for r in rows], dtype=int)
     columns = [[r[j] for r in rows] for j in range(len(names))]
     categorical = [j for j, col in enumerate(columns) if not col[0].lstrip("-").isdigit()]
+    # each categorical column's codes in the order of their numbers (A40 .. A49, A410)
+    levels = {j: sorted(set(columns[j]), key=lambda c: int(c[1:])) for j in categorical}
     if as_frame:
         import pandas as pd
 
         frame = pd.DataFrame({
-            name: (pd.Categorical(col, categories=sorted(set(col), key=lambda c: int(c[1:])))
-                   if j in categorical else np.asarray(col, float))
+            name: (pd.Categorical(col, categories=levels[j]) if j in levels else np.asarray(col, float))
             for j, (name, col) in enumerate(zip(names, columns))})
         return frame, y
     X = np.empty((len(rows), len(names)))
     for j, col in enumerate(columns):
-        if j in categorical:
-            codes = {c: i for i, c in enumerate(sorted(set(col), key=lambda c: int(c[1:])))}
-            X[:, j] = [codes[c] for c in col]
+        if j in levels:
+            index = {c: i for i, c in enumerate(levels[j])}
+            X[:, j] = [index[c] for c in col]
         else:
             X[:, j] = np.asarray(col, float)
     return X, y, names, categorical
