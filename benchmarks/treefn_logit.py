@@ -79,6 +79,10 @@ def main(argv=None):
                     help="fits per path, sampler seeds 1, 2, ...: the first compiles, the others load its programs")
     ap.add_argument("--slide", type=lambda v: v if v == "auto" else int(v), default="auto",
                     help="sample_model's slide (the logit path only; default 'auto')")
+    ap.add_argument("--local-moves", type=int, default=None, help="bt.sample_model's local_moves (moves of every "
+                    "tree a step; default the library's)")
+    ap.add_argument("--particles", type=lambda v: v if v == "auto" else int(v), default="auto",
+                    help="bt.sample_model's particles (a particle Gibbs regrowth of every tree a step)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args(argv)
@@ -109,7 +113,7 @@ def main(argv=None):
                 warnings.simplefilter("ignore")
                 fit = bt.sample_model(model, Xtr, ytr, draws=a.draws, tune=a.tune, chains=a.chains, random_seed=seed,
                                       conjugate="auto" if path == "logit" else False, slide=a.slide,
-                                      log_likelihood=False)
+                                      local_moves=a.local_moves, particles=a.particles, log_likelihood=False)
             seconds = time.perf_counter() - t0
             f_new = fit.function("f", Xte)                     # (chain, draw, n_test)
             b0 = np.asarray(fit.idata.posterior["b0"])[..., None] if a.intercept else 0.0
@@ -117,7 +121,8 @@ def main(argv=None):
             ds = az.convert_to_dataset({"f": f_new[..., :10]})
             leaves = az.convert_to_dataset({"leaves": np.asarray(fit.idata.posterior["f_n_leaves"]).sum(-1)})
             rec = dict(data=a.data, n_train=len(train), n_test=n_test, m=a.m, chains=a.chains, draws=a.draws,
-                       tune=a.tune, path=path, slide=a.slide, intercept=a.intercept, sampler_seed=seed, seconds=seconds,
+                       tune=a.tune, path=path, slide=a.slide, local_moves=a.local_moves,
+                       particles=a.particles, intercept=a.intercept, sampler_seed=seed, seconds=seconds,
                        compiled=seed == 1, rhat_f_max=float(az.rhat(ds)["f"].max()),
                        ess_f_min=float(az.ess(ds)["f"].min()), rhat_leaves=float(az.rhat(leaves)["leaves"]),
                        ess_leaves=float(az.ess(leaves)["leaves"]), log_score=log_score(p.mean(axis=(0, 1)), yte),
