@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-__all__ = ["fold_in", "split", "uniform", "open_uniform", "gumbel", "normal", "gamma", "log_gamma",
+__all__ = ["fold_in", "split", "split_apart", "uniform", "open_uniform", "gumbel", "normal", "gamma", "log_gamma",
            "gamma_tries", "log_gamma_given"]
 
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -83,6 +83,14 @@ def split(key, num: int = 2):
     k1, k2 = _words(key)
     b1, b2 = threefry2x32(k1, k2, *_counters(int(num)))
     return _wrap(b1, b2)
+
+
+def split_apart(key, num: int = 2):
+    """:func:`split` behind an optimization barrier: the same keys, computed once and read by their
+    consumers.  The hash is written out as elementwise operations, which XLA otherwise fuses into
+    every consumer of every key derived from these, so that a large step compiles several times
+    slower (``docs/lab-notes/performance.md``, "Step keys behind a barrier")."""
+    return jax.lax.optimization_barrier(split(key, num))
 
 
 def uniform(key, shape=(), minval=0.0, maxval=1.0):

@@ -33,6 +33,18 @@ def test_fold_in_and_split_are_jax_bit_for_bit():
                                           jax.random.key_data(jax.random.split(k, n)))
 
 
+def test_split_apart_gives_split_s_keys_behind_an_optimization_barrier():
+    k = jax.random.key(7)
+    for n in (2, 3, 5):
+        np.testing.assert_array_equal(jax.random.key_data(jax.jit(R.split_apart, static_argnums=1)(k, n)),
+                                      jax.random.key_data(jax.random.split(k, n)))
+    keys = jax.random.split(jax.random.key(8), 4)   # under vmap, as in the chains' steps
+    np.testing.assert_array_equal(jax.random.key_data(jax.vmap(lambda q: R.split_apart(q, 3))(keys)),
+                                  jax.random.key_data(jax.vmap(lambda q: jax.random.split(q, 3))(keys)))
+    text = jax.jit(R.split_apart, static_argnums=1).lower(k, 5).as_text()
+    assert "optimization_barrier" in text
+
+
 def test_under_vmap_and_other_key_kinds():
     keys = jax.random.split(jax.random.key(3), 8)
     want = jax.vmap(lambda k: jax.random.uniform(k, (9,), minval=TINY))(keys)

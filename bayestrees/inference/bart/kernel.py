@@ -579,12 +579,12 @@ class _Step:
 
     def __call__(self, key, state: State, data: BARTData):
         cfg = self.cfg
-        k_prop, k_acc, k_val, k_last, k_sparse = random_bits.split(key, 5)
+        k_prop, k_acc, k_val, k_last, k_sparse = random_bits.split_apart(key, 5)
         state, proposed, accepted = move_trees((k_prop, k_acc, k_val), state, data, cfg)
         if cfg.local_moves > 1:   # further moves of every tree
             def again(i, carry):
                 st, pr, ac = carry
-                st, p_i, a_i = move_trees(random_bits.split(random_bits.fold_in(key, 1 + i), 3), st, data, cfg)
+                st, p_i, a_i = move_trees(random_bits.split_apart(random_bits.fold_in(key, 1 + i), 3), st, data, cfg)
                 return st, pr + p_i, ac + a_i
 
             state, proposed, accepted = jax.lax.fori_loop(1, cfg.local_moves, again, (state, proposed, accepted))
