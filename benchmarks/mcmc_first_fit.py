@@ -8,6 +8,8 @@ one workload once and prints its wall time and the XLA compilation time of the c
 * ``bart``: ``bt.BARTRegressor`` (``m = 200``), 1,024 rows, 100 features (Friedman's function of 5),
   one chain of 50 + 50 steps;
 * ``bart_probit``: ``bt.BARTClassifier``, 300 rows, 5 features, one chain of 50 + 50;
+* ``bcart``, ``bet``: ``bt.BayesianCARTRegressor``, ``bt.BETRegressor`` at their defaults but the
+  lengths, 300 rows, 5 features (a step plus a quadratic), 2 chains of 20 + 20;
 * ``one_tree``: ``bt.tree_function`` in a Normal model with sigma known, 9 rows, 2 features of 4
   levels, depth <= 2, ``bt.sample_model`` with 2 chains of 20 + 20 (the one-tree kernel: 50 local
   moves and a particle Gibbs regrowth a step).
@@ -51,6 +53,11 @@ if work in ("bart", "bart_probit"):
         bt.BARTRegressor(chains=1, draws=50, tune=50, random_state=0).fit(X, y)
     else:
         bt.BARTClassifier(chains=1, draws=50, tune=50, random_state=0).fit(X[:300, :5], (y[:300] > 14).astype(int))
+elif work in ("bcart", "bet"):
+    X = rng.uniform(size=(300, 5))
+    y = 2.0 * (X[:, 2] > 0.3) + 4.0 * (X[:, 0] - 0.5) ** 2 + 0.3 * rng.normal(size=300)
+    est = bt.BayesianCARTRegressor if work == "bcart" else bt.BETRegressor
+    est(chains=2, draws=20, tune=20, random_state=0).fit(X, y)
 else:
     codes = rng.integers(0, 4, size=(9, 2))
     X = codes * 1.5 - 2.0
@@ -78,7 +85,7 @@ def run(work: str, library: str | None) -> tuple[float, float]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", nargs="+", default=["bart", "bart_probit", "one_tree"])
+    ap.add_argument("--work", nargs="+", default=["bart", "bart_probit", "bcart", "bet", "one_tree"])
     ap.add_argument("--library", nargs="*", default=[], help="other checkouts to compare (PYTHONPATH)")
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args(argv)

@@ -319,11 +319,19 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
     evs = _evaluate(trees, data, cfg, 0)
     gam = jax.vmap(_gamma, in_axes=(0, 0, None, None, None, None))(trees, evs, beta, 0, prior, cfg)
     logw = jnp.zeros(N, gam.dtype)
+    # every stage's uniforms (stage t's from fold_in(key, t)), drawn once before the stages' loops and
+    # read by them: the hash is compiled once, not into each loop's consumers of it
+    stages = jnp.arange(1, D + 1, dtype=jnp.int32)
+    U = jax.lax.optimization_barrier(jax.vmap(
+        lambda t: random_bits.open_uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F_max * 2,)))(stages))
+    if data.categories is not None:
+        UC = jax.lax.optimization_barrier(jax.vmap(
+            lambda t: random_bits.uniform(random_bits.fold_in(key, D + 2 + t), (N, F_max)))(stages))
 
     def stage(t, carry, F):
         trees, evs, gam, logw = carry
         # the same uniforms whatever the stage's width: slot f of the frontier reads entries f
-        u = random_bits.open_uniform(random_bits.fold_in(key, t), ((N - 1) * N + N * F_max * 2,))
+        u = U[t - 1]
         g = random_bits.gumbel(u[:(N - 1) * N].reshape(N - 1, N)) + logw
         anc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.argmax(g, -1).astype(jnp.int32)])
         take = lambda a: a[anc]
@@ -334,7 +342,7 @@ def pgibbs(key, state: State, data: MCMCData, cfg: MCMCConfig):
         if data.categories is None:
             new = jax.vmap(_extend, in_axes=(0, 0, 0, None))(trees, props, ux, cfg)
         else:   # the subsets' fair bits from uniforms of their own (the other draws as without subsets)
-            uc = random_bits.uniform(random_bits.fold_in(key, D + 2 + t), (N, F_max))[:, :F]
+            uc = UC[t - 1][:, :F]
             new = jax.vmap(_extend, in_axes=(0, 0, 0, None, None, 0))(trees, props, ux, cfg, data.categories, uc)
         new = jax.tree_util.tree_map(lambda a, r: a.at[0].set(r), new, heap.truncate(ref, t))
         lq = jax.vmap(_log_q, in_axes=(0, 0, None))(props, new, cfg)
