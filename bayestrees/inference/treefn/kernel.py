@@ -888,7 +888,7 @@ class TreeMoves(MCMCKernel):
         y, S = leaves.y, fn.cfg.capacity
         ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, y.dtype), leaf.astype(jnp.int32), y))(st.leaf)
         st = st._replace(wsum=ysum, resid=-f0)   # the visit's per-leaf "weights" are the sums of y
-        new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data._replace(weight=y), fn.cfg,
+        new, _, accepted = bart_kernel.move_trees(random_bits.split_apart(key, 3), st, fn.data._replace(weight=y), fn.cfg,
                                                   leaves)
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid), jnp.sum(accepted)
 
@@ -929,6 +929,6 @@ class TreeMoves(MCMCKernel):
         leaf values) with the leaf model :class:`~bayestrees.leaves.LaplaceRows`, then
         ``leaf_refresh`` refreshes of every tree's leaf values."""
         refresh = tuple(tuple(random_bits.split(jax.random.fold_in(key, r + 1), 2)) for r in range(self.leaf_refresh))
-        new, _, accepted = bart_kernel.move_trees(random_bits.split(key, 3), st, fn.data, fn.cfg,
+        new, _, accepted = bart_kernel.move_trees(random_bits.split_apart(key, 3), st, fn.data, fn.cfg,
                                                   self._laplace_rows(fn, L, refresh))
         return new, jnp.sum(accepted)
