@@ -33,7 +33,7 @@ def test_fold_in_and_split_are_jax_bit_for_bit():
                                           jax.random.key_data(jax.random.split(k, n)))
 
 
-def test_split_apart_gives_split_s_keys_behind_an_optimization_barrier():
+def test_split_apart_is_split_behind_an_optimization_barrier():
     k = jax.random.key(7)
     for n in (2, 3, 5):
         np.testing.assert_array_equal(jax.random.key_data(jax.jit(R.split_apart, static_argnums=1)(k, n)),

@@ -47,8 +47,8 @@ particles ``1..N-1`` draw their ancestors from the normalised weights (multinomi
 keeps ancestor 0; all are extended and weighted; at the end one particle is drawn from the final
 weights.  The update is invariant for ``pi`` (Andrieu, Doucet & Holenstein 2010, Theorem 5).
 
-Randomness: a stage draws its uniforms with one call of :func:`bayestrees.random_bits.uniform`
-on ``fold_in(key, t)``.  Cost: a stage builds, per particle, the statistics of the frontier's rows
+Randomness: stage ``t`` reads the uniforms of one call of :func:`bayestrees.random_bits.uniform` on
+``fold_in(key, t)``, every stage's drawn before the stages' loops.  Cost: a stage builds, per particle, the statistics of the frontier's rows
 by (feature, code) (``2^(max_depth-1) * d * n_codes`` cells) and evaluates the particle's tree;
 an update is ``max_depth`` stages of ``particles`` particles, tens of local moves' worth.
 """

@@ -584,7 +584,8 @@ class _Step:
         if cfg.local_moves > 1:   # further moves of every tree
             def again(i, carry):
                 st, pr, ac = carry
-                st, p_i, a_i = move_trees(random_bits.split_apart(random_bits.fold_in(key, 1 + i), 3), st, data, cfg)
+                keys_i = random_bits.split_apart(random_bits.fold_in(key, 1 + i), 3)
+                st, p_i, a_i = move_trees(keys_i, st, data, cfg)
                 return st, pr + p_i, ac + a_i
 
             state, proposed, accepted = jax.lax.fori_loop(1, cfg.local_moves, again, (state, proposed, accepted))

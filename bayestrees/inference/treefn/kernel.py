@@ -888,8 +888,8 @@ class TreeMoves(MCMCKernel):
         y, S = leaves.y, fn.cfg.capacity
         ysum = jax.vmap(lambda leaf: scatter_add(jnp.zeros(S, y.dtype), leaf.astype(jnp.int32), y))(st.leaf)
         st = st._replace(wsum=ysum, resid=-f0)   # the visit's per-leaf "weights" are the sums of y
-        new, _, accepted = bart_kernel.move_trees(random_bits.split_apart(key, 3), st, fn.data._replace(weight=y), fn.cfg,
-                                                  leaves)
+        new, _, accepted = bart_kernel.move_trees(random_bits.split_apart(key, 3), st, fn.data._replace(weight=y),
+                                                  fn.cfg, leaves)
         return new._replace(resid=jnp.zeros_like(f0), z=-new.resid), jnp.sum(accepted)
 
     def _poisson_rows(self, st, fn: _Fn, L):
