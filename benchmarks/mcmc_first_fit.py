@@ -10,6 +10,8 @@ one workload once and prints its wall time and the XLA compilation time of the c
 * ``bart_probit``: ``bt.BARTClassifier``, 300 rows, 5 features, one chain of 50 + 50;
 * ``bcart``, ``bet``: ``bt.BayesianCARTRegressor``, ``bt.BETRegressor`` at their defaults but the
   lengths, 300 rows, 5 features (a step plus a quadratic), 2 chains of 20 + 20;
+* ``bcf``: ``bt.BCFRegressor`` (200 + 50 trees), 300 rows, 5 covariates, the true propensity given,
+  2 chains of 50 + 50;
 * ``one_tree``: ``bt.tree_function`` in a Normal model with sigma known, 9 rows, 2 features of 4
   levels, depth <= 2, ``bt.sample_model`` with 2 chains of 20 + 20 (the one-tree kernel: 50 local
   moves and a particle Gibbs regrowth a step).
@@ -53,6 +55,12 @@ if work in ("bart", "bart_probit"):
         bt.BARTRegressor(chains=1, draws=50, tune=50, random_state=0).fit(X, y)
     else:
         bt.BARTClassifier(chains=1, draws=50, tune=50, random_state=0).fit(X[:300, :5], (y[:300] > 14).astype(int))
+elif work == "bcf":
+    X = rng.normal(size=(300, 5))
+    pi = 1 / (1 + np.exp(-X[:, 0]))
+    z = (rng.uniform(size=300) < pi).astype(int)
+    y = 1 + X[:, 1] + (1 + X[:, 2] > 0) * z + rng.normal(size=300)
+    bt.BCFRegressor(chains=2, draws=50, tune=50, random_state=0).fit(X, y, z, pihat=pi)
 elif work in ("bcart", "bet"):
     X = rng.uniform(size=(300, 5))
     y = 2.0 * (X[:, 2] > 0.3) + 4.0 * (X[:, 0] - 0.5) ** 2 + 0.3 * rng.normal(size=300)
@@ -85,7 +93,7 @@ def run(work: str, library: str | None) -> tuple[float, float]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", nargs="+", default=["bart", "bart_probit", "bcart", "bet", "one_tree"])
+    ap.add_argument("--work", nargs="+", default=["bart", "bart_probit", "bcart", "bet", "bcf", "one_tree"])
     ap.add_argument("--library", nargs="*", default=[], help="other checkouts to compare (PYTHONPATH)")
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args(argv)
