@@ -952,8 +952,8 @@ def regrow_trees(key, state: State, data: BARTData, cfg: KernelConfig, leaves=No
                                 cfg.particles, cfg.n_codes)
     codes = data.codes.T.astype(jnp.int32)
     prior = cfg.prior if data.prior is None else data.prior
-    k_tree, k_val = random_bits.split(key)
-    keys = random_bits.split(k_tree, m)
+    k_tree, k_val = random_bits.split_apart(key)
+    keys = random_bits.split_apart(k_tree, m)
     noise = leaves.noise(k_val, m, S, dt)
     log_w = split_weights(cfg, state.log_s)
     # fixed split-variable weights (the missing values' columns) as the regrowth's xi; the sparse
@@ -998,7 +998,7 @@ def _regrow_jointly(key, state: State, data: BARTData, cfg: KernelConfig, leaves
     xi = None if log_w is None else jnp.exp(log_w - jnp.max(log_w))
     live = data.rows > 0
     w_data = jnp.where(live, data.weight, 0.0).astype(dt)
-    k_tree, k_val, k_acc = random_bits.split(key, 3)
+    k_tree, k_val, k_acc = random_bits.split_apart(key, 3)
     f0 = state.z - state.resid
     log_u = jnp.log(random_bits.open_uniform(k_acc, (m,))).astype(dt)
     noise = leaves.noise(k_val, m, S, dt)
@@ -1035,7 +1035,7 @@ def _regrow_jointly(key, state: State, data: BARTData, cfg: KernelConfig, leaves
         return (keep(f1, f), keep(L1, Lf)), out
 
     xs = (state.feature, state.threshold, state.value, state.leaf, state.count, state.wsum,
-          random_bits.split(k_tree, m), noise, log_u)
+          random_bits.split_apart(k_tree, m), noise, log_u)
     (f, _), (feature, threshold, value, leaf, count, wsum) = jax.lax.scan(visit, (f0, leaves.L(f0)), xs)
     lprior, avail = tree_log_priors(feature, threshold, data, cfg, dt, log_w)[:2]
     return state._replace(feature=feature, threshold=threshold, value=value, leaf=leaf, count=count, wsum=wsum,
