@@ -16,11 +16,12 @@ one workload once and prints its wall time and the XLA compilation time of the c
   levels, depth <= 2, ``bt.sample_model`` with 2 chains of 20 + 20 (the one-tree kernel: 50 local
   moves and a particle Gibbs regrowth a step).
 
-``--library PATH`` puts another checkout first on ``PYTHONPATH`` (a worktree of an earlier commit);
-``--versions`` alternates between the present checkout and those, ``--rounds`` times.
+``--library PATH`` puts another checkout first on ``PYTHONPATH`` (a worktree of an earlier commit,
+``git worktree add ../bayestrees-before <commit>``; a path relative to the working directory); the
+fits alternate between the present checkout and those, ``--rounds`` times.
 
     python benchmarks/mcmc_first_fit.py --rounds 2
-    python benchmarks/mcmc_first_fit.py --library /tmp/w/before --rounds 2
+    python benchmarks/mcmc_first_fit.py --library ../bayestrees-before --rounds 2
 """
 from __future__ import annotations
 
@@ -83,8 +84,8 @@ print(f"RESULT {wall:.2f} {block:.2f}")
 def run(work: str, library: str | None) -> tuple[float, float]:
     env = dict(os.environ, BAYESTREES_COMPILATION_CACHE="0", JAX_ENABLE_COMPILATION_CACHE="false")
     env.pop("XLA_FLAGS", None)
-    if library:
-        env["PYTHONPATH"] = library + os.pathsep + env.get("PYTHONPATH", "")
+    if library:   # the child runs outside the checkout (so that it does not import this one): an absolute path
+        env["PYTHONPATH"] = str(Path(library).resolve()) + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", CHILD, work], env=env, cwd="/" if library else ROOT,
                          capture_output=True, text=True, check=True).stdout
     wall, block = re.search(r"RESULT (\S+) (\S+)", out).groups()
