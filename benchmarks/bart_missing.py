@@ -22,6 +22,10 @@ boosting: none), fit seconds, and BART's R-hat of sigma.  One JSON line each to
 ``benchmarks/results/bart_missing.jsonl``.
 
     python benchmarks/bart_missing.py [--sets friedman california] [--rates 0.1 0.3 0.5] [--reps 2] [--quick]
+                                      [--bart k=1 beta=1] [--methods BART-MIA HGB]
+
+``--bart NAME=VALUE ...`` sets ``BARTRegressor``'s arguments (both BART methods; recorded as ``bart``),
+``--methods`` runs a subset of the three.
 """
 from __future__ import annotations
 
@@ -63,13 +67,14 @@ def remove(X, rate, mechanism, rng):
     return X
 
 
-def run(sets, rates, mechanisms, reps, quick, out_path):
+def run(sets, rates, mechanisms, reps, quick, out_path, bart=None, methods=("BART-MIA", "BART-mean", "HGB")):
     import arviz as az
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     import bayestrees as bt
 
     short = dict(m=50, draws=200, tune=200, chains=2) if quick else {}
+    short.update(bart or {})
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for name in sets:
         for mechanism in mechanisms:
@@ -82,6 +87,8 @@ def run(sets, rates, mechanisms, reps, quick, out_path):
                     means = np.nanmean(Xm[tr], axis=0)
                     imputed = np.where(np.isnan(Xm), means, Xm)
                     for method, Xuse in (("BART-MIA", Xm), ("BART-mean", imputed), ("HGB", Xm)):
+                        if method not in methods:
+                            continue
                         t0 = time.perf_counter()
                         with warnings.catch_warnings(record=True) as caught:
                             warnings.simplefilter("always")
@@ -96,6 +103,8 @@ def run(sets, rates, mechanisms, reps, quick, out_path):
                                    missing_share=float(np.isnan(Xm).mean()),
                                    rmse=float(np.sqrt(np.mean((pred - y[te]) ** 2))),
                                    warnings=sorted({type(w.message).__name__ for w in caught}))
+                        if bart and method != "HGB":
+                            rec["bart"] = bart
                         if method != "HGB":
                             f = est.predict_draws(Xuse[te])
                             sig = est.idata_.posterior["sigma"].values.reshape(-1, 1)
@@ -117,8 +126,25 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="short chains (a check of the script)")
     p.add_argument("--out", default=str(RESULTS / "bart_missing.jsonl"))
+    p.add_argument("--bart", nargs="*", default=[], metavar="NAME=VALUE",
+                   help="BARTRegressor arguments for both BART methods, e.g. k=1 beta=1 (numbers or JSON)")
+    p.add_argument("--methods", nargs="+", default=["BART-MIA", "BART-mean", "HGB"],
+                   choices=["BART-MIA", "BART-mean", "HGB"])
     a = p.parse_args(argv)
-    run(a.sets, a.rates, a.mechanisms, a.reps, a.quick, Path(a.out))
+    run(a.sets, a.rates, a.mechanisms, a.reps, a.quick, Path(a.out), _parse_params(a.bart), tuple(a.methods))
+
+
+def _parse_params(items):
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--bart takes NAME=VALUE, got {item!r}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
 
 
 if __name__ == "__main__":
