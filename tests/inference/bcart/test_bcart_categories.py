@@ -110,8 +110,47 @@ SCHEMES = {
 LENGTHS = {"moves": (6000, 3), "sweep": (6000, 1), "default": (700, 1)}
 
 
+def _subset_chains(scheme):
+    """The chains of :func:`test_subset_splits_match_the_enumerated_posterior` for ``scheme``, chains and
+    draws flattened (NumPy): each draw's leaf of every row, and its tree's ``left``, ``feature`` and
+    ``threshold``."""
+    codes, y = _data()
+    model = NormalLeaves(NIG)
+    cfg = M.MCMCConfig(PRIOR, model, DEPTH, 2, **SCHEMES[scheme])
+    data = M.MCMCData(jnp.asarray(codes), jnp.asarray(y), model.row_stats(jnp.asarray(y)), jnp.ones(len(y), jnp.float32),
+                      categories=jnp.asarray(root_categories(codes, SUBSETS)))
+    draws, thin = LENGTHS[scheme]
+    res = run_chains(jax.random.key(3), kernel_for(cfg), args=(data,), chains=16, draws=draws, tune=200, thin=thin,
+                     collect=M.collect(cfg))
+    tree = res.samples.tree
+    return {"leaf": np.asarray(res.samples.leaf).reshape(-1, len(y)),
+            **{k: np.asarray(getattr(tree, k)).reshape(-1, cfg.capacity) for k in ("left", "feature", "threshold")}}
+
+
+_CHAINS_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, "tests/inference/bcart")
+from test_bcart_categories import _subset_chains
+np.savez(sys.argv[2], **_subset_chains(sys.argv[1]))
+"""
+
+
+def _subset_chains_in_subprocess(scheme, out, env):
+    """:func:`_subset_chains` in a fresh process with environment ``env``, through the file ``out``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    res = subprocess.run([sys.executable, "-c", _CHAINS_SCRIPT, scheme, str(out)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[3], env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
 @pytest.mark.parametrize("scheme", list(SCHEMES))
-def test_subset_splits_match_the_enumerated_posterior(scheme):
+def test_subset_splits_match_the_enumerated_posterior(scheme, tmp_path, default_xla_env):
     """The chains' posterior against the enumeration of every tree of the space (depth <= 2; the 4
     categories of column 0 give 14 subset rules at the root; 847 trees): total variation over the
     partitions of the rows that the trees make < 0.03, and over the number of leaves < 0.025.
@@ -128,17 +167,12 @@ def test_subset_splits_match_the_enumerated_posterior(scheme):
     p_part = np.bincount([pidx[k] for k in parts], weights=p, minlength=len(pidx))
     n_leaves = np.array([len(r) + 1 for r in trees])
     p_leaves = np.bincount(n_leaves, weights=p, minlength=2 ** DEPTH + 1)
-    codes, y = _data()
-    model = NormalLeaves(NIG)
-    cfg = M.MCMCConfig(PRIOR, model, DEPTH, 2, **SCHEMES[scheme])
-    data = M.MCMCData(jnp.asarray(codes), jnp.asarray(y), model.row_stats(jnp.asarray(y)), jnp.ones(len(y), jnp.float32),
-                      categories=jnp.asarray(root_categories(codes, SUBSETS)))
-    draws, thin = LENGTHS[scheme]
-    res = run_chains(jax.random.key(3), kernel_for(cfg), args=(data,), chains=16, draws=draws, tune=200, thin=thin,
-                     collect=M.collect(cfg))
-    leaf = np.asarray(res.samples.leaf).reshape(-1, len(y))
+    # the default composition (8 tempered replicas of 25 local moves, and a regrowth) runs far more than
+    # it compiles: in a subprocess at XLA's default level rather than the suite's -O0
+    chains = (_subset_chains_in_subprocess(scheme, tmp_path / "chains.npz", default_xla_env) if scheme == "default"
+              else _subset_chains(scheme))
+    leaf, left = chains["leaf"], chains["left"]
     got = np.bincount([pidx[_partition(lf)] for lf in leaf], minlength=len(pidx)) / len(leaf)
-    left = np.asarray(res.samples.tree.left).reshape(-1, cfg.capacity)
     got_leaves = np.bincount((left == LEAF).sum(-1), minlength=2 ** DEPTH + 1) / len(left)
     tv_part = 0.5 * np.abs(got - p_part).sum()
     tv_leaves = 0.5 * np.abs(got_leaves - p_leaves).sum()
@@ -146,8 +180,7 @@ def test_subset_splits_match_the_enumerated_posterior(scheme):
     assert tv_leaves < 0.025, (scheme, tv_leaves, got_leaves.round(3), p_leaves.round(3))
     # the trees' rules are the enumeration's (a subset rule holds only categories its node's rows hold)
     index = {tuple((s, j, t) for s, (j, t) in sorted(r.items())) for r in trees}
-    f = np.asarray(res.samples.tree.feature).reshape(-1, cfg.capacity)
-    t = np.asarray(res.samples.tree.threshold).reshape(-1, cfg.capacity)
+    f, t = chains["feature"], chains["threshold"]
     assert all(_key(np.where(lf >= 0, ff, -1), tt) in index for ff, tt, lf in zip(f[::50], t[::50], left[::50]))
 
 
