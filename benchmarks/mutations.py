@@ -98,6 +98,7 @@ _TREEFN = "tests/inference/treefn/test_treefn_exact.py::"
 LOGIT_ONE_TREE = (_TREEFN + "test_one_tree_logit_function_at_its_defaults_matches_enumeration[0]",)
 STUDENT_T_ONE_TREE = (_TREEFN + "test_one_tree_student_t_function_at_its_defaults_matches_enumeration[0]",)
 PROBIT_FUNCTION = (_TREEFN + "test_a_probit_function_matches_enumeration[factor_per_row]",)
+GAMMA_POISSON_ONE_TREE = (_TREEFN + "test_one_tree_gamma_poisson_function_at_its_defaults_matches_enumeration[0]",)
 
 MUTATIONS = [
     Mutation(
@@ -340,6 +341,14 @@ MUTATIONS = [
         old="return z - eta, jnp.ones_like(z)",
         new="return eta - z, jnp.ones_like(z)",
         tests=PROBIT_FUNCTION, error="the latent's residual `eta - z` for `z - eta`"),
+    Mutation(
+        name="gamma-poisson-marginal",
+        where="Gamma-Poisson leaf marginal (leaves.gamma_poisson_log_marginal): the tree functions' log-gamma path "
+              "(visits and regrowth), multinomial BART",
+        path="bayestrees/leaves.py",
+        old="+ gammaln(c + Y) - (c + Y) * jnp.log(d + U)",
+        new="+ gammaln(c + Y + 1.0) - (c + Y) * jnp.log(d + U)",
+        tests=GAMMA_POISSON_ONE_TREE, error="`lgamma(c + Y + 1)` for `lgamma(c + Y)`"),
 ]
 
 
