@@ -67,6 +67,7 @@ DEEPER = (_BART + "test_one_deeper_tree_from_the_exact_posterior_stays_at_it[mov
 STUMPS = (_BART + "test_two_stumps_and_sigma_match_exact_enumeration",)
 TEMPERED = (_BART + "test_tempered_replicas_match_their_tempered_targets",)
 PROBIT = (_BART + "test_root_leaves_probit_matches_quadrature",)
+SPARSE_STUMPS = (_BART + "test_two_stumps_under_the_sparse_prior_match_exact_enumeration",)
 ONE_TREE_SLIDE = (_BART + "test_one_tree_with_sigma_fixed_is_bayesian_cart[slide]",)
 ONE_TREE_ROTATE = (_BART + "test_one_tree_with_sigma_fixed_is_bayesian_cart[rotate]",)
 ONE_TREE_DEFAULTS = ("tests/inference/treefn/test_treefn_exact.py::test_one_tree_function_at_its_defaults_matches_enumeration",)
@@ -349,6 +350,20 @@ MUTATIONS = [
         old="+ gammaln(c + Y) - (c + Y) * jnp.log(d + U)",
         new="+ gammaln(c + Y + 1.0) - (c + Y) * jnp.log(d + U)",
         tests=GAMMA_POISSON_ONE_TREE, error="`lgamma(c + Y + 1)` for `lgamma(c + Y)`"),
+    Mutation(
+        name="sparse-alpha-jacobian",
+        where="the sparse prior's random walk on log alpha (bart/kernel._log_alpha_density): BART with sparse=True",
+        path="bayestrees/inference/bart/kernel.py",
+        old="return log_prior + log_dir + jnp.log(alpha)",
+        new="return log_prior + log_dir",
+        tests=SPARSE_STUMPS, error="the walk on `log alpha` without its Jacobian `log alpha`"),
+    Mutation(
+        name="sparse-proposal-shape",
+        where="the sparse prior's independence step for s (bart/kernel._sparse_update): BART with sparse=True",
+        path="bayestrees/inference/bart/kernel.py",
+        old="(alpha / d + c).astype(dtype)",
+        new="(alpha / d + 2.0 * c).astype(dtype)",
+        tests=SPARSE_STUMPS, error="the proposal `Dirichlet(alpha / d + 2 c)`, scored as if Linero's `alpha / d + c`"),
 ]
 
 
