@@ -189,6 +189,41 @@ def default_xla_env():
     return env
 
 
+_CALL_SCRIPT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+module = __import__(sys.argv[2])
+a = json.loads(sys.argv[3])
+out = a.pop("out")
+np.savez(out, **getattr(module, sys.argv[4])(**a))
+"""
+
+
+@pytest.fixture
+def in_default_xla_process(tmp_path, default_xla_env):
+    """``call(test_file, name, **kwargs)``: the function ``name`` of the test module ``test_file`` (its
+    ``__file__``) called with ``kwargs`` (JSON) in a fresh process at XLA's defaults
+    (:func:`default_xla_env`); the function returns a dict of arrays, which comes back through a file."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def call(test_file, name: str, **kwargs) -> dict:
+        path = Path(test_file).resolve()
+        out = tmp_path / f"{path.stem}.{name}.npz"
+        res = subprocess.run([sys.executable, "-c", _CALL_SCRIPT, str(path.parent), path.stem,
+                              json.dumps(dict(kwargs, out=str(out))), name],
+                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                             env=default_xla_env, timeout=900)
+        assert res.returncode == 0, res.stderr[-4000:]
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+
+    return call
+
+
 def _memory_maps() -> int:
     """Memory maps of this process (Linux); 0 where /proc is not there."""
     try:

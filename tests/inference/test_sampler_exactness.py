@@ -17,17 +17,13 @@ test failed.
 (d) the common-variance leaf model in an exact-reference sampler test: the posterior over all
     trees of a tiny tree space enumerated by brute force.
 
-The long PCFG chains run in a subprocess at XLA's default optimisation level (``default_xla_env``),
+The long PCFG chains run in a subprocess at XLA's default optimisation level (the ``in_default_xla_process`` fixture),
 where a sampler spends its time running rather than compiling.  Test time added: about a minute on the
 2-core machine with ``-n 2``.
 """
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -45,25 +41,10 @@ from bayestrees.leaves import CommonVarianceNormalLeaves, DirichletLeaves, NIGPr
 from bayestrees.priors import ChipmanPrior, DepthDecayPrior, LeafCountPrior
 from bayestrees.tree import LEAF, grow_leaf
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _data(codes, y, model):
     return M.MCMCData(jnp.asarray(codes, jnp.int32), jnp.asarray(y), model.row_stats(y),
                       jnp.ones(len(y), jnp.float32))
-
-
-def _in_subprocess(name: str, kwargs: dict, out: Path, env) -> dict:
-    """``name(**kwargs)`` of this module in a fresh process with environment ``env``; its dict of arrays."""
-    script = ("import json, sys\nimport numpy as np\nsys.path.insert(0, 'tests/inference')\n"
-              "import test_sampler_exactness as T\n"
-              "a = json.loads(sys.argv[1])\nout = a.pop('out')\n"
-              f"np.savez(out, **T.{name}(**a))\n")
-    res = subprocess.run([sys.executable, "-c", script, json.dumps(dict(kwargs, out=str(out)))], capture_output=True,
-                         text=True, cwd=ROOT, env=env, timeout=900)
-    assert res.returncode == 0, res.stderr[-4000:]
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -675,7 +656,7 @@ def _pcfg_chains(alpha: float = 1.0, seed: int = 7) -> dict:
     return dict(n_leaves=n_leaves.reshape(16, -1), root=root.reshape(16, -1), pred=pred.reshape(16, -1, 4))
 
 
-def test_moves_match_the_exact_pcfg_posterior_tightly(tmp_path, default_xla_env):
+def test_moves_match_the_exact_pcfg_posterior_tightly(in_default_xla_process):
     """The random moves (swap included) against the exact PCFG posterior (Dirichlet(1) leaves), three quantities:
     the distribution of the number of leaves, of the canonical root split feature, and the posterior mean
     predictive probability ``P(y = 1 | x, Y)`` at four training points (it depends on the leaf model).
@@ -706,7 +687,7 @@ def test_moves_match_the_exact_pcfg_posterior_tightly(tmp_path, default_xla_env)
         _, root_w, pred_w = exact(wrong)
         assert 0.5 * np.abs(root_w - want_root).sum() > 0.009 or np.abs(pred_w - want_pred).max() > 0.005
 
-    got = _in_subprocess("_pcfg_chains", {}, tmp_path / "pcfg.npz", default_xla_env)
+    got = in_default_xla_process(__file__, "_pcfg_chains")
     n_leaves, root, pred = got["n_leaves"].ravel(), got["root"].ravel(), got["pred"].reshape(-1, 4)
     freq = np.bincount(n_leaves, minlength=13)[1:13] / n_leaves.size
     tv_leaves = 0.5 * np.abs(freq - want_leaves).sum() + 0.5 * (1 - want_leaves.sum())

@@ -127,30 +127,8 @@ def _subset_chains(scheme):
             **{k: np.asarray(getattr(tree, k)).reshape(-1, cfg.capacity) for k in ("left", "feature", "threshold")}}
 
 
-_CHAINS_SCRIPT = """
-import sys
-import numpy as np
-sys.path.insert(0, "tests/inference/bcart")
-from test_bcart_categories import _subset_chains
-np.savez(sys.argv[2], **_subset_chains(sys.argv[1]))
-"""
-
-
-def _subset_chains_in_subprocess(scheme, out, env):
-    """:func:`_subset_chains` in a fresh process with environment ``env``, through the file ``out``."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    res = subprocess.run([sys.executable, "-c", _CHAINS_SCRIPT, scheme, str(out)], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[3], env=env, timeout=900)
-    assert res.returncode == 0, res.stderr[-4000:]
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
-
-
 @pytest.mark.parametrize("scheme", list(SCHEMES))
-def test_subset_splits_match_the_enumerated_posterior(scheme, tmp_path, default_xla_env):
+def test_subset_splits_match_the_enumerated_posterior(scheme, in_default_xla_process):
     """The chains' posterior against the enumeration of every tree of the space (depth <= 2; the 4
     categories of column 0 give 14 subset rules at the root; 847 trees): total variation over the
     partitions of the rows that the trees make < 0.03, and over the number of leaves < 0.025.
@@ -169,7 +147,7 @@ def test_subset_splits_match_the_enumerated_posterior(scheme, tmp_path, default_
     p_leaves = np.bincount(n_leaves, weights=p, minlength=2 ** DEPTH + 1)
     # the default composition (8 tempered replicas of 25 local moves, and a regrowth) runs far more than
     # it compiles: in a subprocess at XLA's default level rather than the suite's -O0
-    chains = (_subset_chains_in_subprocess(scheme, tmp_path / "chains.npz", default_xla_env) if scheme == "default"
+    chains = (in_default_xla_process(__file__, "_subset_chains", scheme=scheme) if scheme == "default"
               else _subset_chains(scheme))
     leaf, left = chains["leaf"], chains["left"]
     got = np.bincount([pidx[_partition(lf)] for lf in leaf], minlength=len(pidx)) / len(leaf)
